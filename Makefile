@@ -1,0 +1,59 @@
+# llmprobe — build, test and run.
+#
+#   make run     the daemon probing the built-in simulator (embedded demo config)
+#   make test    everything CI runs: vet, race tests, promtool checks, real Prometheus e2e
+#   make bench   benchmarks that print figures (harness capacity, simulator cost, ...)
+
+GO        ?= go
+BIN       := $(CURDIR)/bin
+PROM_VERSION := v0.316.0
+PROMETHEUS := $(BIN)/prometheus
+PROMTOOL   := $(BIN)/promtool
+
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BRANCH   ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
+LDFLAGS  := -X github.com/prometheus/common/version.Version=$(VERSION) \
+            -X github.com/prometheus/common/version.Revision=$(REVISION) \
+            -X github.com/prometheus/common/version.Branch=$(BRANCH)
+
+# Tests find the tools through these; with LLMPROBE_REQUIRE_TOOLS=1 a missing
+# tool fails the test instead of skipping it.
+export PROMTOOL PROMETHEUS
+TEST_ENV := LLMPROBE_REQUIRE_TOOLS=1
+
+.PHONY: all build run test test-short lint tools bench dashboards clean
+
+all: build
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/llmprobe ./cmd/llmprobe
+
+run: build
+	$(BIN)/llmprobe run --demo
+
+tools: $(PROMETHEUS) $(PROMTOOL)
+
+$(PROMETHEUS) $(PROMTOOL):
+	GOBIN=$(BIN) $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/prometheus@$(PROM_VERSION) \
+		github.com/prometheus/prometheus/cmd/promtool@$(PROM_VERSION)
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
+	$(GO) vet ./...
+
+test: tools lint
+	$(TEST_ENV) $(GO) test -race -count=1 -timeout 15m ./...
+
+# Quick loop for development: no race detector, no external tools required.
+test-short:
+	$(GO) test -short ./...
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
+
+dashboards:
+	$(GO) run ./dashboards/generate
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,72 @@
+// Command llmprobe is a Prometheus-native continuous benchmarking exporter
+// for OpenAI-compatible LLM serving endpoints.
+//
+// Each subcommand lives in its own file and registers itself through a
+// register* function returning a command; main only wires flags, logging
+// and signals.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/promslog"
+	promslogflag "github.com/prometheus/common/promslog/flag"
+	"github.com/prometheus/common/version"
+)
+
+// command is one kingpin subcommand and the function that runs it once the
+// command line has been parsed. ctx is cancelled on SIGINT/SIGTERM.
+type command struct {
+	clause *kingpin.CmdClause
+	run    func(ctx context.Context, logger *slog.Logger) error
+}
+
+func main() {
+	os.Exit(Main(os.Args[1:]))
+}
+
+// Main parses args, runs the selected command and returns the exit code.
+func Main(args []string) int {
+	app := kingpin.New("llmprobe", "Continuous, open-loop benchmarking of OpenAI-compatible LLM endpoints, exported as Prometheus metrics.")
+	app.Version(version.Print("llmprobe"))
+	app.HelpFlag.Short('h')
+	logConfig := &promslog.Config{}
+	promslogflag.AddFlags(app, logConfig)
+
+	commands := []command{
+		registerRun(app),
+		registerCheckConfig(app),
+		registerSim(app),
+		registerBench(app),
+		registerFit(app),
+	}
+
+	selected, err := app.Parse(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "llmprobe: %v\n", err)
+		app.Usage(args)
+		return 2
+	}
+	logger := promslog.New(logConfig)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	for _, c := range commands {
+		if c.clause.FullCommand() != selected {
+			continue
+		}
+		if err := c.run(ctx, logger); err != nil {
+			logger.Error("llmprobe "+selected+" failed", "err", err)
+			return 1
+		}
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "llmprobe: unknown command %q\n", selected)
+	return 2
+}

@@ -1,0 +1,434 @@
+// Package config holds llmprobe's configuration: the YAML schema, its
+// defaults, and validation whose errors name the file, line and field.
+//
+// Decoding follows the blackbox_exporter idiom: UnmarshalYAML sets defaults
+// and decodes into a `plain` alias type with unknown keys rejected; semantic
+// checks run afterwards over the whole tree and report every problem at
+// once, each positioned by the YAML node it concerns (see errors.go).
+package config
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	commoncfg "github.com/prometheus/common/config"
+	"github.com/prometheus/common/model"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Global    Global               `yaml:"global"`
+	Workloads map[string]*Workload `yaml:"workloads"`
+	Targets   []*Target            `yaml:"targets"`
+
+	// Source is the file the config was loaded from ("" for in-memory).
+	Source string `yaml:"-"`
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler: defaults apply to sections
+// the file leaves out.
+func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
+	*c = Config{Global: DefaultGlobal}
+	type plain Config
+	return decodePlain(unmarshal, (*plain)(c))
+}
+
+// Global holds settings shared by every target.
+type Global struct {
+	// Warmup is the period after start or after a target's config changed
+	// whose requests are counted but kept out of the latency histograms.
+	Warmup model.Duration `yaml:"warmup"`
+	// RequestTimeout bounds each request end to end (targets may override).
+	RequestTimeout model.Duration `yaml:"request_timeout"`
+	// LateAfter: a request that cannot be sent within this of its planned
+	// instant is dropped (reason "late") instead of joining a catch-up burst.
+	LateAfter model.Duration `yaml:"late_after"`
+	// Saturation says when the harness flags its own numbers as untrusted.
+	Saturation Saturation `yaml:"saturation"`
+	// HitRatioWindow is the sliding window of llmprobe_prefix_cache_hit_ratio.
+	HitRatioWindow model.Duration `yaml:"hit_ratio_window"`
+	// RecentRequests is how many requests the status page keeps per target;
+	// failures are kept in a separate ring of the same size.
+	RecentRequests int `yaml:"recent_requests"`
+	// ShutdownGracePeriod is how long in-flight requests may take to finish
+	// on SIGTERM before they are cancelled.
+	ShutdownGracePeriod model.Duration `yaml:"shutdown_grace_period"`
+	// Seed makes workload sampling and shared prefixes reproducible. Zero
+	// means a random seed for sampling; prefixes always derive from the
+	// target name so they stay stable across restarts.
+	Seed uint64 `yaml:"seed"`
+}
+
+// Saturation holds the thresholds of the harness' self-judgement.
+type Saturation struct {
+	// Window over which lag and shortfall are judged.
+	Window model.Duration `yaml:"window"`
+	// MaxLag is the highest acceptable p99 schedule lag within Window.
+	MaxLag model.Duration `yaml:"max_lag"`
+	// MaxShortfall is the highest acceptable fraction of scheduled requests
+	// that were not sent (dropped) within Window.
+	MaxShortfall float64 `yaml:"max_shortfall"`
+}
+
+// DefaultGlobal is applied before the file's global section is decoded.
+var DefaultGlobal = Global{
+	Warmup:              model.Duration(60 * time.Second),
+	RequestTimeout:      model.Duration(120 * time.Second),
+	LateAfter:           model.Duration(time.Second),
+	HitRatioWindow:      model.Duration(5 * time.Minute),
+	RecentRequests:      50,
+	ShutdownGracePeriod: model.Duration(25 * time.Second),
+	Saturation: Saturation{
+		Window:       model.Duration(time.Minute),
+		MaxLag:       model.Duration(50 * time.Millisecond),
+		MaxShortfall: 0.02,
+	},
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler (the form that keeps unknown
+// fields rejected in nested values).
+func (g *Global) UnmarshalYAML(unmarshal func(any) error) error {
+	*g = DefaultGlobal
+	type plain Global
+	return decodePlain(unmarshal, (*plain)(g))
+}
+
+// Workload is a weighted mix of request classes.
+type Workload struct {
+	Classes []*Class `yaml:"classes"`
+}
+
+// Class is one kind of request in a workload.
+type Class struct {
+	Name         string   `yaml:"name"`
+	Weight       float64  `yaml:"weight"`
+	PromptTokens Dist     `yaml:"prompt_tokens"`
+	OutputTokens Dist     `yaml:"output_tokens"`
+	Prefix       *Prefix  `yaml:"prefix,omitempty"`
+	Sampling     Sampling `yaml:"sampling"`
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (c *Class) UnmarshalYAML(unmarshal func(any) error) error {
+	*c = Class{Weight: 1, Sampling: DefaultSampling}
+	type plain Class
+	return decodePlain(unmarshal, (*plain)(c))
+}
+
+// Prefix describes shared prompt prefixes (system prompts) reused across
+// requests, which a server's prefix cache can serve.
+type Prefix struct {
+	// Groups is the number of distinct shared prefixes.
+	Groups int `yaml:"groups"`
+	// Tokens is the length of each shared prefix.
+	Tokens int `yaml:"tokens"`
+	// Probability that a request starts with one of the prefixes.
+	Probability float64 `yaml:"probability"`
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (p *Prefix) UnmarshalYAML(unmarshal func(any) error) error {
+	*p = Prefix{Groups: 1, Probability: 1}
+	type plain Prefix
+	return decodePlain(unmarshal, (*plain)(p))
+}
+
+// Sampling holds the sampling parameters sent with every request of a
+// class. They are explicit because hidden server defaults change results
+// (temperature 0 is ~20% faster than 0.7).
+type Sampling struct {
+	Temperature float64 `yaml:"temperature"`
+	TopP        float64 `yaml:"top_p"`
+	TopK        int     `yaml:"top_k,omitempty"`
+	Seed        *int64  `yaml:"seed,omitempty"`
+}
+
+// DefaultSampling mirrors realistic chat traffic.
+var DefaultSampling = Sampling{Temperature: 0.7, TopP: 1}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (s *Sampling) UnmarshalYAML(unmarshal func(any) error) error {
+	*s = DefaultSampling
+	type plain Sampling
+	return decodePlain(unmarshal, (*plain)(s))
+}
+
+// API values.
+const (
+	APIChat        = "chat"
+	APICompletions = "completions"
+)
+
+// Arrival processes.
+const (
+	ProcessPoisson  = "poisson"
+	ProcessGamma    = "gamma"
+	ProcessConstant = "constant"
+)
+
+// Arrival describes a target's open-loop arrival process.
+type Arrival struct {
+	Process string `yaml:"process"`
+	// Rate is the requested mean rate in requests per second.
+	Rate float64 `yaml:"rate"`
+	// Burstiness is the gamma shape (vLLM semantics): 1 is Poisson, < 1
+	// burstier, > 1 smoother.
+	Burstiness float64 `yaml:"burstiness"`
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (a *Arrival) UnmarshalYAML(unmarshal func(any) error) error {
+	*a = Arrival{Process: ProcessPoisson, Burstiness: 1}
+	type plain Arrival
+	return decodePlain(unmarshal, (*plain)(a))
+}
+
+// Target is one endpoint to probe.
+type Target struct {
+	Name string `yaml:"name"`
+	// URL is the OpenAI base URL (ending in /v1 usually); /chat/completions
+	// or /completions is appended.
+	URL      string  `yaml:"url"`
+	API      string  `yaml:"api"`
+	Model    string  `yaml:"model"`
+	Workload string  `yaml:"workload"`
+	Arrival  Arrival `yaml:"arrival"`
+	// MaxInflight bounds concurrent requests; arrivals over it are dropped
+	// and counted, never delayed.
+	MaxInflight int `yaml:"max_inflight"`
+	// RequestTimeout overrides global.request_timeout when set.
+	RequestTimeout model.Duration `yaml:"request_timeout,omitempty"`
+	// HTTPClientConfig holds auth (bearer, basic, OAuth2, secrets from
+	// files), TLS, proxy and extra headers (http_headers).
+	HTTPClientConfig commoncfg.HTTPClientConfig `yaml:"http_client_config"`
+	// ExtraBody is merged into every request body (e.g. ignore_eos).
+	ExtraBody map[string]any `yaml:"extra_body,omitempty"`
+}
+
+// DefaultMaxInflight applies when a target sets no max_inflight.
+const DefaultMaxInflight = 64
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (t *Target) UnmarshalYAML(unmarshal func(any) error) error {
+	*t = Target{
+		API:              APIChat,
+		MaxInflight:      DefaultMaxInflight,
+		HTTPClientConfig: commoncfg.DefaultHTTPClientConfig,
+	}
+	type plain Target
+	return decodePlain(unmarshal, (*plain)(t))
+}
+
+// Timeout is the effective request timeout of t under g.
+func (t *Target) Timeout(g Global) time.Duration {
+	if t.RequestTimeout > 0 {
+		return time.Duration(t.RequestTimeout)
+	}
+	return time.Duration(g.RequestTimeout)
+}
+
+// Workload returns the workload a target references.
+func (c *Config) Workload(t *Target) *Workload { return c.Workloads[t.Workload] }
+
+// Target returns the target named name, or nil.
+func (c *Config) Target(name string) *Target {
+	for _, t := range c.Targets {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// nameRE is what target and class names may look like: they become label
+// values and appear in logs, so keep them short and plain.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,62}$`)
+
+// validate checks the decoded config and records every problem in errs.
+func (c *Config) validate(errs *fieldErrors) {
+	g := &c.Global
+	positiveDuration(errs, "global.warmup", g.Warmup, true)
+	positiveDuration(errs, "global.request_timeout", g.RequestTimeout, false)
+	positiveDuration(errs, "global.late_after", g.LateAfter, false)
+	positiveDuration(errs, "global.hit_ratio_window", g.HitRatioWindow, false)
+	positiveDuration(errs, "global.shutdown_grace_period", g.ShutdownGracePeriod, true)
+	positiveDuration(errs, "global.saturation.window", g.Saturation.Window, false)
+	positiveDuration(errs, "global.saturation.max_lag", g.Saturation.MaxLag, false)
+	if s := g.Saturation.MaxShortfall; !(s >= 0 && s < 1) {
+		errs.add("global.saturation.max_shortfall", "must be in [0, 1), got %v", s)
+	}
+	if g.RecentRequests < 0 || g.RecentRequests > 10000 {
+		errs.add("global.recent_requests", "must be in [0, 10000], got %d", g.RecentRequests)
+	}
+
+	if len(c.Workloads) == 0 {
+		errs.add("workloads", "at least one workload is required")
+	}
+	for _, name := range sortedKeys(c.Workloads) {
+		w := c.Workloads[name]
+		path := "workloads." + name
+		if !nameRE.MatchString(name) {
+			errs.add(path, "invalid workload name %q (letters, digits, _ . : / -; at most 63)", name)
+		}
+		if w == nil || len(w.Classes) == 0 {
+			errs.add(path+".classes", "at least one class is required")
+			continue
+		}
+		w.validate(errs, path)
+	}
+
+	if len(c.Targets) == 0 {
+		errs.add("targets", "at least one target is required")
+	}
+	seen := map[string]int{}
+	for i, t := range c.Targets {
+		path := fmt.Sprintf("targets[%d]", i)
+		if t == nil {
+			errs.add(path, "empty target")
+			continue
+		}
+		if j, dup := seen[t.Name]; dup && t.Name != "" {
+			errs.add(path+".name", "duplicate target name %q (also targets[%d])", t.Name, j)
+		}
+		seen[t.Name] = i
+		t.validate(errs, path, c)
+	}
+}
+
+func (w *Workload) validate(errs *fieldErrors, path string) {
+	names := map[string]int{}
+	for i, cl := range w.Classes {
+		cp := fmt.Sprintf("%s.classes[%d]", path, i)
+		if cl == nil {
+			errs.add(cp, "empty class")
+			continue
+		}
+		switch {
+		case cl.Name == "":
+			errs.add(cp+".name", "required")
+		case !nameRE.MatchString(cl.Name):
+			errs.add(cp+".name", "invalid class name %q (letters, digits, _ . : / -; at most 63)", cl.Name)
+		}
+		if j, dup := names[cl.Name]; dup && cl.Name != "" {
+			errs.add(cp+".name", "duplicate class name %q (also classes[%d])", cl.Name, j)
+		}
+		names[cl.Name] = i
+		if !(cl.Weight > 0) || math.IsInf(cl.Weight, 0) {
+			errs.add(cp+".weight", "must be a positive number, got %v", cl.Weight)
+		}
+		cl.PromptTokens.validateLength(errs, cp+".prompt_tokens", 1)
+		cl.OutputTokens.validateLength(errs, cp+".output_tokens", 1)
+		if p := cl.Prefix; p != nil {
+			if p.Groups < 1 {
+				errs.add(cp+".prefix.groups", "must be at least 1, got %d", p.Groups)
+			}
+			if p.Tokens < 1 {
+				errs.add(cp+".prefix.tokens", "must be at least 1, got %d", p.Tokens)
+			}
+			if !(p.Probability >= 0 && p.Probability <= 1) {
+				errs.add(cp+".prefix.probability", "must be in [0, 1], got %v", p.Probability)
+			}
+		}
+		s := cl.Sampling
+		if !(s.Temperature >= 0 && s.Temperature <= 2) {
+			errs.add(cp+".sampling.temperature", "must be in [0, 2], got %v", s.Temperature)
+		}
+		if !(s.TopP > 0 && s.TopP <= 1) {
+			errs.add(cp+".sampling.top_p", "must be in (0, 1], got %v", s.TopP)
+		}
+		if s.TopK < 0 {
+			errs.add(cp+".sampling.top_k", "must not be negative, got %d", s.TopK)
+		}
+	}
+}
+
+func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
+	switch {
+	case t.Name == "":
+		errs.add(path+".name", "required")
+	case !nameRE.MatchString(t.Name):
+		errs.add(path+".name", "invalid target name %q (letters, digits, _ . : / -; at most 63)", t.Name)
+	}
+	switch u, err := url.Parse(t.URL); {
+	case t.URL == "":
+		errs.add(path+".url", "required")
+	case err != nil:
+		errs.add(path+".url", "not a URL: %v", redactURLError(err))
+	case u.Scheme != "http" && u.Scheme != "https":
+		errs.add(path+".url", "scheme must be http or https, got %q", u.Scheme)
+	case u.Host == "":
+		errs.add(path+".url", "missing host")
+	case u.User != nil:
+		errs.add(path+".url", "credentials in the URL are not allowed; use http_client_config.basic_auth")
+	case u.RawQuery != "" || u.Fragment != "":
+		errs.add(path+".url", "must be a base URL without query or fragment")
+	}
+	if t.API != APIChat && t.API != APICompletions {
+		errs.add(path+".api", "must be %q or %q, got %q", APIChat, APICompletions, t.API)
+	}
+	if t.Model == "" {
+		errs.add(path+".model", "required")
+	}
+	switch {
+	case t.Workload == "":
+		errs.add(path+".workload", "required")
+	case c.Workloads[t.Workload] == nil:
+		errs.add(path+".workload", "unknown workload %q (defined: %s)", t.Workload, strings.Join(sortedKeys(c.Workloads), ", "))
+	}
+	a := t.Arrival
+	switch a.Process {
+	case ProcessPoisson, ProcessGamma, ProcessConstant:
+	default:
+		errs.add(path+".arrival.process", "must be one of poisson, gamma, constant; got %q", a.Process)
+	}
+	if !(a.Rate > 0) || math.IsInf(a.Rate, 0) {
+		errs.add(path+".arrival.rate", "must be a positive number of requests per second, got %v", a.Rate)
+	}
+	if !(a.Burstiness > 0) || math.IsInf(a.Burstiness, 0) {
+		errs.add(path+".arrival.burstiness", "must be positive, got %v", a.Burstiness)
+	}
+	if t.MaxInflight < 1 {
+		errs.add(path+".max_inflight", "must be at least 1, got %d", t.MaxInflight)
+	}
+	if t.RequestTimeout < 0 {
+		errs.add(path+".request_timeout", "must not be negative")
+	}
+	if err := t.HTTPClientConfig.Validate(); err != nil {
+		errs.add(path+".http_client_config", "%v", err)
+	}
+	for _, k := range sortedKeys(t.ExtraBody) {
+		switch k {
+		case "model", "messages", "prompt", "stream":
+			errs.add(path+".extra_body."+k, "%q is set by llmprobe and cannot be overridden", k)
+		}
+	}
+}
+
+func positiveDuration(errs *fieldErrors, path string, d model.Duration, zeroOK bool) {
+	if d < 0 || (d == 0 && !zeroOK) {
+		errs.add(path, "must be a positive duration, got %v", d)
+	}
+}
+
+// redactURLError drops the URL text from a url.Parse error: it may hold
+// credentials.
+func redactURLError(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

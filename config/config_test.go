@@ -1,0 +1,182 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+func TestLoadGoodConfig(t *testing.T) {
+	cfg, err := LoadFile("testdata/good.yml")
+	if err != nil {
+		t.Fatalf("LoadFile: %v", err)
+	}
+	if got := time.Duration(cfg.Global.Warmup); got != time.Minute {
+		t.Errorf("warmup = %v, want 1m", got)
+	}
+	// Defaults apply to what the file leaves out.
+	if got := time.Duration(cfg.Global.LateAfter); got != time.Second {
+		t.Errorf("late_after default = %v, want 1s", got)
+	}
+	if len(cfg.Targets) != 2 || len(cfg.Workloads) != 2 {
+		t.Fatalf("got %d targets, %d workloads", len(cfg.Targets), len(cfg.Workloads))
+	}
+	prod := cfg.Target("llama-prod")
+	if prod == nil || prod.Arrival.Process != ProcessGamma || prod.Arrival.Rate != 0.5 || prod.MaxInflight != 32 {
+		t.Fatalf("llama-prod = %+v", prod)
+	}
+	if prod.ExtraBody["ignore_eos"] != true {
+		t.Errorf("extra_body = %v", prod.ExtraBody)
+	}
+	// Relative secret files resolve against the config file's directory.
+	if got, want := prod.HTTPClientConfig.Authorization.CredentialsFile, filepath.Join("testdata", "token.txt"); got != want {
+		t.Errorf("credentials_file = %q, want %q", got, want)
+	}
+	local := cfg.Target("local")
+	if local.API != APICompletions || local.Arrival.Process != ProcessConstant || local.Arrival.Burstiness != 1 {
+		t.Errorf("local = %+v", local)
+	}
+	if local.MaxInflight != DefaultMaxInflight {
+		t.Errorf("max_inflight default = %d", local.MaxInflight)
+	}
+	if got := local.Timeout(cfg.Global); got != 10*time.Second {
+		t.Errorf("timeout override = %v", got)
+	}
+	if got := prod.Timeout(cfg.Global); got != 120*time.Second {
+		t.Errorf("timeout default = %v", got)
+	}
+
+	chat := cfg.Workloads["prod-mix"].Classes[0]
+	if chat.Sampling.Temperature != 0.7 || chat.Sampling.TopP != 0.95 {
+		t.Errorf("sampling = %+v", chat.Sampling)
+	}
+	if chat.Prefix == nil || chat.Prefix.Groups != 4 || chat.Prefix.Tokens != 512 || chat.Prefix.Probability != 0.8 {
+		t.Errorf("prefix = %+v", chat.Prefix)
+	}
+	agent := cfg.Workloads["prod-mix"].Classes[1]
+	if agent.Sampling != DefaultSampling {
+		t.Errorf("default sampling = %+v, want %+v", agent.Sampling, DefaultSampling)
+	}
+	for _, w := range cfg.Workloads {
+		for _, c := range w.Classes {
+			for _, d := range []*Dist{&c.PromptTokens, &c.OutputTokens} {
+				if d.Sampler() == nil {
+					t.Errorf("class %s: sampler not built", c.Name)
+				}
+			}
+		}
+	}
+	// Clamping is applied: the lognormal's bounds hold at extreme quantiles.
+	s := chat.PromptTokens.Sampler()
+	if lo, hi := s.Quantile(0), s.Quantile(1); lo < 4 || hi > 8192 {
+		t.Errorf("clamped quantiles = [%v, %v], want within [4, 8192]", lo, hi)
+	}
+	// The samples file (relative to the config) was read.
+	sampled := cfg.Workloads["tiny"].Classes[1].PromptTokens.Sampler()
+	if lo, hi := sampled.Quantile(0), sampled.Quantile(1); lo != 64 || hi != 1500 {
+		t.Errorf("samples file quantiles = [%v, %v], want [64, 1500]", lo, hi)
+	}
+	if fixed := cfg.Workloads["tiny"].Classes[0].PromptTokens; fixed.Kind != DistFixed || *fixed.Value != 16 {
+		t.Errorf("bare number = %+v, want fixed 16", fixed)
+	}
+}
+
+func TestSecretsHiddenWhenMarshalled(t *testing.T) {
+	cfg, err := LoadFile("testdata/good.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "s3cr3t-password") {
+		t.Fatalf("marshalled config leaks the password:\n%s", out)
+	}
+	if !strings.Contains(string(out), "<secret>") {
+		t.Errorf("marshalled config does not mark the secret:\n%s", out)
+	}
+}
+
+func TestLoadBadConfigs(t *testing.T) {
+	tests := map[string]string{
+		"unknown-field.bad.yml":     `testdata/unknown-field.bad.yml:12:24: targets[0].arrival.rat: unknown field "rat"`,
+		"bad-rate.bad.yml":          `testdata/bad-rate.bad.yml:13:7: targets[0].arrival.rate: must be a positive number of requests per second, got -1`,
+		"unknown-workload.bad.yml":  `testdata/unknown-workload.bad.yml:11:5: targets[0].workload: unknown workload "nope" (defined: w)`,
+		"lognormal-order.bad.yml":   `testdata/lognormal-order.bad.yml:5:9: workloads.w.classes[0].prompt_tokens: lognormal: p99 (100) must be greater than median (120)`,
+		"duplicate-target.bad.yml":  `testdata/duplicate-target.bad.yml:13:5: targets[1].name: duplicate target name "t" (also targets[0])`,
+		"bad-duration.bad.yml":      `testdata/bad-duration.bad.yml:3:3: global.late_after: not a valid duration string: "soon"`,
+		"type-error.bad.yml":        `testdata/type-error.bad.yml:12:15: targets[0].arrival.rate: cannot use string "fast" as a number`,
+		"two-auths.bad.yml":         `testdata/two-auths.bad.yml:8:5: targets[0]: at most one of basic_auth, oauth2, bearer_token & bearer_token_file must be configured`,
+		"missing-model.bad.yml":     `testdata/missing-model.bad.yml:8:5: targets[0].model: required`,
+		"syntax.bad.yml":            `testdata/syntax.bad.yml:3:1: did not find expected '-' indicator`,
+		"dist-param.bad.yml":        `testdata/dist-param.bad.yml:5:9: workloads.w.classes[0].prompt_tokens: "median" does not apply to dist uniform (allowed: min, max)`,
+		"empty.bad.yml":             `testdata/empty.bad.yml: empty configuration`,
+		"extra-body.bad.yml":        `testdata/extra-body.bad.yml:13:18: targets[0].extra_body.stream: "stream" is set by llmprobe and cannot be overridden`,
+		"url-credentials.bad.yml":   `testdata/url-credentials.bad.yml:9:5: targets[0].url: credentials in the URL are not allowed; use http_client_config.basic_auth`,
+		"multiple.bad.yml": strings.Join([]string{
+			`testdata/multiple.bad.yml:5:9: workloads.w.classes[0].weight: must be a positive number, got 0`,
+			`testdata/multiple.bad.yml:6:9: workloads.w.classes[0].prompt_tokens: must be at least 1 tokens, got 0`,
+			`testdata/multiple.bad.yml:7:9: workloads.w.classes[0].output_tokens: empirical: quantiles must increase: p0.9=50 < p0.5=100`,
+			`testdata/multiple.bad.yml:8:20: workloads.w.classes[0].sampling.temperature: must be in [0, 2], got 3`,
+			`testdata/multiple.bad.yml:11:5: targets[0].url: scheme must be http or https, got "ftp"`,
+			`testdata/multiple.bad.yml:12:5: targets[0].api: must be "chat" or "completions", got "embeddings"`,
+			`testdata/multiple.bad.yml:15:15: targets[0].arrival.process: must be one of poisson, gamma, constant; got "weibull"`,
+			`testdata/multiple.bad.yml:16:5: targets[0].max_inflight: must be at least 1, got 0`,
+		}, "\n"),
+	}
+	for file, want := range tests {
+		t.Run(file, func(t *testing.T) {
+			_, err := LoadFile(filepath.Join("testdata", file))
+			if err == nil {
+				t.Fatal("expected an error")
+			}
+			if got := err.Error(); got != want {
+				t.Errorf("error mismatch\ngot:  %s\nwant: %s", got, want)
+			}
+			for _, secret := range []string{"hunter2-secret", "hunter3-secret", "pa55word"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("error leaks a secret: %s", err)
+				}
+			}
+		})
+	}
+}
+
+// Every bad fixture is covered by TestLoadBadConfigs.
+func TestEveryBadFixtureIsTested(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*.bad.yml")
+	if len(files) < 10 {
+		t.Fatalf("found only %d bad fixtures", len(files))
+	}
+	for _, f := range files {
+		if _, err := LoadFile(f); err == nil {
+			t.Errorf("%s: loaded without error", f)
+		}
+	}
+}
+
+func TestErrorsArePositioned(t *testing.T) {
+	_, err := LoadFile("testdata/multiple.bad.yml")
+	var es Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("error is %T, want Errors", err)
+	}
+	for _, e := range es {
+		if e.File == "" || e.Line == 0 || e.Path == "" {
+			t.Errorf("unpositioned error: %+v", e)
+		}
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := LoadFile(filepath.Join(t.TempDir(), "nope.yml"))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("err = %v, want not-exist", err)
+	}
+}
