@@ -389,8 +389,11 @@ func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 	if !(a.Rate > 0) || math.IsInf(a.Rate, 0) {
 		errs.add(path+".arrival.rate", "must be a positive number of requests per second, got %v", a.Rate)
 	}
-	if !(a.Burstiness > 0) || math.IsInf(a.Burstiness, 0) {
+	switch {
+	case !(a.Burstiness > 0) || math.IsInf(a.Burstiness, 0):
 		errs.add(path+".arrival.burstiness", "must be positive, got %v", a.Burstiness)
+	case a.Burstiness != 1 && a.Process != ProcessGamma:
+		errs.add(path+".arrival.burstiness", "applies only to process gamma (%s has a fixed shape), got %v", a.Process, a.Burstiness)
 	}
 	if t.MaxInflight < 1 {
 		errs.add(path+".max_inflight", "must be at least 1, got %d", t.MaxInflight)

@@ -128,6 +128,7 @@ func TestLoadBadConfigs(t *testing.T) {
 			`testdata/multiple.bad.yml:12:5: targets[0].api: must be "chat" or "completions", got "embeddings"`,
 			`testdata/multiple.bad.yml:15:15: targets[0].arrival.process: must be one of poisson, gamma, constant; got "weibull"`,
 			`testdata/multiple.bad.yml:16:5: targets[0].max_inflight: must be at least 1, got 0`,
+			`testdata/multiple.bad.yml:21:42: targets[1].arrival.burstiness: applies only to process gamma (poisson has a fixed shape), got 0.5`,
 		}, "\n"),
 	}
 	for file, want := range tests {
