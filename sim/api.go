@@ -1,0 +1,298 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// apiKind is the OpenAI endpoint a request came through.
+type apiKind uint8
+
+const (
+	apiChat apiKind = iota
+	apiCompletions
+)
+
+func (a apiKind) String() string {
+	if a == apiChat {
+		return "chat"
+	}
+	return "completions"
+}
+
+// completionRequest is the subset of an OpenAI/vLLM completion request the
+// simulator reads. Other fields are accepted and ignored.
+type completionRequest struct {
+	Model    string          `json:"model"`
+	Messages []chatMessage   `json:"messages"`
+	Prompt   json.RawMessage `json:"prompt"`
+
+	MaxTokens           *int     `json:"max_tokens"`
+	MaxCompletionTokens *int     `json:"max_completion_tokens"`
+	MinTokens           *int     `json:"min_tokens"`
+	IgnoreEOS           bool     `json:"ignore_eos"`
+	Temperature         *float64 `json:"temperature"`
+	TopP                *float64 `json:"top_p"`
+	N                   *int     `json:"n"`
+	Seed                *int64   `json:"seed"`
+
+	Stream        bool           `json:"stream"`
+	StreamOptions *streamOptions `json:"stream_options"`
+}
+
+type streamOptions struct {
+	IncludeUsage         bool `json:"include_usage"`
+	ContinuousUsageStats bool `json:"continuous_usage_stats"`
+}
+
+// chatMessage is a chat message; content is a string, null, or an array of
+// text parts.
+type chatMessage struct {
+	Role    string         `json:"role"`
+	Content messageContent `json:"content"`
+}
+
+// messageContent holds the text parts of a message's content (one part for
+// a string). The chat template tokenises each part separately.
+type messageContent struct {
+	parts []string
+}
+
+type contentPart struct {
+	Type string  `json:"type"`
+	Text *string `json:"text"`
+}
+
+func (c *messageContent) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case len(b) == 0 || string(b) == "null":
+		c.parts = nil
+		return nil
+	case b[0] == '"':
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		c.parts = []string{s}
+		return nil
+	case b[0] == '[':
+		var parts []contentPart
+		if err := json.Unmarshal(b, &parts); err != nil {
+			return errors.New("content must be a string or an array of {\"type\":\"text\",\"text\":...} parts")
+		}
+		c.parts = make([]string, 0, len(parts))
+		for i, p := range parts {
+			if p.Type != "text" {
+				return fmt.Errorf("content part %d has type %q; only \"text\" parts are supported", i, truncate(p.Type, maxHeaderEcho))
+			}
+			if p.Text == nil {
+				return fmt.Errorf("content part %d has no text", i)
+			}
+			c.parts = append(c.parts, *p.Text)
+		}
+		return nil
+	}
+	return errors.New("content must be a string or an array of {\"type\":\"text\",\"text\":...} parts")
+}
+
+// apiError is an OpenAI-style error answer.
+type apiError struct {
+	status  int
+	message string
+	typ     string
+	param   string // empty: null
+	code    string // empty: null
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func badRequest(param, format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, message: fmt.Sprintf(format, args...), typ: "invalid_request_error", param: param}
+}
+
+// writeError writes an OpenAI-style JSON error:
+// {"error":{"message","type","param","code"}}.
+func writeError(w http.ResponseWriter, e *apiError) {
+	body := struct {
+		Error struct {
+			Message string  `json:"message"`
+			Type    string  `json:"type"`
+			Param   *string `json:"param"`
+			Code    *string `json:"code"`
+		} `json:"error"`
+	}{}
+	body.Error.Message = e.message
+	body.Error.Type = e.typ
+	if e.param != "" {
+		body.Error.Param = &e.param
+	}
+	if e.code != "" {
+		body.Error.Code = &e.code
+	}
+	b, _ := json.Marshal(body)
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(b) + 1)}
+	w.WriteHeader(e.status)
+	b = append(b, '\n')
+	_, _ = w.Write(b)
+}
+
+// decodeJSON unmarshals a request body, turning decoding errors into 400s
+// that name the offending field.
+func decodeJSON(body []byte, v any) *apiError {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest("", "request body is empty; expected a JSON object")
+	}
+	err := json.Unmarshal(body, v)
+	if err == nil {
+		return nil
+	}
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return badRequest("", "invalid JSON body at offset %d: %s", syn.Offset, syn.Error())
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			return badRequest("", "invalid JSON body: expected a JSON object, got %s", typ.Value)
+		}
+		return badRequest(field, "invalid type for %q: got %s, want %s", field, typ.Value, jsonTypeName(typ.Type.Kind().String()))
+	}
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "json: ")
+	return badRequest("", "invalid request: %s", truncate(msg, 256))
+}
+
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "int", "int64", "int32":
+		return "integer"
+	case "float64", "float32":
+		return "number"
+	case "bool":
+		return "boolean"
+	case "slice":
+		return "array"
+	case "struct", "map":
+		return "object"
+	}
+	return kind
+}
+
+// promptInput is a decoded completions prompt.
+type promptInput struct {
+	text  string
+	ids   []int
+	isIDs bool
+}
+
+// parsePrompt decodes the completions prompt: a string, a list of token
+// ids, or a batch of one of either (larger batches are refused).
+func parsePrompt(raw json.RawMessage) (promptInput, *apiError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return promptInput{}, badRequest("prompt", "prompt is required")
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return promptInput{}, badRequest("prompt", "prompt is not a valid JSON string")
+		}
+		return promptInput{text: s}, nil
+	case '[':
+		var items []json.RawMessage
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return promptInput{}, badRequest("prompt", "prompt must be a string, an array of token ids, or an array with one of either")
+		}
+		if len(items) == 0 {
+			return promptInput{}, badRequest("prompt", "prompt must not be empty")
+		}
+		first := bytes.TrimSpace(items[0])
+		if len(first) > 0 && (first[0] == '"' || first[0] == '[') {
+			if len(items) != 1 {
+				return promptInput{}, badRequest("prompt", "batched prompts are not supported: send one prompt per request (got %d)", len(items))
+			}
+			return parsePrompt(items[0])
+		}
+		ids := make([]int, len(items))
+		for i, it := range items {
+			v, err := strconv.ParseInt(string(bytes.TrimSpace(it)), 10, 64)
+			if err != nil {
+				return promptInput{}, badRequest("prompt", "prompt[%d] is not an integer token id", i)
+			}
+			if v < 0 || v >= VocabSize {
+				return promptInput{}, badRequest("prompt", "token id %d at prompt[%d] is out of vocabulary range [0, %d)", v, i, VocabSize)
+			}
+			ids[i] = int(v)
+		}
+		return promptInput{ids: ids, isIDs: true}, nil
+	}
+	return promptInput{}, badRequest("prompt", "prompt must be a string, an array of token ids, or an array with one of either")
+}
+
+// validateSampling checks the parameters common to both endpoints.
+func validateSampling(r *completionRequest) *apiError {
+	if r.N != nil && *r.N != 1 {
+		return badRequest("n", "only n=1 is supported, got %d", *r.N)
+	}
+	if t := r.Temperature; t != nil && (math.IsNaN(*t) || *t < 0 || *t > 2) {
+		return badRequest("temperature", "temperature must be between 0 and 2, got %v", *t)
+	}
+	if p := r.TopP; p != nil && (math.IsNaN(*p) || *p <= 0 || *p > 1) {
+		return badRequest("top_p", "top_p must be in (0, 1], got %v", *p)
+	}
+	if r.StreamOptions != nil && !r.Stream {
+		return badRequest("stream_options", "stream_options can only be set when stream is true")
+	}
+	if r.MinTokens != nil && *r.MinTokens < 0 {
+		return badRequest("min_tokens", "min_tokens must be at least 0, got %d", *r.MinTokens)
+	}
+	return nil
+}
+
+// resolveMaxTokens applies max_tokens (or max_completion_tokens), the
+// default and max_model_len, as vLLM does.
+func resolveMaxTokens(r *completionRequest, promptTokens int, cfg *Config) (int, *apiError) {
+	requested := r.MaxTokens
+	param := "max_tokens"
+	if requested == nil && r.MaxCompletionTokens != nil {
+		requested, param = r.MaxCompletionTokens, "max_completion_tokens"
+	}
+	if promptTokens >= cfg.MaxModelLen {
+		return 0, badRequest("messages", "This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", cfg.MaxModelLen, promptTokens)
+	}
+	var maxTokens int
+	if requested == nil {
+		maxTokens = min(cfg.DefaultMaxTokens, cfg.MaxModelLen-promptTokens)
+	} else {
+		maxTokens = *requested
+		if maxTokens < 1 {
+			return 0, badRequest(param, "%s must be at least 1, got %d", param, maxTokens)
+		}
+		if promptTokens+maxTokens > cfg.MaxModelLen {
+			return 0, badRequest(param, "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.", cfg.MaxModelLen, promptTokens+maxTokens, promptTokens, maxTokens)
+		}
+	}
+	if r.MinTokens != nil && *r.MinTokens > maxTokens {
+		return 0, badRequest("min_tokens", "min_tokens (%d) must be less than or equal to max_tokens (%d)", *r.MinTokens, maxTokens)
+	}
+	return maxTokens, nil
+}
+
+// tokenizeRequest is vLLM's /tokenize body: a prompt, or chat messages.
+type tokenizeRequest struct {
+	Model               string        `json:"model"`
+	Prompt              *string       `json:"prompt"`
+	Messages            []chatMessage `json:"messages"`
+	AddGenerationPrompt *bool         `json:"add_generation_prompt"`
+}

@@ -1,0 +1,468 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config configures a simulated server. The YAML keys (see LoadConfigFile)
+// are given in each field's tag; DefaultConfig documents the defaults.
+type Config struct {
+	// Models are the served model names. A request naming another model
+	// gets 404 model_not_found; a request naming none uses the first. As
+	// in vLLM, the metrics' model_name label is the first name.
+	Models []string `yaml:"models"`
+
+	// ZeroLatency makes every step of the timing model take no time; the
+	// scheduler, prefix cache, usage accounting and metrics still work.
+	// Injected stalls still stall.
+	ZeroLatency bool `yaml:"zero_latency"`
+
+	// MaxModelLen bounds prompt + max_tokens of every request (400 beyond).
+	MaxModelLen int `yaml:"max_model_len"`
+	// DefaultMaxTokens is used when a request sets no max_tokens; it is
+	// capped by MaxModelLen minus the prompt.
+	DefaultMaxTokens int `yaml:"default_max_tokens"`
+
+	// MaxNumSeqs is the largest running batch; further requests wait in
+	// a FIFO queue.
+	MaxNumSeqs int `yaml:"max_num_seqs"`
+	// MaxNumBatchedTokens is the token budget of one engine step: each
+	// running decode takes one, the rest goes to prefill chunks.
+	MaxNumBatchedTokens int `yaml:"max_num_batched_tokens"`
+
+	// One engine step lasts
+	//   (PrefillBase + PrefillPerToken × prefill tokens, if any) +
+	//   DecodeBase + DecodePerSeq × sequences in the step.
+	PrefillBase     time.Duration `yaml:"prefill_base"`
+	PrefillPerToken time.Duration `yaml:"prefill_per_token"`
+	DecodeBase      time.Duration `yaml:"decode_base"`
+	DecodePerSeq    time.Duration `yaml:"decode_per_seq"`
+
+	// EnablePrefixCaching turns on the block-hashed prefix cache.
+	EnablePrefixCaching bool `yaml:"enable_prefix_caching"`
+	// BlockSize is the number of tokens per KV block (the unit of the
+	// prefix cache).
+	BlockSize int `yaml:"block_size"`
+	// NumKVBlocks is the KV-cache capacity in blocks, shared by running
+	// sequences and by cached prefixes (evicted least recently used).
+	NumKVBlocks int `yaml:"num_kv_blocks"`
+
+	// EOSProbability is the chance, per generated token once min_tokens
+	// are out, that the sequence stops early with finish_reason "stop"
+	// (never with ignore_eos).
+	EOSProbability float64 `yaml:"eos_probability"`
+	// ReasoningTokens makes chat completions emit that many
+	// delta.reasoning_content tokens before the content (capped by
+	// max_tokens; counted in completion_tokens). When zero,
+	// ReasoningFraction × max_tokens is used instead.
+	ReasoningTokens   int     `yaml:"reasoning_tokens"`
+	ReasoningFraction float64 `yaml:"reasoning_fraction"`
+
+	// Seed makes word choice, early stops and fault draws reproducible;
+	// zero picks a random seed.
+	Seed uint64 `yaml:"seed"`
+
+	// MaxRequestBodyBytes caps request bodies (413 beyond).
+	MaxRequestBodyBytes int64 `yaml:"max_request_body_bytes"`
+
+	// Faults are injected at random with the configured probabilities.
+	// The X-Sim-Fault request header injects one on demand.
+	Faults FaultConfig `yaml:"faults"`
+}
+
+// FaultConfig holds the probability, and the parameters, of each fault
+// kind. At most one fault is injected per request; the probabilities must
+// sum to at most 1.
+//
+// In YAML, a fault is either a bare probability (parameters keep their
+// defaults) or a mapping with `probability` and the parameters that fault
+// takes:
+//
+//	faults:
+//	  http_500: 0.01
+//	  http_429: {probability: 0.01, retry_after: 2s}
+//	  reset: {probability: 0.01, after_tokens: 5}
+//	  stall: {probability: 0.005, after_tokens: 3, duration: 2s}
+type FaultConfig struct {
+	HTTP500    FaultSpec `yaml:"http_500"`    // probability
+	HTTP503    FaultSpec `yaml:"http_503"`    // probability
+	HTTP429    FaultSpec `yaml:"http_429"`    // probability, retry_after
+	Reset      FaultSpec `yaml:"reset"`       // probability, after_tokens
+	StallFirst FaultSpec `yaml:"stall_first"` // probability, duration
+	Stall      FaultSpec `yaml:"stall"`       // probability, after_tokens, duration
+	Malformed  FaultSpec `yaml:"malformed"`   // probability, after_tokens
+	NoDone     FaultSpec `yaml:"no_done"`     // probability, after_tokens
+	Empty      FaultSpec `yaml:"empty"`       // probability
+}
+
+// FaultSpec is one fault kind's probability and parameters. Parameters a
+// kind does not take are ignored (and rejected in YAML).
+type FaultSpec struct {
+	Probability float64       `yaml:"probability"`
+	AfterTokens int           `yaml:"after_tokens"`
+	Duration    time.Duration `yaml:"duration"`
+	RetryAfter  time.Duration `yaml:"retry_after"`
+}
+
+// Default fault parameters, used when YAML gives a bare probability.
+const (
+	defaultFaultAfterTokens = 5
+	defaultFaultDuration    = 2 * time.Second
+	defaultRetryAfter       = time.Second
+)
+
+// DefaultConfig returns the defaults: a small GPU model served by a
+// vLLM-like engine (TTFT ~20 ms + 0.05 ms per uncached prompt token when
+// idle; ITL ~12 ms at batch 1, ~28 ms at batch 64).
+func DefaultConfig() Config {
+	return Config{
+		Models:              []string{"sim-model"},
+		MaxModelLen:         8192,
+		DefaultMaxTokens:    256,
+		MaxNumSeqs:          64,
+		MaxNumBatchedTokens: 2048,
+		PrefillBase:         8 * time.Millisecond,
+		PrefillPerToken:     50 * time.Microsecond,
+		DecodeBase:          12 * time.Millisecond,
+		DecodePerSeq:        250 * time.Microsecond,
+		EnablePrefixCaching: true,
+		BlockSize:           16,
+		NumKVBlocks:         8192,
+		EOSProbability:      0.0005,
+		MaxRequestBodyBytes: 16 << 20,
+		Faults:              DefaultFaultConfig(),
+	}
+}
+
+// DefaultFaultConfig returns no faults (all probabilities zero) with the
+// default parameters filled in.
+func DefaultFaultConfig() FaultConfig {
+	after := FaultSpec{AfterTokens: defaultFaultAfterTokens}
+	return FaultConfig{
+		HTTP429:    FaultSpec{RetryAfter: defaultRetryAfter},
+		Reset:      after,
+		StallFirst: FaultSpec{Duration: defaultFaultDuration},
+		Stall:      FaultSpec{AfterTokens: defaultFaultAfterTokens, Duration: defaultFaultDuration},
+		Malformed:  after,
+		NoDone:     after,
+	}
+}
+
+// fieldError is a validation error about one YAML key path.
+type fieldError struct {
+	path string // e.g. "faults.reset.after_tokens"
+	msg  string
+}
+
+func (e *fieldError) Error() string { return e.path + ": " + e.msg }
+
+// Validate checks the configuration and returns every problem found, each
+// naming its YAML key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, &fieldError{path: path, msg: fmt.Sprintf(format, args...)})
+	}
+	if len(c.Models) == 0 {
+		bad("models", "at least one model name is required")
+	}
+	seen := make(map[string]bool, len(c.Models))
+	for i, m := range c.Models {
+		switch {
+		case strings.TrimSpace(m) == "":
+			bad(fmt.Sprintf("models[%d]", i), "model name must not be empty")
+		case len(m) > 256:
+			bad(fmt.Sprintf("models[%d]", i), "model name longer than 256 bytes")
+		case seen[m]:
+			bad(fmt.Sprintf("models[%d]", i), "duplicate model name %q", m)
+		}
+		seen[m] = true
+	}
+	if c.MaxModelLen < 1 || c.MaxModelLen > 1<<24 {
+		bad("max_model_len", "must be between 1 and %d, got %d", 1<<24, c.MaxModelLen)
+	}
+	if c.DefaultMaxTokens < 1 {
+		bad("default_max_tokens", "must be at least 1, got %d", c.DefaultMaxTokens)
+	}
+	if c.MaxNumSeqs < 1 || c.MaxNumSeqs > 1<<16 {
+		bad("max_num_seqs", "must be between 1 and %d, got %d", 1<<16, c.MaxNumSeqs)
+	}
+	if c.MaxNumBatchedTokens < 1 {
+		bad("max_num_batched_tokens", "must be at least 1, got %d", c.MaxNumBatchedTokens)
+	} else if c.MaxNumSeqs >= 1 && c.MaxNumBatchedTokens < c.MaxNumSeqs {
+		bad("max_num_batched_tokens", "must be at least max_num_seqs (%d) so every running sequence can decode, got %d", c.MaxNumSeqs, c.MaxNumBatchedTokens)
+	}
+	for _, d := range []struct {
+		path string
+		v    time.Duration
+	}{
+		{"prefill_base", c.PrefillBase},
+		{"prefill_per_token", c.PrefillPerToken},
+		{"decode_base", c.DecodeBase},
+		{"decode_per_seq", c.DecodePerSeq},
+	} {
+		if d.v < 0 {
+			bad(d.path, "must not be negative, got %s", d.v)
+		}
+	}
+	if c.BlockSize < 1 || c.BlockSize > 1024 {
+		bad("block_size", "must be between 1 and 1024, got %d", c.BlockSize)
+	}
+	if c.NumKVBlocks < 1 || c.NumKVBlocks > 1<<24 {
+		bad("num_kv_blocks", "must be between 1 and %d, got %d", 1<<24, c.NumKVBlocks)
+	} else if c.BlockSize >= 1 && c.MaxModelLen >= 1 && c.NumKVBlocks < (c.MaxModelLen+c.BlockSize-1)/c.BlockSize {
+		bad("num_kv_blocks", "%d blocks of %d tokens cannot hold one max_model_len (%d) sequence", c.NumKVBlocks, c.BlockSize, c.MaxModelLen)
+	}
+	if !(c.EOSProbability >= 0 && c.EOSProbability <= 1) {
+		bad("eos_probability", "must be between 0 and 1, got %v", c.EOSProbability)
+	}
+	if c.ReasoningTokens < 0 {
+		bad("reasoning_tokens", "must not be negative, got %d", c.ReasoningTokens)
+	}
+	if !(c.ReasoningFraction >= 0 && c.ReasoningFraction <= 1) {
+		bad("reasoning_fraction", "must be between 0 and 1, got %v", c.ReasoningFraction)
+	}
+	if c.MaxRequestBodyBytes < 1024 {
+		bad("max_request_body_bytes", "must be at least 1024, got %d", c.MaxRequestBodyBytes)
+	}
+	errs = append(errs, c.Faults.validate()...)
+	return errors.Join(errs...)
+}
+
+// faultSpecs lists the fault kinds with their spec, in a fixed order.
+func (f *FaultConfig) specs() []struct {
+	kind faultKind
+	spec *FaultSpec
+} {
+	return []struct {
+		kind faultKind
+		spec *FaultSpec
+	}{
+		{faultHTTP500, &f.HTTP500},
+		{faultHTTP503, &f.HTTP503},
+		{faultHTTP429, &f.HTTP429},
+		{faultReset, &f.Reset},
+		{faultStallFirst, &f.StallFirst},
+		{faultStall, &f.Stall},
+		{faultMalformed, &f.Malformed},
+		{faultNoDone, &f.NoDone},
+		{faultEmpty, &f.Empty},
+	}
+}
+
+func (f *FaultConfig) validate() []error {
+	var errs []error
+	sum := 0.0
+	for _, s := range f.specs() {
+		path := "faults." + s.kind.String()
+		p := s.spec.Probability
+		if !(p >= 0 && p <= 1) {
+			errs = append(errs, &fieldError{path + ".probability", fmt.Sprintf("must be between 0 and 1, got %v", p)})
+		} else {
+			sum += p
+		}
+		if s.spec.AfterTokens < 0 {
+			errs = append(errs, &fieldError{path + ".after_tokens", fmt.Sprintf("must not be negative, got %d", s.spec.AfterTokens)})
+		}
+		if s.spec.Duration < 0 || s.spec.Duration > maxFaultDuration {
+			errs = append(errs, &fieldError{path + ".duration", fmt.Sprintf("must be between 0 and %s, got %s", maxFaultDuration, s.spec.Duration)})
+		}
+		if s.spec.RetryAfter < 0 {
+			errs = append(errs, &fieldError{path + ".retry_after", fmt.Sprintf("must not be negative, got %s", s.spec.RetryAfter)})
+		}
+	}
+	if sum > 1+1e-9 {
+		errs = append(errs, &fieldError{"faults", fmt.Sprintf("probabilities sum to %v, more than 1", sum)})
+	}
+	return errs
+}
+
+// faultParams lists the YAML parameters each fault kind takes besides
+// probability.
+var faultParams = map[string][]string{
+	"http_500":    nil,
+	"http_503":    nil,
+	"http_429":    {"retry_after"},
+	"reset":       {"after_tokens"},
+	"stall_first": {"duration"},
+	"stall":       {"after_tokens", "duration"},
+	"malformed":   {"after_tokens"},
+	"no_done":     {"after_tokens"},
+	"empty":       nil,
+}
+
+// UnmarshalYAML decodes the faults mapping: each key a fault kind, each
+// value a bare probability or a mapping of probability and the parameters
+// that kind takes. Unknown kinds and parameters are errors.
+func (f *FaultConfig) UnmarshalYAML(node *yaml.Node) error {
+	if node.Kind == yaml.ScalarNode && node.Tag == "!!null" {
+		return nil
+	}
+	if node.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: faults: expected a mapping of fault kinds", node.Line)
+	}
+	byName := make(map[string]*FaultSpec)
+	for _, s := range f.specs() {
+		byName[s.kind.String()] = s.spec
+	}
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		key, val := node.Content[i], node.Content[i+1]
+		spec, ok := byName[key.Value]
+		if !ok {
+			return fmt.Errorf("line %d: faults: unknown fault kind %q (valid: %s)", key.Line, key.Value, strings.Join(faultKindNames(), ", "))
+		}
+		path := "faults." + key.Value
+		switch val.Kind {
+		case yaml.ScalarNode:
+			p, err := strconv.ParseFloat(val.Value, 64)
+			if err != nil {
+				return fmt.Errorf("line %d: %s: expected a probability or a mapping, got %q", val.Line, path, val.Value)
+			}
+			spec.Probability = p
+		case yaml.MappingNode:
+			allowed := faultParams[key.Value]
+			for j := 0; j+1 < len(val.Content); j += 2 {
+				k := val.Content[j]
+				if k.Value != "probability" && !contains(allowed, k.Value) {
+					valid := append([]string{"probability"}, allowed...)
+					return fmt.Errorf("line %d: %s: unknown parameter %q (valid: %s)", k.Line, path, k.Value, strings.Join(valid, ", "))
+				}
+			}
+			// Decode onto the current values so that omitted parameters
+			// keep their defaults.
+			type plain FaultSpec
+			if err := val.Decode((*plain)(spec)); err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+		default:
+			return fmt.Errorf("line %d: %s: expected a probability or a mapping", val.Line, path)
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// LoadConfigFile reads a YAML configuration. Keys left out keep their
+// DefaultConfig value; unknown keys are rejected. Errors name the file, the
+// line where known, and the key.
+func LoadConfigFile(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("reading simulator config: %w", err)
+	}
+	cfg, err := parseConfig(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// parseConfig decodes and validates a YAML configuration.
+func parseConfig(data []byte) (Config, error) {
+	cfg := DefaultConfig()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, err
+	}
+	if err := cfg.Validate(); err != nil {
+		var root yaml.Node
+		if yaml.Unmarshal(data, &root) == nil {
+			err = addLines(err, &root)
+		}
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// addLines prefixes each field error with the line of its key in the
+// document, when the key is there (a default can be invalid only in
+// combination with a key that is).
+func addLines(err error, root *yaml.Node) error {
+	var list []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	} else {
+		list = []error{err}
+	}
+	out := make([]error, 0, len(list))
+	for _, e := range list {
+		var fe *fieldError
+		if errors.As(e, &fe) {
+			if line := keyLine(root, fe.path); line > 0 {
+				e = fmt.Errorf("line %d: %w", line, e)
+			}
+		}
+		out = append(out, e)
+	}
+	return errors.Join(out...)
+}
+
+// keyLine finds the line of a dotted key path ("faults.reset.after_tokens",
+// "models[1]") in a YAML document, or the deepest existing ancestor; 0 when
+// not found at all.
+func keyLine(root *yaml.Node, path string) int {
+	n := root
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := 0
+	for _, part := range strings.Split(path, ".") {
+		idx := -1
+		if b := strings.IndexByte(part, '['); b >= 0 && strings.HasSuffix(part, "]") {
+			idx, _ = strconv.Atoi(part[b+1 : len(part)-1])
+			part = part[:b]
+		}
+		if n.Kind != yaml.MappingNode {
+			return line
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == part {
+				line = n.Content[i].Line
+				next = n.Content[i+1]
+				break
+			}
+		}
+		if next == nil {
+			return line
+		}
+		n = next
+		if idx >= 0 {
+			if n.Kind != yaml.SequenceNode || idx >= len(n.Content) {
+				return line
+			}
+			n = n.Content[idx]
+			line = n.Line
+		}
+	}
+	return line
+}
+
+// effectiveReasoning returns how many reasoning tokens a chat request with
+// the given max_tokens emits.
+func (c *Config) effectiveReasoning(maxTokens int) int {
+	r := c.ReasoningTokens
+	if r == 0 && c.ReasoningFraction > 0 {
+		r = int(math.Round(c.ReasoningFraction * float64(maxTokens)))
+	}
+	return min(r, maxTokens)
+}

@@ -1,0 +1,89 @@
+// Package sim is llmprobe's built-in OpenAI-compatible LLM serving
+// simulator: an HTTP server that behaves like a continuous-batching
+// inference engine (vLLM-like) without a GPU, for the demo, the end-to-end
+// tests and the harness benchmarks. docs/simulator.md is the user guide.
+//
+// # Endpoints
+//
+//	POST /v1/chat/completions   chat, streaming (SSE) or not
+//	POST /v1/completions        text completions, streaming or not
+//	GET  /v1/models             the served model names
+//	POST /tokenize              vLLM's tokenizer endpoint
+//	GET  /health                200 while serving
+//	GET  /metrics               vLLM's metric names (vllm:...), own registry
+//
+// # Engine and timing model
+//
+// One engine goroutine per server runs vLLM's scheduling loop. Each step
+// it admits waiting requests in arrival order while fewer than
+// max_num_seqs run and the KV cache can hold their prompt + max_tokens;
+// gives each running decode one token of the step's token budget
+// (max_num_batched_tokens) and the rest to prefill chunks (chunked
+// prefill, in admission order); sleeps until the step's absolute deadline;
+// then every sequence whose prefill is complete produces one token. A step
+// lasts
+//
+//	(prefill_base + prefill_per_token × prefill tokens, if any) +
+//	decode_base + decode_per_seq × sequences in the step
+//
+// so TTFT grows with the uncached prompt tokens and with the queue, and
+// inter-token latency grows with the batch. In zero-latency mode steps
+// take no time and everything else works as usual.
+//
+// # Prefix cache
+//
+// Prompt tokens are grouped into blocks of block_size tokens; each full
+// block is identified by a chain hash (its token ids and the previous
+// block's hash). Blocks found in the cache are reused and not prefilled,
+// and are reported as usage.prompt_tokens_details.cached_tokens (at least
+// one prompt token is always computed, as in vLLM). Generated tokens fill
+// blocks too, so a multi-turn conversation that sends the previous answer
+// back hits the cache for it. Capacity is num_kv_blocks, shared with
+// running sequences; unreferenced cached blocks are evicted least recently
+// used first.
+//
+// # Tokenisation
+//
+// The tokeniser is deterministic and documented so that a client can
+// predict prompt_tokens:
+//
+//   - Each maximal run of ASCII letters is split into pieces of at most 8
+//     letters (a word of up to 8 letters is exactly one token).
+//   - Each maximal run of ASCII digits is split into pieces of at most 3
+//     digits.
+//   - Every other rune that is not whitespace is one token (each byte of
+//     invalid UTF-8 too).
+//   - Whitespace (Go's unicode.IsSpace) is never a token.
+//   - A token's id is the FNV-1a 32-bit hash of its text, modulo 32000.
+//
+// Completions also accept a prompt given as a list of token ids in [0,
+// 32000); each counts as one token.
+//
+// A chat prompt is templated as, for each message, <start> <role> <sep>
+// content <end>, then <start> <assistant> <sep> (the generation prompt),
+// with fixed ids for the template tokens. So
+//
+//	prompt_tokens = Σ over messages (tokens(content) + 4) + 3
+//
+// A message's content is a string, null, or an array of {"type":"text",
+// "text":...} parts (each part tokenised separately). /tokenize answers
+// the same count for the same input.
+//
+// Each generated token is one lowercase word of at most 8 letters from a
+// fixed 256-word vocabulary, emitted with a leading space (" word"), so the
+// completion text re-tokenises to exactly completion_tokens tokens. Early
+// stops (EOS) are not counted in completion_tokens: usage always equals the
+// number of streamed tokens. Output is reproducible for temperature 0 or
+// an explicit seed (derived from the prompt), random otherwise.
+//
+// # Faults
+//
+// Faults are injected at random with configured probabilities
+// (FaultConfig) or on demand with the X-Sim-Fault header (FaultHeader).
+//
+// # Use in tests
+//
+// Several servers can run in one process; each has its own Prometheus
+// registry. Listen("127.0.0.1:0", cfg, logger) serves on a free port and
+// returns the base URL; Shutdown stops it.
+package sim

@@ -1,0 +1,375 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Shared, read-only header values (net/http does not modify them).
+var (
+	jsonContentType = []string{"application/json"}
+	sseContentType  = []string{"text/event-stream; charset=utf-8"}
+)
+
+// Server is one simulated OpenAI-compatible LLM server: an HTTP front end
+// over a continuous-batching engine, with its own Prometheus registry.
+// Several can run in one process.
+type Server struct {
+	cfg     Config
+	logger  *slog.Logger
+	metrics *metrics
+	engine  *engine
+	faults  *faultTable
+	handler http.Handler
+	http    *http.Server
+
+	models      map[string]int // served name -> index
+	modelJSON   [][]byte       // each name as a JSON string literal
+	modelsBody  []byte         // GET /v1/models answer
+	created     int64          // model creation time reported by /v1/models
+	idPrefix    [16]byte       // random hex prefix of response ids
+	idCounter   atomic.Uint64
+	rngMu       sync.Mutex
+	rng         *mrand.Rand
+	panics      atomic.Int64 // recovered handler panics (bugs; tests check it stays 0)
+	shutdownOne sync.Once
+}
+
+// New builds a server from cfg (validated) and starts its engine. Call
+// Shutdown to stop it, whether or not Serve was used.
+func New(cfg Config, logger *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid simulator config: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Models = append([]string(nil), cfg.Models...)
+	s := &Server{
+		cfg:    cfg,
+		logger: logger,
+		faults: newFaultTable(&cfg.Faults),
+		models: make(map[string]int, len(cfg.Models)),
+	}
+	seed1, seed2 := cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15
+	if cfg.Seed == 0 {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		seed1, seed2 = binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])
+	}
+	s.rng = mrand.New(mrand.NewPCG(seed1, seed2))
+	const hexdigits = "0123456789abcdef"
+	for i := range s.idPrefix {
+		s.idPrefix[i] = hexdigits[s.rng.IntN(16)]
+	}
+	s.created = time.Now().Unix()
+	for i, m := range cfg.Models {
+		s.models[m] = i
+		b, _ := json.Marshal(m)
+		s.modelJSON = append(s.modelJSON, b)
+	}
+	s.modelsBody = s.buildModelsBody()
+
+	s.engine = newEngine(&s.cfg, nil)
+	s.metrics = newMetrics(&s.cfg, s.engine)
+	s.engine.metrics = s.metrics
+	s.handler = s.routes()
+	s.http = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+	}
+	s.engine.start()
+	return s, nil
+}
+
+// Listen starts a server on addr (e.g. "127.0.0.1:0") and serves it in a
+// goroutine. It returns the server and its base URL (http://host:port,
+// with 127.0.0.1 for an unspecified address); OpenAI endpoints are under
+// baseURL+"/v1".
+func Listen(addr string, cfg Config, logger *slog.Logger) (*Server, string, error) {
+	s, err := New(cfg, logger)
+	if err != nil {
+		return nil, "", err
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		_ = s.Shutdown(context.Background())
+		return nil, "", fmt.Errorf("simulator listen on %q: %w", addr, err)
+	}
+	go func() {
+		if err := s.Serve(l); err != nil {
+			s.logger.Error("simulator stopped serving", "addr", l.Addr().String(), "err", err)
+		}
+	}()
+	return s, baseURL(l.Addr()), nil
+}
+
+func baseURL(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return "http://" + a.String()
+	}
+	ip := tcp.IP
+	if ip == nil || ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port))
+}
+
+// Handler returns the HTTP handler serving every endpoint, /metrics
+// included.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Registry returns the server's own Prometheus registry.
+func (s *Server) Registry() *prometheus.Registry { return s.metrics.registry }
+
+// Config returns the configuration the server runs with.
+func (s *Server) Config() Config {
+	c := s.cfg
+	c.Models = append([]string(nil), s.cfg.Models...)
+	return c
+}
+
+// Serve accepts connections on l until Shutdown; it then returns nil.
+func (s *Server) Serve(l net.Listener) error {
+	err := s.http.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting requests, lets the ones in flight finish (their
+// streams keep being generated), then stops the engine. When ctx ends
+// first, remaining streams are cut and their connections closed.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var err error
+	s.shutdownOne.Do(func() {
+		err = s.http.Shutdown(ctx)
+		s.engine.stop() // aborts whatever is left, so handlers return
+		if err != nil {
+			_ = s.http.Close()
+		}
+	})
+	return err
+}
+
+type route struct {
+	method  string
+	handler http.HandlerFunc
+}
+
+func (s *Server) routes() http.Handler {
+	metricsHandler := promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{
+		ErrorHandling:     promhttp.ContinueOnError,
+		EnableOpenMetrics: true,
+	})
+	table := map[string]route{
+		"/v1/chat/completions": {http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.handleCompletion(w, r, apiChat) }},
+		"/v1/completions":      {http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.handleCompletion(w, r, apiCompletions) }},
+		"/v1/models":           {http.MethodGet, s.handleModels},
+		"/tokenize":            {http.MethodPost, s.handleTokenize},
+		"/health":              {http.MethodGet, handleHealth},
+		"/metrics":             {http.MethodGet, metricsHandler.ServeHTTP},
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer s.recoverPanic(w, r)
+		rt, ok := table[r.URL.Path]
+		if !ok {
+			writeError(w, &apiError{status: http.StatusNotFound, typ: "invalid_request_error", code: "not_found",
+				message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, truncate(r.URL.Path, 256))})
+			return
+		}
+		if r.Method != rt.method && !(rt.method == http.MethodGet && r.Method == http.MethodHead) {
+			w.Header().Set("Allow", rt.method)
+			writeError(w, &apiError{status: http.StatusMethodNotAllowed, typ: "invalid_request_error", code: "method_not_allowed",
+				message: fmt.Sprintf("Method %s not allowed for %s; use %s", truncate(r.Method, 32), r.URL.Path, rt.method)})
+			return
+		}
+		rt.handler(w, r)
+	})
+}
+
+// recoverPanic turns a handler panic (a bug) into a logged error and a cut
+// connection; http.ErrAbortHandler (the reset fault) passes through.
+func (s *Server) recoverPanic(w http.ResponseWriter, r *http.Request) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		panic(v)
+	}
+	s.panics.Add(1)
+	s.logger.Error("simulator handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	panic(http.ErrAbortHandler)
+}
+
+func handleHealth(w http.ResponseWriter, _ *http.Request) {
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *Server) buildModelsBody() []byte {
+	type model struct {
+		ID          string  `json:"id"`
+		Object      string  `json:"object"`
+		Created     int64   `json:"created"`
+		OwnedBy     string  `json:"owned_by"`
+		Root        string  `json:"root"`
+		Parent      *string `json:"parent"`
+		MaxModelLen int     `json:"max_model_len"`
+	}
+	list := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list"}
+	for _, m := range s.cfg.Models {
+		list.Data = append(list.Data, model{ID: m, Object: "model", Created: s.created, OwnedBy: "llmprobe-sim", Root: s.cfg.Models[0], MaxModelLen: s.cfg.MaxModelLen})
+	}
+	b, _ := json.Marshal(list)
+	return append(b, '\n')
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	w.Header()["Content-Type"] = jsonContentType
+	_, _ = w.Write(s.modelsBody)
+}
+
+// resolveModel maps the request's model to a served name; empty means the
+// first (as vLLM does).
+func (s *Server) resolveModel(name string) (int, *apiError) {
+	if name == "" {
+		return 0, nil
+	}
+	i, ok := s.models[name]
+	if !ok {
+		return 0, &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: "model", code: "model_not_found",
+			message: fmt.Sprintf("The model `%s` does not exist.", truncate(name, 256))}
+	}
+	return i, nil
+}
+
+var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// readBody reads the request body into a pooled buffer (return it with
+// bodyPool.Put), answering 413 beyond the configured limit.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, *apiError) {
+	buf := bodyPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBodyBytes))
+	if err != nil {
+		bodyPool.Put(buf)
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error",
+				message: fmt.Sprintf("request body larger than %d bytes", s.cfg.MaxRequestBodyBytes)}
+		}
+		return nil, badRequest("", "reading request body: %v", err)
+	}
+	return buf, nil
+}
+
+func putBody(buf *bytes.Buffer) {
+	if buf.Cap() <= 1<<20 {
+		bodyPool.Put(buf)
+	}
+}
+
+// handleTokenize answers vLLM's /tokenize for a prompt or chat messages:
+// {"count", "max_model_len", "tokens"}.
+func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
+	buf, aerr := s.readBody(w, r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var req tokenizeRequest
+	aerr = decodeJSON(buf.Bytes(), &req)
+	putBody(buf)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if _, aerr := s.resolveModel(req.Model); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var ids idCollector
+	switch {
+	case req.Prompt != nil && req.Messages != nil:
+		writeError(w, badRequest("", "give either prompt or messages, not both"))
+		return
+	case req.Prompt != nil:
+		ids.ids = make([]int, 0, len(*req.Prompt)/3+1)
+		emitText(&ids, *req.Prompt)
+	case req.Messages != nil:
+		if aerr := validateMessages(req.Messages); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		addGen := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
+		emitChat(&ids, req.Messages, addGen)
+	default:
+		writeError(w, badRequest("prompt", "either prompt or messages is required"))
+		return
+	}
+	if ids.ids == nil {
+		ids.ids = []int{}
+	}
+	b, _ := json.Marshal(struct {
+		Count       int   `json:"count"`
+		MaxModelLen int   `json:"max_model_len"`
+		Tokens      []int `json:"tokens"`
+	}{len(ids.ids), s.cfg.MaxModelLen, ids.ids})
+	w.Header()["Content-Type"] = jsonContentType
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// validateMessages checks roles (content was checked while decoding).
+func validateMessages(msgs []chatMessage) *apiError {
+	for i, m := range msgs {
+		if _, ok := roleID(m.Role); !ok {
+			return badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role %q is not one of system, user, assistant, tool, developer, function", i, truncate(m.Role, maxHeaderEcho))
+		}
+	}
+	return nil
+}
+
+// randomSeed draws a seed from the server's generator.
+func (s *Server) randomSeed() uint64 {
+	s.rngMu.Lock()
+	v := s.rng.Uint64()
+	s.rngMu.Unlock()
+	return v
+}
+
+// drawFault picks a random fault per the configured probabilities.
+func (s *Server) drawFault() fault {
+	if !s.faults.any {
+		return fault{}
+	}
+	s.rngMu.Lock()
+	u := s.rng.Float64()
+	s.rngMu.Unlock()
+	return s.faults.pick(u)
+}
