@@ -1,0 +1,919 @@
+package probe
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/common/version"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// The OpenAI streaming client.
+//
+// Timing (DESIGN.md "Measurement definitions", matching vLLM's bench):
+//
+//   - Start is the instant the HTTP client handed over a connection
+//     (httptrace GotConn, the last one when the transport retried), just
+//     before the request is written. Everything before it (body encoding,
+//     connection pool wait, DNS, dial, TLS) is Result.ClientWait.
+//   - An event's arrival time is the instant the Read that delivered its
+//     last data line returned (see SSEEvent.Time).
+//   - TTFT = Start -> first token-bearing event; a token-bearing event is a
+//     chunk one of whose choices has a non-empty delta.content,
+//     delta.reasoning_content, delta.reasoning or (completions) text.
+//     Role-only deltas, empty strings, usage-only chunks and [DONE] are not.
+//   - ITLs are the gaps between consecutive token-bearing events.
+//   - E2E = Start -> last token-bearing event, or Start -> end of the
+//     response when there was none.
+//   - TPOT = (E2E - TTFT) / (OutputTokens - 1) for OutputTokens >= 2.
+//   - Token counts come from the last `usage` object seen (vLLM's
+//     continuous_usage_stats repeats it, cumulative, on every chunk);
+//     without one, OutputTokens is the number of token-bearing events and
+//     PromptTokens the planned prompt length, and UsageReported is false.
+//
+// How a stream ends (Result.Outcome / ErrorType):
+//
+//   - `data: [DONE]` ends it; what follows is drained (bounded in bytes and
+//     time) so the connection can be reused, and not measured.
+//   - A clean end of the body without [DONE] is success when a choice
+//     carried a finish_reason (TGI and llama.cpp variants omit [DONE]), and
+//     stream_error "eof_without_done" otherwise.
+//   - A successful end with no token-bearing event is invalid_response
+//     "empty_completion".
+//   - The first `data:` payload that is not a JSON object stops the read:
+//     invalid_response "malformed_event" (stream_error "eof_without_done"
+//     when it is the unterminated tail of a stream that just ended).
+//   - An error object in the stream (`{"error": ...}`, `{"object":
+//     "error", ...}` or an `event: error`) stops the read:
+//     invalid_response "error_event", its message in Result.Error.
+//   - Data payloads that are empty or only whitespace are ignored, as are
+//     events of types other than "message" and "error".
+//
+// ErrorType values: connect_error: dns, connection_refused, tls,
+// dial_timeout, dial, invalid_request (the body could not be built; nothing
+// was sent). http_error: http_<status>. timeout: timeout, cancelled.
+// stream_error: connection_reset, unexpected_eof, eof_without_done,
+// no_response (the connection ended before response headers), read_error,
+// line_too_long, event_too_long. invalid_response: wrong_content_type,
+// malformed_event, error_event, empty_completion.
+
+// Defaults and bounds.
+const (
+	maxErrorBody      = 4 << 10          // bytes of a non-2xx body read for its message
+	maxErrorMessage   = 256              // bytes of Result.Error
+	maxResponseString = 256              // bytes kept of ResponseID / ResponseModel
+	drainLimit        = 64 << 10         // bytes read after [DONE] looking for the end
+	drainGrace        = time.Second      // time allowed for the end after [DONE]
+	maxITLPrealloc    = 4096             // ITL slice capacity preallocated from MaxTokens
+	pooledBufferLimit = 64 << 10         // larger stream buffers are not pooled
+	defaultIdleConns  = 4096             // idle keep-alive connections per host (default client)
+	defaultDialTO     = 30 * time.Second // dial timeout (default client)
+)
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// BaseURL is the OpenAI base URL, e.g. http://127.0.0.1:8000/v1;
+	// "/chat/completions" or "/completions" is appended to its path (a query,
+	// e.g. api-version, is kept).
+	BaseURL string
+	// HTTPClient sends the requests. It is built by the caller from
+	// prometheus/common config.HTTPClientConfig (auth, TLS, proxy, headers).
+	// nil selects a keep-alive client sized for high concurrency.
+	HTTPClient *http.Client
+	// Timeout bounds a whole request, stream included (0: no bound). When
+	// it elapses the outcome is timeout.
+	Timeout time.Duration
+	// UserAgent defaults to "llmprobe/<version>".
+	UserAgent string
+	// KeepText keeps the completion text (chat content or completions
+	// text; reasoning is left out) in Result.Completion, for conversation
+	// history. Otherwise the text is never accumulated.
+	KeepText bool
+	// Tracer, when not nil, gets one CLIENT span per request.
+	Tracer trace.Tracer
+	// Propagator, when not nil, injects the span context (W3C traceparent)
+	// into the request headers.
+	Propagator propagation.TextMapPropagator
+}
+
+// Client sends streamed completion requests and measures them. It is safe
+// for concurrent use.
+type Client struct {
+	http           *http.Client
+	chatURL        string
+	completionsURL string
+	timeout        time.Duration
+	userAgent      string
+	keepText       bool
+	tracer         trace.Tracer
+	propagator     propagation.TextMapPropagator
+	serverAddress  string
+	serverPort     int
+}
+
+// NewClient validates cfg and returns a Client.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	u, err := url.Parse(cfg.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("invalid base URL: %s", sanitizeMessage(err.Error()))
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("base URL scheme must be http or https, got %q", u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, errors.New("base URL has no host")
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("negative timeout %v", cfg.Timeout)
+	}
+	u.Fragment, u.RawFragment = "", ""
+	endpoint := func(p string) string {
+		e := *u
+		e.Path = strings.TrimSuffix(u.Path, "/") + p
+		e.RawPath = ""
+		return e.String()
+	}
+	c := &Client{
+		http:           cfg.HTTPClient,
+		chatURL:        endpoint("/chat/completions"),
+		completionsURL: endpoint("/completions"),
+		timeout:        cfg.Timeout,
+		userAgent:      cfg.UserAgent,
+		keepText:       cfg.KeepText,
+		tracer:         cfg.Tracer,
+		propagator:     cfg.Propagator,
+		serverAddress:  u.Hostname(),
+	}
+	if c.http == nil {
+		c.http = defaultHTTPClient()
+	}
+	if c.userAgent == "" {
+		v := version.Version
+		if v == "" {
+			v = "dev"
+		}
+		c.userAgent = "llmprobe/" + v
+	}
+	c.serverPort, _ = strconv.Atoi(u.Port())
+	if c.serverPort == 0 {
+		c.serverPort = 80
+		if u.Scheme == "https" {
+			c.serverPort = 443
+		}
+	}
+	return c, nil
+}
+
+// defaultHTTPClient returns the client used when ClientConfig.HTTPClient is
+// nil: http.DefaultTransport's settings with a large keep-alive pool per
+// host, so that thousands of concurrent streams reuse connections, and no
+// transparent compression (a compressing proxy would buffer the stream),
+// as in prometheus/common's client.
+func defaultHTTPClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   defaultDialTO,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     true,
+		DisableCompression:    true,
+		MaxIdleConns:          0, // no global bound; per host below
+		MaxIdleConnsPerHost:   defaultIdleConns,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}}
+}
+
+// streamState is the per-request parsing state, pooled.
+type streamState struct {
+	sr   SSEReader
+	dec  chunkDecoder
+	text []byte
+	body []byte
+}
+
+var streamStates = sync.Pool{New: func() any { return new(streamState) }}
+
+func (st *streamState) release() {
+	st.sr.Reset(nil, 0)
+	if cap(st.sr.buf) > pooledBufferLimit {
+		st.sr.buf = nil
+	}
+	if cap(st.sr.scratch) > pooledBufferLimit {
+		st.sr.scratch = nil
+	}
+	if cap(st.text) > pooledBufferLimit {
+		st.text = nil
+	}
+	st.dec.s.b = nil
+	streamStates.Put(st)
+}
+
+// Do sends req and fills res: timing, outcome, token counts. It never
+// returns an error and never panics on anything the server sends: every
+// failure is an Outcome in res. Cancelling ctx ends the request with
+// outcome timeout and ErrorType "cancelled".
+//
+// The caller sets res's identity and plan fields (Target, Model, Class,
+// Planned, Dispatched, Planned*Tokens, ...); Do resets and fills the
+// measured ones. When res.Dispatched is zero it is set to the time Do was
+// called. Do reuses the backing array of res.ITLs.
+func (c *Client) Do(ctx context.Context, req *Request, res *Result) {
+	if res == nil {
+		return
+	}
+	called := time.Now()
+	if res.Dispatched.IsZero() {
+		res.Dispatched = called
+	}
+	resetMeasurements(res)
+	if req == nil {
+		res.fail(OutcomeConnectError, "invalid_request", "nil request")
+		return
+	}
+	res.MaxTokens, res.Sampling = req.MaxTokens, req.Sampling
+	spanCtx, span := c.startSpan(ctx, req, res)
+	c.do(ctx, spanCtx, span, req, res)
+	endSpan(span, res)
+}
+
+// resetMeasurements clears what Do fills.
+func resetMeasurements(r *Result) {
+	itls := r.ITLs[:0]
+	r.Start, r.ClientWait, r.ConnReused = time.Time{}, 0, false
+	r.DNS, r.Connect, r.TLS = 0, 0, 0
+	r.Outcome, r.ErrorType, r.Error, r.StatusCode, r.RetryAfter = "", "", "", 0, 0
+	r.FirstToken, r.TTFT, r.E2E, r.TPOT, r.ITLs, r.Chunks = false, 0, 0, 0, itls, 0
+	r.PromptTokens, r.OutputTokens, r.CachedTokens = 0, 0, 0
+	r.UsageReported, r.CachedTokensReported = false, false
+	r.FinishReason, r.ResponseModel, r.ResponseID, r.TraceID, r.Completion = "", "", "", "", ""
+}
+
+func (r *Result) fail(o Outcome, errType, msg string) {
+	r.Outcome, r.ErrorType, r.Error = o, errType, msg
+}
+
+// do runs the request. parent is the caller's context (its cancellation
+// means "cancelled"), ctx carries the span.
+func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, res *Result) {
+	st := streamStates.Get().(*streamState)
+	defer st.release()
+
+	var err error
+	st.body, err = EncodeBody(st.body[:0], req)
+	if err != nil {
+		res.fail(OutcomeConnectError, "invalid_request", "building the request body: "+err.Error())
+		return
+	}
+	// The transport may still hold the body after Do returns (a retry's
+	// GetBody, a write racing an early response), so it gets its own copy;
+	// the pooled buffer only sizes it.
+	body := bytes.Clone(st.body)
+
+	var cancel context.CancelFunc
+	if c.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	defer cancel()
+	ct := newConnTrace()
+	ctx = httptrace.WithClientTrace(ctx, &ct.hooks)
+
+	target := c.chatURL
+	if req.API == APICompletions {
+		target = c.completionsURL
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		res.fail(OutcomeConnectError, "invalid_request", "building the request: "+sanitizeMessage(err.Error()))
+		return
+	}
+	hr.Header["Content-Type"] = []string{"application/json"}
+	hr.Header["Accept"] = []string{"text/event-stream"}
+	hr.Header["User-Agent"] = []string{c.userAgent}
+	c.inject(ctx, hr.Header)
+
+	sent := time.Now()
+	resp, err := c.http.Do(hr)
+	ct.apply(res)
+	if err != nil {
+		end := time.Now()
+		c.roundTripFailed(parent, ctx, err, ct, res)
+		if !res.Start.IsZero() {
+			res.E2E = end.Sub(res.Start)
+		} else {
+			res.ClientWait = end.Sub(res.Dispatched) // time spent trying to connect
+		}
+		return
+	}
+	defer resp.Body.Close()
+	if res.Start.IsZero() { // the transport reported no connection (a custom RoundTripper)
+		res.Start, res.ClientWait = sent, sent.Sub(res.Dispatched)
+	}
+	start := res.Start
+	res.StatusCode = resp.StatusCode
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		httpFailed(resp, req, res)
+		res.E2E = time.Since(start)
+		return
+	}
+
+	st.sr.Reset(resp.Body, DefaultMaxSSELine)
+	if !isEventStream(resp.Header.Get("Content-Type")) {
+		ok, err := st.sr.looksLikeSSE()
+		switch {
+		case err != nil:
+			streamFailed(parent, ctx, err, res)
+			res.E2E = time.Since(start)
+			return
+		case !ok:
+			res.fail(OutcomeInvalidResponse, "wrong_content_type",
+				"response is not an event stream (Content-Type "+strconv.Quote(truncate(resp.Header.Get("Content-Type"), 64))+")")
+			res.E2E = time.Since(start)
+			return
+		}
+	}
+	c.readStream(parent, ctx, cancel, span, st, req, res, start)
+}
+
+// readStream consumes the event stream and fills the measurements.
+func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelFunc, span trace.Span, st *streamState, req *Request, res *Result, start time.Time) {
+	var (
+		first, last time.Time
+		end         time.Time
+		chunks      int
+		sawDone     bool
+		sawFinish   bool
+		hasUsage    bool
+		usage       tokenUsage
+	)
+	if cap(res.ITLs) == 0 && req.MaxTokens > 1 {
+		res.ITLs = make([]time.Duration, 0, min(req.MaxTokens-1, maxITLPrealloc))
+	}
+	st.text = st.text[:0]
+	sr, dec := &st.sr, &st.dec
+loop:
+	for {
+		ev, err := sr.Next()
+		if err != nil {
+			end = time.Now()
+			if err != io.EOF {
+				streamFailed(parent, ctx, err, res)
+			}
+			break
+		}
+		if ev.Type != nil && !ev.IsType("message") {
+			if ev.IsType("error") {
+				end = ev.Time
+				res.fail(OutcomeInvalidResponse, "error_event", errorEventMessage(dec, ev.Data, req))
+				break
+			}
+			continue
+		}
+		data := bytes.TrimSpace(ev.Data)
+		if len(data) == 0 {
+			continue
+		}
+		if string(data) == "[DONE]" {
+			sawDone = true
+			end = ev.Time
+			break
+		}
+		if err := dec.decode(data); err != nil {
+			end = ev.Time
+			if ev.Partial {
+				res.fail(OutcomeStreamError, "eof_without_done", "stream ended inside an event")
+			} else {
+				res.fail(OutcomeInvalidResponse, "malformed_event", malformedMessage(err, dec, chunks))
+			}
+			break
+		}
+		ch := &dec.c
+		if ch.tokens {
+			if chunks == 0 {
+				first = ev.Time
+				spanFirstToken(span, first)
+			} else {
+				res.ITLs = append(res.ITLs, ev.Time.Sub(last))
+			}
+			last = ev.Time
+			chunks++
+			if c.keepText {
+				for _, t := range ch.texts {
+					st.text = appendUnquoted(st.text, t.raw)
+				}
+			}
+		}
+		if ch.finish.ok {
+			sawFinish = true
+			setResponseString(&res.FinishReason, ch.finish, &dec.keyBuf)
+		}
+		if ch.hasUsage {
+			hasUsage, usage = true, ch.usage
+		}
+		if ch.id.ok {
+			setResponseString(&res.ResponseID, ch.id, &dec.keyBuf)
+		}
+		if ch.model.ok {
+			setResponseString(&res.ResponseModel, ch.model, &dec.keyBuf)
+		}
+		if ch.isError {
+			end = ev.Time
+			msg := "error object in stream"
+			if ch.errMsg.ok {
+				msg = "error object in stream: " + sanitizeServerMessage(decodeString(ch.errMsg), req)
+			}
+			res.fail(OutcomeInvalidResponse, "error_event", msg)
+			break loop
+		}
+	}
+
+	if res.Outcome == "" {
+		switch {
+		case !sawDone && !sawFinish:
+			res.fail(OutcomeStreamError, "eof_without_done", "stream ended without [DONE] or a finish_reason")
+		case chunks == 0:
+			res.fail(OutcomeInvalidResponse, "empty_completion", "stream ended without any generated text")
+		default:
+			res.Outcome = OutcomeSuccess
+		}
+	}
+	if sawDone {
+		// Read on to the end of the body so that the connection is reused;
+		// bounded, since a server may keep the stream open after [DONE].
+		t := time.AfterFunc(drainGrace, cancel)
+		sr.drain(drainLimit)
+		t.Stop()
+	}
+
+	res.Chunks = chunks
+	if chunks > 0 {
+		res.FirstToken = true
+		res.TTFT = first.Sub(start)
+		res.E2E = last.Sub(start)
+	} else {
+		res.E2E = end.Sub(start)
+	}
+	res.OutputTokens, res.PromptTokens = chunks, res.PlannedPromptTokens
+	if hasUsage {
+		if usage.hasCompletion {
+			res.OutputTokens, res.UsageReported = usage.completion, true
+		}
+		if usage.hasPrompt {
+			res.PromptTokens = usage.prompt
+		}
+		if usage.hasCached {
+			res.CachedTokens, res.CachedTokensReported = usage.cached, true
+		}
+	}
+	if res.FirstToken && res.OutputTokens >= 2 {
+		res.TPOT = (res.E2E - res.TTFT) / time.Duration(res.OutputTokens-1)
+	}
+	if c.keepText {
+		res.Completion = string(st.text)
+	}
+}
+
+// setResponseString stores a short string from the stream in *dst,
+// allocating only when it changed (id and model repeat on every chunk).
+func setResponseString(dst *string, s jsonString, scratch *[]byte) {
+	b := s.raw
+	if s.esc || !utf8.Valid(b) {
+		*scratch = appendUnquoted((*scratch)[:0], b)
+		b = *scratch
+	}
+	if len(b) > maxResponseString {
+		b = b[:maxResponseString]
+		for len(b) > 0 && !utf8.Valid(b) {
+			b = b[:len(b)-1]
+		}
+	}
+	if string(b) == *dst {
+		return
+	}
+	switch string(b) { // common finish reasons, without allocating
+	case "stop":
+		*dst = "stop"
+	case "length":
+		*dst = "length"
+	default:
+		*dst = string(b)
+	}
+}
+
+// errorEventMessage renders the data of an `event: error`: the message of
+// a JSON error object, or the text itself.
+func errorEventMessage(dec *chunkDecoder, data []byte, req *Request) string {
+	if dec.decode(data) == nil {
+		if dec.c.errMsg.ok {
+			return "error event: " + sanitizeServerMessage(decodeString(dec.c.errMsg), req)
+		}
+		return "error event"
+	}
+	if len(data) == 0 || !utf8.Valid(data) {
+		return "error event"
+	}
+	return "error event: " + sanitizeServerMessage(string(data), req)
+}
+
+func decodeString(s jsonString) string {
+	if !s.esc && utf8.Valid(s.raw) {
+		return string(s.raw)
+	}
+	return string(appendUnquoted(nil, s.raw))
+}
+
+func malformedMessage(err error, dec *chunkDecoder, chunks int) string {
+	if errors.Is(err, errNotObject) {
+		return fmt.Sprintf("event after %d token chunks is not a JSON object", chunks)
+	}
+	return fmt.Sprintf("event after %d token chunks is not valid JSON (byte %d)", chunks, dec.errAt)
+}
+
+// isEventStream reports whether a Content-Type is text/event-stream.
+func isEventStream(ct string) bool {
+	const want = "text/event-stream"
+	ct = strings.TrimLeft(ct, " \t")
+	if len(ct) < len(want) || !strings.EqualFold(ct[:len(want)], want) {
+		return false
+	}
+	rest := ct[len(want):]
+	return rest == "" || rest[0] == ';' || rest[0] == ' ' || rest[0] == '\t'
+}
+
+// connTrace records the httptrace hooks of one request. Dial hooks run on
+// the transport's dial goroutines, possibly for a dial that loses to an idle
+// connection and finishes after the request, hence the mutex.
+type connTrace struct {
+	mu           sync.Mutex
+	gotConn      bool
+	reused       bool
+	gotConnAt    time.Time
+	dnsStart     time.Time
+	connectStart time.Time
+	tlsStart     time.Time
+	dns          time.Duration
+	connect      time.Duration
+	tls          time.Duration
+	tlsFailed    bool
+	hooks        httptrace.ClientTrace
+}
+
+func newConnTrace() *connTrace {
+	t := &connTrace{}
+	t.hooks = httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			now := time.Now()
+			t.mu.Lock()
+			t.gotConn, t.reused, t.gotConnAt = true, info.Reused, now
+			t.mu.Unlock()
+		},
+		DNSStart: func(httptrace.DNSStartInfo) {
+			now := time.Now()
+			t.mu.Lock()
+			t.dnsStart = now
+			t.mu.Unlock()
+		},
+		DNSDone: func(httptrace.DNSDoneInfo) {
+			now := time.Now()
+			t.mu.Lock()
+			if !t.dnsStart.IsZero() {
+				t.dns = now.Sub(t.dnsStart)
+			}
+			t.mu.Unlock()
+		},
+		ConnectStart: func(string, string) {
+			now := time.Now()
+			t.mu.Lock()
+			if t.connectStart.IsZero() {
+				t.connectStart = now
+			}
+			t.mu.Unlock()
+		},
+		ConnectDone: func(_, _ string, err error) {
+			now := time.Now()
+			t.mu.Lock()
+			if err == nil && !t.connectStart.IsZero() {
+				t.connect = now.Sub(t.connectStart)
+			}
+			t.mu.Unlock()
+		},
+		TLSHandshakeStart: func() {
+			now := time.Now()
+			t.mu.Lock()
+			t.tlsStart = now
+			t.mu.Unlock()
+		},
+		TLSHandshakeDone: func(_ tls.ConnectionState, err error) {
+			now := time.Now()
+			t.mu.Lock()
+			if err != nil {
+				t.tlsFailed = true
+			} else if !t.tlsStart.IsZero() {
+				t.tls = now.Sub(t.tlsStart)
+			}
+			t.mu.Unlock()
+		},
+	}
+	return t
+}
+
+// apply copies the connection figures into res: Start is the last GotConn.
+func (t *connTrace) apply(res *Result) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.gotConn {
+		return
+	}
+	res.Start = t.gotConnAt
+	res.ClientWait = t.gotConnAt.Sub(res.Dispatched)
+	res.ConnReused = t.reused
+	if !t.reused {
+		res.DNS, res.Connect, res.TLS = t.dns, t.connect, t.tls
+	}
+}
+
+func (t *connTrace) state() (gotConn, tlsFailed bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.gotConn, t.tlsFailed
+}
+
+// roundTripFailed classifies an error from http.Client.Do (no response).
+func (c *Client) roundTripFailed(parent, ctx context.Context, err error, ct *connTrace, res *Result) {
+	msg := errorMessage(err)
+	if ctxFailed(parent, ctx, res) {
+		return
+	}
+	gotConn, tlsFailed := ct.state()
+	var ne net.Error
+	isTimeout := errors.As(err, &ne) && ne.Timeout()
+	if !gotConn {
+		var dnsErr *net.DNSError
+		switch {
+		case errors.As(err, &dnsErr):
+			res.fail(OutcomeConnectError, "dns", msg)
+		case errors.Is(err, syscall.ECONNREFUSED):
+			res.fail(OutcomeConnectError, "connection_refused", msg)
+		case tlsFailed || isTLSError(err):
+			res.fail(OutcomeConnectError, "tls", msg)
+		case isTimeout:
+			res.fail(OutcomeConnectError, "dial_timeout", msg)
+		default:
+			res.fail(OutcomeConnectError, "dial", msg)
+		}
+		return
+	}
+	switch {
+	case isTimeout:
+		res.fail(OutcomeTimeout, "timeout", msg)
+	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
+		res.fail(OutcomeStreamError, "connection_reset", msg)
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		res.fail(OutcomeStreamError, "no_response", msg)
+	default:
+		res.fail(OutcomeStreamError, "read_error", msg)
+	}
+}
+
+// streamFailed classifies an error reading the response body.
+func streamFailed(parent, ctx context.Context, err error, res *Result) {
+	msg := errorMessage(err)
+	if ctxFailed(parent, ctx, res) {
+		return
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, ErrLineTooLong):
+		res.fail(OutcomeStreamError, "line_too_long", fmt.Sprintf("an SSE line exceeds %d bytes", DefaultMaxSSELine))
+	case errors.Is(err, ErrEventTooLong):
+		res.fail(OutcomeStreamError, "event_too_long", fmt.Sprintf("an SSE event exceeds %d bytes", DefaultMaxSSELine))
+	case errors.As(err, &ne) && ne.Timeout():
+		res.fail(OutcomeTimeout, "timeout", msg)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		res.fail(OutcomeStreamError, "unexpected_eof", "connection closed mid-stream: "+msg)
+	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
+		res.fail(OutcomeStreamError, "connection_reset", msg)
+	default:
+		res.fail(OutcomeStreamError, "read_error", msg)
+	}
+}
+
+// ctxFailed classifies the failure as a timeout when a context ended.
+func ctxFailed(parent, ctx context.Context, res *Result) bool {
+	switch {
+	case parent.Err() == context.Canceled:
+		res.fail(OutcomeTimeout, "cancelled", "request cancelled")
+	case parent.Err() != nil || ctx.Err() == context.DeadlineExceeded:
+		res.fail(OutcomeTimeout, "timeout", "request timeout elapsed")
+	default:
+		return false
+	}
+	return true
+}
+
+func isTLSError(err error) bool {
+	var (
+		rh  tls.RecordHeaderError
+		ae  tls.AlertError
+		cv  *tls.CertificateVerificationError
+		ua  x509.UnknownAuthorityError
+		he  x509.HostnameError
+		ci  x509.CertificateInvalidError
+		ech *tls.ECHRejectionError
+	)
+	return errors.As(err, &rh) || errors.As(err, &ae) || errors.As(err, &cv) || errors.As(err, &ua) ||
+		errors.As(err, &he) || errors.As(err, &ci) || errors.As(err, &ech)
+}
+
+// httpFailed fills an http_error from a non-2xx response.
+func httpFailed(resp *http.Response, req *Request, res *Result) {
+	res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	msg := "HTTP " + strconv.Itoa(resp.StatusCode)
+	if text := http.StatusText(resp.StatusCode); text != "" {
+		msg += " " + text
+	}
+	if m := errorBodyMessage(body); m != "" {
+		msg += ": " + sanitizeServerMessage(m, req)
+	}
+	res.fail(OutcomeHTTPError, "http_"+strconv.Itoa(resp.StatusCode), truncate(msg, maxErrorMessage))
+}
+
+// errorBodyMessage extracts the message of an error body: OpenAI's
+// {"error": {"message"}}, {"error": "..."} (TGI), {"message"} (older vLLM),
+// {"detail": "..."} (FastAPI), or the body itself when it is short text.
+func errorBodyMessage(body []byte) string {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return ""
+	}
+	var v struct {
+		Error   json.RawMessage `json:"error"`
+		Message json.RawMessage `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if json.Unmarshal(body, &v) == nil {
+		var s string
+		var inner struct {
+			Message string `json:"message"`
+		}
+		switch {
+		case json.Unmarshal(v.Error, &inner) == nil && inner.Message != "":
+			return inner.Message
+		case json.Unmarshal(v.Error, &s) == nil && s != "":
+			return s
+		case json.Unmarshal(v.Message, &s) == nil && s != "":
+			return s
+		case json.Unmarshal(v.Detail, &s) == nil && s != "":
+			return s
+		}
+		return ""
+	}
+	if body[0] == '<' || !utf8.Valid(body) { // HTML error pages and binary say nothing useful
+		return ""
+	}
+	return string(body)
+}
+
+// parseRetryAfter parses a Retry-After value: delay-seconds or an HTTP date.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		return time.Duration(min(n, int64(365*24*time.Hour/time.Second))) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// errorMessage renders a transport error without the request URL (which
+// may hold credentials or a key in its query).
+func errorMessage(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return sanitizeMessage(err.Error())
+}
+
+// sanitizeServerMessage cleans a message written by the server: it may
+// echo the request (pydantic validation errors include the body as
+// 'input'), so it is cut before any echo of it or of a prompt.
+func sanitizeServerMessage(msg string, req *Request) string {
+	for _, marker := range [...]string{`'input'`, `"input"`} {
+		if i := strings.Index(msg, marker); i >= 0 {
+			msg = msg[:i] + "[input redacted]"
+		}
+	}
+	cut := func(text string) {
+		const probe = 24
+		if len(text) < 8 {
+			return
+		}
+		if i := strings.Index(msg, text[:min(len(text), probe)]); i >= 0 {
+			msg = msg[:i] + "[prompt redacted]"
+		}
+	}
+	if req != nil {
+		for _, m := range req.Messages {
+			cut(m.Content)
+		}
+		cut(req.Prompt)
+	}
+	return sanitizeMessage(msg)
+}
+
+// sanitizeMessage removes URL credentials and queries, replaces control
+// characters and invalid UTF-8, and truncates.
+func sanitizeMessage(msg string) string {
+	msg = scrubURLs(msg)
+	var b strings.Builder
+	b.Grow(min(len(msg), maxErrorMessage))
+	for _, r := range msg {
+		if b.Len() >= maxErrorMessage {
+			b.WriteString("…")
+			break
+		}
+		switch {
+		case r == utf8.RuneError, r < 0x20, r == 0x7f:
+			b.WriteByte(' ')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// scrubURLs drops the userinfo and the query of every URL in s.
+func scrubURLs(s string) string {
+	if !strings.Contains(s, "://") {
+		return s
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i+3])
+		s = s[i+3:]
+		end := strings.IndexAny(s, " \t\"'<>`")
+		if end < 0 {
+			end = len(s)
+		}
+		u := s[:end]
+		authEnd := strings.IndexAny(u, "/?#")
+		if authEnd < 0 {
+			authEnd = len(u)
+		}
+		if at := strings.LastIndexByte(u[:authEnd], '@'); at >= 0 {
+			u = u[at+1:]
+		}
+		if q := strings.IndexAny(u, "?#"); q >= 0 {
+			u = u[:q]
+		}
+		b.WriteString(u)
+		s = s[end:]
+	}
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}

@@ -1,0 +1,236 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	commoncfg "github.com/prometheus/common/config"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/llmprobe/llmprobe/config"
+)
+
+// Options configure an Engine.
+type Options struct {
+	Logger   *slog.Logger
+	Observer Observer
+	// Replicas is the number of llmprobe processes sharing every target's
+	// rate: each sends rate/Replicas (scale-out without a coordinator;
+	// Prometheus sums the replicas). Zero means 1.
+	Replicas int
+	// UserAgent is sent with every request.
+	UserAgent string
+	// Tracer starts one span per request; nil disables tracing at no cost.
+	Tracer     trace.Tracer
+	Propagator propagation.TextMapPropagator
+	// KeepText keeps completion text on results (status page opt-in).
+	KeepText bool
+}
+
+// Engine runs one runner per configured target and reconciles them with
+// each applied configuration.
+type Engine struct {
+	opts Options
+
+	mu      sync.Mutex
+	runners map[string]*runner
+	closed  bool
+}
+
+// NewEngine returns an engine with no targets; Apply starts them.
+func NewEngine(opts Options) *Engine {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Replicas < 1 {
+		opts.Replicas = 1
+	}
+	if opts.UserAgent == "" {
+		opts.UserAgent = "llmprobe"
+	}
+	return &Engine{opts: opts, runners: map[string]*runner{}}
+}
+
+// Apply reconciles the running targets with cfg: new targets start,
+// removed ones stop scheduling (their in-flight requests finish), changed
+// ones restart (and warm up again), unchanged ones keep running
+// untouched. Apply builds every new runner before changing anything, so
+// an error leaves the engine as it was.
+func (e *Engine) Apply(cfg *config.Config) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errors.New("engine is shut down")
+	}
+	next := map[string]*runner{}
+	var fresh []*runner
+	for _, t := range cfg.Targets {
+		spec := runnerSpec{Target: *t, Workload: *cfg.Workload(t), Global: cfg.Global, Replicas: e.opts.Replicas}
+		if old := e.runners[t.Name]; old != nil && reflect.DeepEqual(old.spec, spec) {
+			next[t.Name] = old
+			continue
+		}
+		r, err := e.newRunner(spec)
+		if err != nil {
+			return fmt.Errorf("target %q: %w", t.Name, err)
+		}
+		next[t.Name] = r
+		fresh = append(fresh, r)
+	}
+	for name, old := range e.runners {
+		if next[name] != old {
+			e.opts.Logger.Info("stopping target", "target", name)
+			go e.retire(old)
+		}
+	}
+	for _, r := range fresh {
+		e.opts.Logger.Info("probing target", "target", r.name, "url", r.url, "model", r.model, "api", r.api,
+			"arrivals", r.arrivals.String(), "max_inflight", r.maxInflight, "warmup", r.warmupUntil.Sub(r.start))
+		ctx, cancel := context.WithCancel(context.Background())
+		r.stopSched = cancel
+		r.run(ctx)
+	}
+	e.runners = next
+	return nil
+}
+
+// retire stops a runner that a reload removed or replaced: scheduling
+// stops now; in-flight requests end on their own (bounded by the request
+// timeout).
+func (e *Engine) retire(r *runner) {
+	r.stop()
+	r.reqs.Wait()
+	r.cancelReqs()
+	r.httpClient.CloseIdleConnections()
+}
+
+func (e *Engine) newRunner(spec runnerSpec) (*runner, error) {
+	t := &spec.Target
+	g := spec.Global
+	arr, err := NewArrivals(t.Arrival.Process, t.Arrival.Rate/float64(spec.Replicas), t.Arrival.Burstiness)
+	if err != nil {
+		return nil, err
+	}
+	httpClient, err := commoncfg.NewClientFromConfig(t.HTTPClientConfig, t.Name)
+	if err != nil {
+		return nil, fmt.Errorf("http_client_config: %w", err)
+	}
+	client, err := NewClient(ClientConfig{
+		BaseURL:    t.URL,
+		HTTPClient: httpClient,
+		Timeout:    t.Timeout(g),
+		UserAgent:  e.opts.UserAgent,
+		KeepText:   e.opts.KeepText,
+		Tracer:     e.opts.Tracer,
+		Propagator: e.opts.Propagator,
+	})
+	if err != nil {
+		return nil, err
+	}
+	seed := g.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	h := fnv.New64a()
+	h.Write([]byte(t.Name))
+	now := time.Now()
+	reqCtx, cancelReqs := context.WithCancel(context.Background())
+	return &runner{
+		name:        t.Name,
+		model:       t.Model,
+		api:         API(t.API),
+		url:         redactURL(t.URL),
+		spec:        spec,
+		workload:    NewWorkload(&spec.Workload),
+		arrivals:    arr,
+		client:      client,
+		httpClient:  httpClient,
+		synth:       NewPromptSynth(h.Sum64() ^ g.Seed),
+		obs:         e.opts.Observer,
+		logger:      e.opts.Logger,
+		seed:        seed ^ h.Sum64(),
+		start:       now,
+		warmupUntil: now.Add(time.Duration(g.Warmup)),
+		lateAfter:   time.Duration(g.LateAfter),
+		maxInflight: int64(t.MaxInflight),
+		saturation:  g.Saturation,
+		win:         newWindow(time.Duration(g.Saturation.Window)),
+		reqCtx:      reqCtx,
+		cancelReqs:  cancelReqs,
+	}, nil
+}
+
+// Status returns a snapshot of every running target, sorted by name.
+func (e *Engine) Status() []TargetStatus {
+	e.mu.Lock()
+	rs := make([]*runner, 0, len(e.runners))
+	for _, r := range e.runners {
+		rs = append(rs, r)
+	}
+	e.mu.Unlock()
+	now := time.Now()
+	out := make([]TargetStatus, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.status(now))
+	}
+	slices.SortFunc(out, func(a, b TargetStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Shutdown stops scheduling on every target, then waits for in-flight
+// requests until ctx is done, after which they are cancelled (and end as
+// timeout/cancelled). It returns ctx.Err() when the grace period ran out.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	e.mu.Lock()
+	e.closed = true
+	rs := e.runners
+	e.runners = map[string]*runner{}
+	e.mu.Unlock()
+
+	for _, r := range rs {
+		r.stop()
+	}
+	done := make(chan struct{})
+	go func() {
+		for _, r := range rs {
+			r.reqs.Wait()
+		}
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		for _, r := range rs {
+			r.cancelReqs()
+		}
+		<-done
+	}
+	for _, r := range rs {
+		r.cancelReqs()
+		r.httpClient.CloseIdleConnections()
+	}
+	return err
+}
+
+// redactURL drops userinfo, query and fragment for display.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "<invalid URL>"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}

@@ -1,0 +1,171 @@
+package probe
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+// Fuzz targets. `go test` runs them over their seed corpus; run one with
+// e.g. `go test ./probe -run '^$' -fuzz FuzzClientStream -fuzztime 60s`.
+
+func sseSeeds(f *testing.F) {
+	for _, tc := range sseCases {
+		f.Add([]byte(tc.in), uint8(3))
+	}
+	f.Add([]byte(sseBody(chatRole(), chatContent("a"), usageChunk(1, 1, 0), "[DONE]")), uint8(7))
+	f.Add([]byte("data: x\r\n\rdata: y\r\r\n\n:c\ndata"), uint8(1))
+}
+
+// FuzzSSEReader checks the parser against the reference transcription of
+// the spec, with the input cut into reads of varying sizes.
+func FuzzSSEReader(f *testing.F) {
+	sseSeeds(f)
+	f.Fuzz(func(t *testing.T, data []byte, step uint8) {
+		want := refParse(string(data))
+		var cuts []int
+		for pos, i := 0, 0; ; i++ {
+			pos += 1 + int(step>>(i%4))%17
+			if pos >= len(data) {
+				break
+			}
+			cuts = append(cuts, pos)
+		}
+		for name, src := range map[string]io.Reader{
+			"whole":    bytes.NewReader(data),
+			"one-byte": iotest.OneByteReader(bytes.NewReader(data)),
+			"cuts":     splitAt(string(data), cuts...),
+		} {
+			got, err := readAll(src, 0)
+			if err != io.EOF {
+				t.Fatalf("%s: error %v", name, err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: got %+v, want %+v", name, got, want)
+			}
+			for _, ev := range got {
+				if strings.ContainsRune(ev.Data, '\r') {
+					t.Fatalf("%s: CR in data %q", name, ev.Data)
+				}
+			}
+		}
+	})
+}
+
+// FuzzDecodeChunk checks the chunk scanner against encoding/json.
+func FuzzDecodeChunk(f *testing.F) {
+	for _, s := range chunkCorpus {
+		f.Add([]byte(s))
+	}
+	f.Add(benchChunk)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkDecodeAgainstJSON(t, data)
+	})
+}
+
+// bodyTransport answers every request with a 200 event stream whose body
+// is the fuzz input, without a network.
+type bodyTransport struct {
+	contentType string
+	body        []byte
+}
+
+func (b bodyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	return &http.Response{
+		StatusCode: 200,
+		Header:     http.Header{"Content-Type": {b.contentType}},
+		Body:       io.NopCloser(iotest.HalfReader(bytes.NewReader(b.body))),
+		Request:    r,
+	}, nil
+}
+
+// FuzzClientStream runs the whole client on arbitrary response bodies: it
+// must not panic and must produce a consistent Result.
+func FuzzClientStream(f *testing.F) {
+	sseSeeds(f)
+	f.Add([]byte(sseBody(chatRole(), chatContent("a"), chatDelta("reasoning_content", "r", "", ""), chatDelta("content", "b", "stop", ""), usageChunk(3, 2, 1), "[DONE]")), uint8(0))
+	f.Add([]byte(sseBody(completionText("x", ""), `{"error":{"message":"bad"}}`)), uint8(1))
+	f.Add([]byte("event: error\ndata: {\"error\":\"x\"}\n\n"), uint8(2))
+	f.Add([]byte(`{"id":"x","choices":[]}`), uint8(3))
+	f.Fuzz(func(t *testing.T, body []byte, mode uint8) {
+		ct := "text/event-stream"
+		if mode%2 == 1 {
+			ct = "application/octet-stream" // through the SSE sniffing path
+		}
+		c, err := NewClient(ClientConfig{
+			BaseURL:    "http://fuzz.invalid/v1",
+			HTTPClient: &http.Client{Transport: bodyTransport{contentType: ct, body: body}},
+			KeepText:   mode%4 >= 2,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := &Result{PlannedPromptTokens: 7}
+		c.Do(context.Background(), chatRequest(), res)
+		if !slices.Contains(Outcomes[:], res.Outcome) {
+			t.Fatalf("outcome %q", res.Outcome)
+		}
+		if (res.Outcome == OutcomeSuccess) != (res.ErrorType == "") {
+			t.Fatalf("outcome %s with error type %q", res.Outcome, res.ErrorType)
+		}
+		if res.Outcome == OutcomeSuccess && (!res.FirstToken || res.Chunks == 0) {
+			t.Fatalf("success without tokens: %+v", res)
+		}
+		if len(res.ITLs) != max(res.Chunks-1, 0) || res.FirstToken != (res.Chunks > 0) {
+			t.Fatalf("%d chunks, %d ITLs, first token %v", res.Chunks, len(res.ITLs), res.FirstToken)
+		}
+		if res.TTFT < 0 || res.E2E < res.TTFT || res.TPOT < 0 || res.OutputTokens < 0 || res.PromptTokens < 0 {
+			t.Fatalf("negative figure: %+v", res)
+		}
+		if res.Start.IsZero() || res.Start.Before(res.Dispatched) {
+			t.Fatalf("start %v dispatched %v", res.Start, res.Dispatched)
+		}
+		if len(res.Error) > maxErrorMessage+8 || len(res.ResponseID) > maxResponseString || len(res.ResponseModel) > maxResponseString {
+			t.Fatalf("unbounded strings: %d %d %d", len(res.Error), len(res.ResponseID), len(res.ResponseModel))
+		}
+	})
+}
+
+// FuzzEncodeBody checks that any prompt text produces valid JSON that
+// decodes to what encoding/json would have sent.
+func FuzzEncodeBody(f *testing.F) {
+	for _, s := range []string{"", "hello", "\x00\x1f\"\\\u2028\xff", "日本 😀", strings.Repeat("ab\n", 50)} {
+		f.Add(s, 0.7)
+	}
+	f.Fuzz(func(t *testing.T, text string, temp float64) {
+		req := &Request{API: APIChat, Model: text, Messages: []Message{{Role: "user", Content: text}},
+			MaxTokens: 8, Sampling: Sampling{Temperature: temp}, ExtraBody: map[string]any{text: text}}
+		body, err := EncodeBody(nil, req)
+		if err != nil {
+			if temp != temp || temp > 1e308 || temp < -1e308 { // NaN or ±Inf
+				return
+			}
+			t.Fatalf("EncodeBody: %v", err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatalf("invalid JSON %q: %v", body, err)
+		}
+		ref, _ := json.Marshal(text)
+		var want string
+		_ = json.Unmarshal(ref, &want)
+		if slices.Contains(standardKeys[:], text) {
+			return // the extra member replaced a standard one
+		}
+		msgs, _ := got["messages"].([]any)
+		if len(msgs) != 1 || msgs[0].(map[string]any)["content"] != want || got["model"] != want || got[want] != want {
+			t.Fatalf("body %s does not carry %q", body, want)
+		}
+	})
+}

@@ -1,0 +1,191 @@
+package probe
+
+import "time"
+
+// API selects the OpenAI endpoint a target is probed through.
+type API string
+
+const (
+	APIChat        API = "chat"        // POST {base}/chat/completions
+	APICompletions API = "completions" // POST {base}/completions
+)
+
+// Outcome classifies how a request ended. The values are the `outcome`
+// label of llmprobe_requests_total.
+type Outcome string
+
+const (
+	OutcomeSuccess         Outcome = "success"          // 2xx, well-formed stream, ended with [DONE] (or a final usage/finish event)
+	OutcomeHTTPError       Outcome = "http_error"       // a non-2xx status
+	OutcomeTimeout         Outcome = "timeout"          // request_timeout (or a stall past it) elapsed
+	OutcomeStreamError     Outcome = "stream_error"     // the stream broke: reset, EOF without [DONE], read error
+	OutcomeConnectError    Outcome = "connect_error"    // no connection: DNS, refused, TLS handshake
+	OutcomeInvalidResponse Outcome = "invalid_response" // 2xx but unparseable: malformed event, wrong content type, no tokens
+)
+
+// Outcomes lists every outcome, in a stable order (used to initialise series).
+var Outcomes = [...]Outcome{OutcomeSuccess, OutcomeHTTPError, OutcomeTimeout, OutcomeStreamError, OutcomeConnectError, OutcomeInvalidResponse}
+
+// DropReason says why a scheduled request was never sent. The values are
+// the `reason` label of llmprobe_requests_dropped_total.
+type DropReason string
+
+const (
+	DropInflightLimit DropReason = "inflight_limit" // max_inflight requests were already running
+	DropLate          DropReason = "late"           // could not be sent within global.late_after of its planned instant
+	DropShutdown      DropReason = "shutdown"       // planned, but the runner stopped (reload or exit) first
+)
+
+// DropReasons lists every drop reason, in a stable order.
+var DropReasons = [...]DropReason{DropInflightLimit, DropLate, DropShutdown}
+
+// Message is one chat message.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Sampling holds the sampling parameters sent with a request. They are
+// always explicit: hidden defaults make numbers incomparable.
+type Sampling struct {
+	Temperature float64
+	TopP        float64 // 0 means "not sent"
+	TopK        int     // 0 means "not sent"
+	Seed        *int64  // nil means "not sent"
+}
+
+// Request is one request as the client sends it.
+type Request struct {
+	API   API
+	Model string
+
+	Messages  []Message // APIChat
+	Prompt    string    // APICompletions, text mode
+	PromptIDs []int     // APICompletions, token-id mode (vLLM accepts a list of ints)
+
+	MaxTokens int
+	Sampling  Sampling
+	// ExtraBody is merged into the JSON body last (e.g. ignore_eos).
+	ExtraBody map[string]any
+}
+
+// Result is everything measured about one request. It flows one way from
+// the client to the observers (metrics, traces, logs, bench collector); it
+// never holds secrets, and holds prompt text only when the user opted in.
+type Result struct {
+	Target string
+	Model  string // the configured model (label); ResponseModel is what the server said
+	Class  string
+
+	// Multi-turn conversations: ConversationID is empty for single requests.
+	ConversationID string
+	Turn           int // 1-based
+
+	// Planned is the instant on the arrival timeline; Dispatched is when the
+	// harness handed the request to the HTTP client; Start is the instant
+	// just before the request was written on a connection (DESIGN.md
+	// "start"). ScheduleLag = Dispatched - Planned; ClientWait = Start -
+	// Dispatched (connection acquisition: dial + TLS when not reused).
+	Planned     time.Time
+	Dispatched  time.Time
+	Start       time.Time
+	ScheduleLag time.Duration
+	ClientWait  time.Duration
+	ConnReused  bool
+	DNS         time.Duration // 0 when no lookup happened
+	Connect     time.Duration // TCP connect, 0 when reused
+	TLS         time.Duration // TLS handshake, 0 when reused or plain
+
+	// Warmup is true for requests started during the warm-up period; they
+	// are counted but not mixed into latency histograms.
+	Warmup bool
+
+	Outcome    Outcome
+	ErrorType  string // short, low-cardinality reason when not success (e.g. "http_429", "connection_reset", "malformed_event")
+	Error      string // human message, sanitised (never a secret, never prompt text)
+	StatusCode int    // 0 when no response
+	RetryAfter time.Duration
+
+	// Timing per DESIGN.md. FirstToken is false when no token-bearing event arrived.
+	FirstToken bool
+	TTFT       time.Duration   // Start -> first token-bearing event
+	E2E        time.Duration   // Start -> last token-bearing event (Start -> end when no token)
+	TPOT       time.Duration   // (E2E-TTFT)/(OutputTokens-1), 0 when OutputTokens < 2
+	ITLs       []time.Duration // gaps between consecutive token-bearing events
+	Chunks     int             // token-bearing events received
+
+	// Token counts. *Reported say whether the server's usage provided the
+	// number; otherwise it was estimated (prompt: planned; output: chunks).
+	PromptTokens         int
+	OutputTokens         int
+	CachedTokens         int
+	UsageReported        bool
+	CachedTokensReported bool
+
+	// What the workload planned.
+	PlannedPromptTokens int
+	PlannedOutputTokens int
+	PrefixGroup         int // -1: no shared prefix
+	PrefixTokens        int
+
+	// Sent parameters (recorded on spans and reports).
+	MaxTokens int
+	Sampling  Sampling
+
+	FinishReason  string
+	ResponseModel string
+	ResponseID    string
+
+	// TraceID is the hex trace id when the request's span was sampled
+	// (used for exemplars); empty otherwise.
+	TraceID string
+
+	// Completion holds the generated text; kept only when a later turn
+	// needs it (conversation history) or the user opted in to recording.
+	Completion string
+}
+
+// Observer receives the engine's events. Implementations must be safe for
+// concurrent use and must not block: they run on the probe's hot path.
+type Observer interface {
+	// Scheduled is called for every arrival on a target's timeline.
+	Scheduled(target, class string)
+	// Dropped is called for an arrival that was never sent.
+	Dropped(target, class string, reason DropReason)
+	// Sent is called when a request is handed to the HTTP client; the
+	// achieved rate is the rate of Sent calls.
+	Sent(target, class string)
+	// Observe is called once per sent request, after it ended.
+	Observe(r *Result)
+}
+
+// Observers fans events out to several observers, in order.
+type Observers []Observer
+
+// Scheduled implements Observer.
+func (os Observers) Scheduled(target, class string) {
+	for _, o := range os {
+		o.Scheduled(target, class)
+	}
+}
+
+// Dropped implements Observer.
+func (os Observers) Dropped(target, class string, reason DropReason) {
+	for _, o := range os {
+		o.Dropped(target, class, reason)
+	}
+}
+
+// Sent implements Observer.
+func (os Observers) Sent(target, class string) {
+	for _, o := range os {
+		o.Sent(target, class)
+	}
+}
+
+// Observe implements Observer.
+func (os Observers) Observe(r *Result) {
+	for _, o := range os {
+		o.Observe(r)
+	}
+}

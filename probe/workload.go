@@ -1,0 +1,138 @@
+package probe
+
+import (
+	"math"
+	"math/rand/v2"
+
+	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/dist"
+)
+
+// Class is a compiled workload class: what the engine samples on its hot
+// path.
+type Class struct {
+	Name     string
+	Weight   float64
+	Prompt   dist.Sampler
+	Output   dist.Sampler
+	Prefix   *config.Prefix // nil: no shared prefix
+	Sampling Sampling
+
+	// ReuseIntent is the configured fraction of prompt tokens meant to be
+	// served from a prefix cache (llmprobe_prefix_reuse_target_ratio).
+	ReuseIntent float64
+}
+
+// Workload is a compiled weighted mix of classes.
+type Workload struct {
+	Classes []*Class
+	cum     []float64 // cumulative normalised weights
+}
+
+// NewWorkload compiles a validated config workload.
+func NewWorkload(w *config.Workload) *Workload {
+	out := &Workload{}
+	total := 0.0
+	for _, c := range w.Classes {
+		total += c.Weight
+	}
+	acc := 0.0
+	for _, c := range w.Classes {
+		cl := &Class{
+			Name:   c.Name,
+			Weight: c.Weight,
+			Prompt: c.PromptTokens.Sampler(),
+			Output: c.OutputTokens.Sampler(),
+			Prefix: c.Prefix,
+			Sampling: Sampling{
+				Temperature: c.Sampling.Temperature,
+				TopP:        c.Sampling.TopP,
+				TopK:        c.Sampling.TopK,
+				Seed:        c.Sampling.Seed,
+			},
+		}
+		cl.ReuseIntent = reuseIntent(cl)
+		acc += c.Weight / total
+		out.Classes = append(out.Classes, cl)
+		out.cum = append(out.cum, acc)
+	}
+	out.cum[len(out.cum)-1] = 1 // guard against rounding
+	return out
+}
+
+// Pick draws a class by weight.
+func (w *Workload) Pick(r *rand.Rand) *Class {
+	if len(w.Classes) == 1 {
+		return w.Classes[0]
+	}
+	u := r.Float64()
+	for i, c := range w.cum {
+		if u < c {
+			return w.Classes[i]
+		}
+	}
+	return w.Classes[len(w.Classes)-1]
+}
+
+// Plan is what one request will look like, drawn from its class.
+type Plan struct {
+	Class        *Class
+	PromptTokens int // total planned prompt tokens (prefix + nonce + body)
+	OutputTokens int // max_tokens
+	PrefixGroup  int // -1: no shared prefix
+	PrefixTokens int
+}
+
+// Plan draws lengths and the shared-prefix choice for one request. A
+// request that uses a shared prefix is at least as long as the prefix plus
+// the nonce plus one token of its own.
+func (c *Class) Plan(r *rand.Rand) Plan {
+	p := Plan{
+		Class:        c,
+		PromptTokens: tokens(c.Prompt.Sample(r)),
+		OutputTokens: tokens(c.Output.Sample(r)),
+		PrefixGroup:  -1,
+	}
+	if c.Prefix != nil && c.Prefix.Probability > 0 && r.Float64() < c.Prefix.Probability {
+		p.PrefixGroup = r.IntN(c.Prefix.Groups)
+		p.PrefixTokens = c.Prefix.Tokens
+		p.PromptTokens = max(p.PromptTokens, p.PrefixTokens+NonceTokens+1)
+	}
+	return p
+}
+
+// tokens rounds a drawn length to a whole number of tokens, at least 1.
+func tokens(x float64) int {
+	if math.IsNaN(x) || x < 1 {
+		return 1
+	}
+	if x > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int(math.Round(x))
+}
+
+// reuseIntent computes the expected fraction of prompt tokens that come
+// from a shared prefix: P(prefix) × prefix tokens / E[prompt tokens],
+// where the expectation follows Plan's own rule (a prefixed prompt is at
+// least prefix + nonce + 1). It is evaluated by a fixed-seed Monte Carlo
+// over the class's real samplers, so it stays exact for any distribution.
+func reuseIntent(c *Class) float64 {
+	if c.Prefix == nil || c.Prefix.Probability == 0 {
+		return 0
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	const n = 20000
+	var prefixed, total float64
+	for range n {
+		p := c.Plan(r)
+		total += float64(p.PromptTokens)
+		if p.PrefixGroup >= 0 {
+			prefixed += float64(p.PrefixTokens)
+		}
+	}
+	if total == 0 {
+		return 0
+	}
+	return prefixed / total
+}
