@@ -1,0 +1,14 @@
+// Package exporter turns what the probe engine measures into what people
+// and Prometheus read: the llmprobe_* metrics (Metrics, NewStatusCollector),
+// the recent-requests log (Recent), the HTTP surface (NewHandler: /metrics,
+// /-/healthy, /-/ready, /-/reload, the status page and /config) and safe
+// configuration reloads (Reloader).
+//
+// Data flows one way: the engine calls the probe.Observer methods of
+// Metrics and Recent (fanned out through probe.Observers) and the exporter
+// reads the engine's status at scrape and page time. The probe package
+// never imports this one.
+//
+// The metric names, types, labels and observation rules are documented in
+// docs/metrics.md and pinned by testdata/catalogue.txt.
+package exporter

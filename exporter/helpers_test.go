@@ -1,0 +1,220 @@
+package exporter
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/probe"
+)
+
+// Secrets planted in the test configuration; they must never be shown.
+const (
+	testPassword = "hunter2-very-secret"
+	testBearer   = "bearer-token-secret-xyz"
+)
+
+const testConfigYAML = `
+global:
+  warmup: 30s
+  hit_ratio_window: 10s
+  recent_requests: 3
+workloads:
+  mix:
+    classes:
+      - name: chat
+        weight: 0.7
+        prompt_tokens: {dist: lognormal, median: 120, p99: 2048, max: 8192}
+        output_tokens: 64
+        prefix: {groups: 2, tokens: 64, probability: 0.5}
+      - name: agent
+        weight: 0.3
+        prompt_tokens: 512
+        output_tokens: 32
+  tiny:
+    classes:
+      - name: ping
+        prompt_tokens: 16
+        output_tokens: 4
+targets:
+  - name: alpha
+    url: http://127.0.0.1:1/v1
+    model: model-a
+    workload: mix
+    arrival: {rate: 1}
+    http_client_config:
+      basic_auth: {username: probe, password: ` + testPassword + `}
+  - name: beta
+    url: http://127.0.0.1:2/v1
+    api: completions
+    model: model-b
+    workload: tiny
+    arrival: {process: constant, rate: 2}
+    http_client_config:
+      authorization: {credentials: ` + testBearer + `}
+`
+
+// alphaOnlyYAML drops target beta and class agent, and keeps alpha's model.
+const alphaOnlyYAML = `
+global:
+  hit_ratio_window: 10s
+workloads:
+  mix:
+    classes:
+      - name: chat
+        prompt_tokens: 100
+        output_tokens: 64
+targets:
+  - name: alpha
+    url: http://127.0.0.1:1/v1
+    model: model-a
+    workload: mix
+    arrival: {rate: 1}
+`
+
+func mustConfig(t testing.TB, yml string) *config.Config {
+	t.Helper()
+	cfg, err := config.Load([]byte(yml), "test.yml")
+	if err != nil {
+		t.Fatalf("loading the test config: %v", err)
+	}
+	return cfg
+}
+
+const testTraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+// successResult is a plain, successful 16-chunk streamed request.
+func successResult(target, model, class string) *probe.Result {
+	start := time.Unix(1_700_000_000, 0)
+	itls := make([]time.Duration, 15)
+	for i := range itls {
+		itls[i] = 20 * time.Millisecond
+	}
+	itls[7] = 90 * time.Millisecond // the longest gap
+	return &probe.Result{
+		Target:               target,
+		Model:                model,
+		Class:                class,
+		Planned:              start.Add(-3 * time.Millisecond),
+		Dispatched:           start.Add(-2 * time.Millisecond),
+		Start:                start,
+		ScheduleLag:          time.Millisecond,
+		ClientWait:           2 * time.Millisecond,
+		Outcome:              probe.OutcomeSuccess,
+		StatusCode:           200,
+		FirstToken:           true,
+		TTFT:                 250 * time.Millisecond,
+		E2E:                  620 * time.Millisecond,
+		TPOT:                 (620 - 250) * time.Millisecond / 15,
+		ITLs:                 itls,
+		Chunks:               16,
+		PromptTokens:         100,
+		OutputTokens:         16,
+		CachedTokens:         40,
+		UsageReported:        true,
+		CachedTokensReported: true,
+		PlannedPromptTokens:  100,
+		PlannedOutputTokens:  16,
+		PrefixGroup:          -1,
+		FinishReason:         "length",
+		TraceID:              testTraceID,
+	}
+}
+
+func gather(t testing.TB, g prometheus.Gatherer) map[string]*dto.MetricFamily {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	out := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		out[mf.GetName()] = mf
+	}
+	return out
+}
+
+// series returns the metric of family name whose labels include all of
+// want, or nil.
+func series(mfs map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Metric {
+	mf := mfs[name]
+	if mf == nil {
+		return nil
+	}
+	for _, m := range mf.GetMetric() {
+		match := 0
+		for _, lp := range m.GetLabel() {
+			if v, ok := want[lp.GetName()]; ok && v == lp.GetValue() {
+				match++
+			}
+		}
+		if match == len(want) {
+			return m
+		}
+	}
+	return nil
+}
+
+// countSeries counts the series of family name whose labels include all of
+// want.
+func countSeries(mfs map[string]*dto.MetricFamily, name string, want map[string]string) int {
+	n := 0
+	for _, m := range mfs[name].GetMetric() {
+		match := 0
+		for _, lp := range m.GetLabel() {
+			if v, ok := want[lp.GetName()]; ok && v == lp.GetValue() {
+				match++
+			}
+		}
+		if match == len(want) {
+			n++
+		}
+	}
+	return n
+}
+
+func labelValues(mfs map[string]*dto.MetricFamily, name, label string) []string {
+	var vs []string
+	for _, m := range mfs[name].GetMetric() {
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == label && !slices.Contains(vs, lp.GetValue()) {
+				vs = append(vs, lp.GetValue())
+			}
+		}
+	}
+	slices.Sort(vs)
+	return vs
+}
+
+// testStatus is what an engine running testConfigYAML reports.
+func testStatus() []probe.TargetStatus {
+	return []probe.TargetStatus{
+		{
+			Name: "alpha", Model: "model-a", API: probe.APIChat, URL: "http://127.0.0.1:1/v1", Workload: "mix", Process: "poisson(1/s)",
+			Classes:       []probe.ClassStatus{{Name: "chat", Weight: 0.7, ReuseIntent: 0.25}, {Name: "agent", Weight: 0.3}},
+			RequestedRate: 1, AchievedRate: 0.98, Scheduled: 100, Sent: 97,
+			Dropped:  map[probe.DropReason]uint64{probe.DropInflightLimit: 2, probe.DropLate: 1},
+			Outcomes: map[probe.Outcome]uint64{probe.OutcomeSuccess: 90, probe.OutcomeHTTPError: 5},
+			Inflight: 2, MaxInflight: 64, LagP50: 300 * time.Microsecond, LagP99: 4 * time.Millisecond, Window: time.Minute,
+			Since: time.Now().Add(-time.Hour),
+		},
+		{
+			Name: "beta", Model: "model-b", API: probe.APICompletions, URL: "http://127.0.0.1:2/v1", Workload: "tiny", Process: "constant(2/s)",
+			Classes:       []probe.ClassStatus{{Name: "ping", Weight: 1}},
+			RequestedRate: 2, AchievedRate: 1.2, Scheduled: 40, Sent: 24,
+			Dropped:  map[probe.DropReason]uint64{probe.DropLate: 16},
+			Outcomes: map[probe.Outcome]uint64{probe.OutcomeSuccess: 24},
+			Inflight: 64, MaxInflight: 64, LagP50: 2 * time.Second, LagP99: 9 * time.Second, Window: time.Minute,
+			Saturated: true, SaturationReason: "schedule lag p99 9s over 1m0s (max_lag 50ms)",
+			Warmup: true, Since: time.Now().Add(-10 * time.Second),
+		},
+	}
+}
+
+func fileLoader(path string) func() (*config.Config, error) {
+	return func() (*config.Config, error) { return config.LoadFile(path) }
+}

@@ -1,0 +1,246 @@
+package exporter
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmprobe/llmprobe/probe"
+)
+
+type webFixture struct {
+	srv      *httptest.Server
+	reg      *prometheus.Registry
+	metrics  *Metrics
+	recent   *Recent
+	reloader *Reloader
+	path     string
+	ready    *atomic.Bool
+}
+
+// newWebFixture serves NewHandler over loopback, wired as the daemon
+// wires it, with testConfigYAML loaded from a file.
+func newWebFixture(t *testing.T) *webFixture {
+	t.Helper()
+	f := &webFixture{reg: prometheus.NewRegistry(), ready: &atomic.Bool{}}
+	f.path = filepath.Join(t.TempDir(), "llmprobe.yml")
+	writeFile(t, f.path, testConfigYAML)
+	f.metrics = NewMetrics(f.reg)
+	f.recent = NewRecent(nil)
+	f.reg.MustRegister(NewStatusCollector(testStatus))
+	f.reloader = NewReloader(fileLoader(f.path), nil, f.reg, Infallible(f.metrics.SetConfig), Infallible(f.recent.SetConfig))
+	if err := f.reloader.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	f.srv = httptest.NewServer(NewHandler(WebOptions{
+		Gatherer: f.reg,
+		Status:   testStatus,
+		Recent:   f.recent,
+		Metrics:  f.metrics,
+		Reloader: f.reloader,
+		Ready:    f.ready.Load,
+		Version:  "1.2.3-test",
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *webFixture) do(t *testing.T, method, path string, header map[string]string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, f.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, string(body)
+}
+
+func TestHealthyAndReady(t *testing.T) {
+	f := newWebFixture(t)
+	if code, _, body := f.do(t, "GET", "/-/healthy", nil); code != 200 || strings.TrimSpace(body) != "Healthy" {
+		t.Errorf("/-/healthy = %d %q", code, body)
+	}
+	if code, _, _ := f.do(t, "GET", "/-/ready", nil); code != http.StatusServiceUnavailable {
+		t.Errorf("/-/ready before ready = %d, want 503", code)
+	}
+	f.ready.Store(true)
+	if code, _, body := f.do(t, "GET", "/-/ready", nil); code != 200 || strings.TrimSpace(body) != "Ready" {
+		t.Errorf("/-/ready = %d %q", code, body)
+	}
+	if code, _, _ := f.do(t, "GET", "/nope", nil); code != http.StatusNotFound {
+		t.Errorf("/nope = %d, want 404", code)
+	}
+}
+
+func TestMetricsEndpoint(t *testing.T) {
+	f := newWebFixture(t)
+	f.metrics.Observe(successResult("alpha", "model-a", "chat"))
+
+	code, h, body := f.do(t, "GET", "/metrics", map[string]string{"Accept": "application/openmetrics-text;version=1.0.0"})
+	if code != 200 || !strings.HasPrefix(h.Get("Content-Type"), "application/openmetrics-text") {
+		t.Fatalf("/metrics (OpenMetrics) = %d %s", code, h.Get("Content-Type"))
+	}
+	// Exemplars on latency buckets, and the end marker.
+	for _, want := range []string{
+		`llmprobe_ttft_seconds_bucket{class="chat",model="model-a",target="alpha",le="0.3"} 1 # {trace_id="` + testTraceID + `"} 0.25 `,
+		`llmprobe_e2e_seconds_bucket{class="chat",model="model-a",target="alpha",le="1.0"} 1 # {trace_id="` + testTraceID + `"} 0.62 `,
+		`# {trace_id="` + testTraceID + `"} 0.09`, // ITL: the longest gap
+		`llmprobe_harness_saturated{target="beta"} 1`,
+		`llmprobe_config_last_reload_successful 1`,
+		"# EOF",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("OpenMetrics exposition lacks %q", want)
+		}
+	}
+	if n := strings.Count(body, `trace_id="`); n != 4 {
+		t.Errorf("%d exemplars, want 4 (TTFT, TPOT, one ITL, E2E)", n)
+	}
+
+	// The classic text format still works (without exemplars).
+	code, h, body = f.do(t, "GET", "/metrics", nil)
+	if code != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/plain") || !strings.Contains(body, `llmprobe_requests_total{class="chat",model="model-a",outcome="success",target="alpha"} 1`) {
+		t.Errorf("/metrics (text) = %d %s", code, h.Get("Content-Type"))
+	}
+}
+
+func TestReloadRoute(t *testing.T) {
+	f := newWebFixture(t)
+	running := f.reloader.Current()
+
+	if code, h, _ := f.do(t, "GET", "/-/reload", nil); code != http.StatusMethodNotAllowed || !strings.Contains(h.Get("Allow"), "POST") {
+		t.Errorf("GET /-/reload = %d (Allow %q), want 405", code, h.Get("Allow"))
+	}
+	for _, method := range []string{"POST", "PUT"} {
+		if code, _, body := f.do(t, method, "/-/reload", nil); code != 200 || strings.TrimSpace(body) != "Reloaded" {
+			t.Errorf("%s /-/reload = %d %q", method, code, body)
+		}
+	}
+	if f.reloader.Current() == running {
+		t.Error("a successful reload did not swap the configuration")
+	}
+	running = f.reloader.Current()
+
+	writeFile(t, f.path, "global:\n  warmup: soon\n")
+	code, _, body := f.do(t, "POST", "/-/reload", nil)
+	if code != http.StatusInternalServerError || !strings.Contains(body, f.path) || !strings.Contains(body, "warmup") {
+		t.Errorf("POST /-/reload of a bad file = %d %q", code, body)
+	}
+	if f.reloader.Current() != running {
+		t.Error("a failed reload changed the configuration")
+	}
+	if _, _, m := f.do(t, "GET", "/metrics", nil); !strings.Contains(m, "llmprobe_config_last_reload_successful 0") {
+		t.Error("llmprobe_config_last_reload_successful is not 0 after a failed reload")
+	}
+	if _, _, page := f.do(t, "GET", "/config", nil); !strings.Contains(page, "model-b") {
+		t.Error("/config no longer shows the running configuration after a failed reload")
+	}
+}
+
+func TestStatusPage(t *testing.T) {
+	f := newWebFixture(t)
+	f.metrics.Observe(successResult("alpha", "model-a", "chat")) // hit ratio 40/100
+	f.recent.Observe(successResult("alpha", "model-a", "chat"))
+	hostile := failedResult("alpha", "model-a", "chat", 0)
+	hostile.Error = `<script>alert("pwned")</script><img src=x onerror=alert(1)>`
+	hostile.ErrorType = `http_<b>500</b>`
+	hostile.TraceID = "0af7651916cd43dd8448eb211c80319c"
+	f.recent.Observe(hostile)
+
+	code, h, body := f.do(t, "GET", "/", nil)
+	if code != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/html") {
+		t.Fatalf("/ = %d %s", code, h.Get("Content-Type"))
+	}
+	for _, want := range []string{
+		`<meta http-equiv="refresh" content="5">`,
+		`href="/metrics"`, `href="/config"`,
+		"1.2.3-test",
+		"HARNESS SATURATED",
+		"schedule lag p99 9s over 1m0s (max_lag 50ms)",
+		"Warming up until", // beta: since + 30s warm-up
+		"alpha", "beta", "model-a",
+		"25.0%",   // alpha/chat reuse intent
+		"40.0%",   // alpha/chat observed hit ratio
+		"no data", // alpha/agent
+		"0.98/s",  // achieved rate
+		"4.0 ms",  // lag p99
+		"inflight_limit",
+		testTraceID,
+		"0af7651916cd43dd8448eb211c80319c",
+		"Recent failures", "Recent requests",
+		"&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;",
+		"http_&lt;b&gt;500&lt;/b&gt;",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("status page lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"<script>", "<img src=x", "<b>500"} {
+		if strings.Contains(body, bad) {
+			t.Errorf("status page contains unescaped %q", bad)
+		}
+	}
+	// Only the saturated target carries the banner.
+	alpha := body[strings.Index(body, `id="target-alpha"`):strings.Index(body, `id="target-beta"`)]
+	if strings.Contains(alpha, "HARNESS SATURATED") || strings.Contains(alpha, "Warming up") {
+		t.Error("alpha shows the saturation banner or warm-up note")
+	}
+}
+
+func TestConfigPageHidesSecrets(t *testing.T) {
+	f := newWebFixture(t)
+	code, _, body := f.do(t, "GET", "/config", nil)
+	if code != 200 {
+		t.Fatalf("/config = %d", code)
+	}
+	for _, want := range []string{"alpha", "model-b", "hit_ratio_window: 10s", "&lt;secret&gt;", `href="/"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/config lacks %q", want)
+		}
+	}
+	for _, secret := range []string{testPassword, testBearer} {
+		if strings.Contains(body, secret) {
+			t.Errorf("/config shows the secret %q", secret)
+		}
+	}
+}
+
+func TestHandlerWithoutOptionalParts(t *testing.T) {
+	srv := httptest.NewServer(NewHandler(WebOptions{
+		Gatherer: prometheus.NewRegistry(),
+		Status:   func() []probe.TargetStatus { return nil },
+	}))
+	defer srv.Close()
+	f := &webFixture{srv: srv}
+	if code, _, _ := f.do(t, "GET", "/-/ready", nil); code != 200 {
+		t.Errorf("/-/ready without a Ready func = %d, want 200", code)
+	}
+	if code, _, _ := f.do(t, "POST", "/-/reload", nil); code != http.StatusServiceUnavailable {
+		t.Errorf("/-/reload without a Reloader = %d, want 503", code)
+	}
+	if code, _, body := f.do(t, "GET", "/config", nil); code != 200 || !strings.Contains(body, "No configuration is loaded") {
+		t.Errorf("/config without a Reloader = %d", code)
+	}
+	if code, _, body := f.do(t, "GET", "/", nil); code != 200 || !strings.Contains(body, "No target is running") {
+		t.Errorf("/ without targets = %d", code)
+	}
+}
