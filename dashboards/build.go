@@ -1,0 +1,266 @@
+package dashboards
+
+import (
+	"fmt"
+
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/cog/variants"
+	"github.com/grafana/grafana-foundation-sdk/go/common"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/stat"
+	"github.com/grafana/grafana-foundation-sdk/go/table"
+	"github.com/grafana/grafana-foundation-sdk/go/tempo"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+
+	"github.com/llmprobe/llmprobe/alerts"
+)
+
+// schemaVersion pins the dashboard schema to one Grafana 10.4 and 11 both
+// read without migration surprises; Grafana migrates it forward on load.
+const schemaVersion = 39
+
+func ptr[T any](v T) *T { return &v }
+
+// Datasource references resolved through the dashboard variables.
+var (
+	promDS  = common.DataSourceRef{Type: ptr("prometheus"), Uid: ptr("${" + VarDatasource + "}")}
+	traceDS = common.DataSourceRef{Type: ptr("tempo"), Uid: ptr("${" + VarTraceDatasource + "}")}
+)
+
+// Dashboard variable names. Panel queries reference them as $name.
+const (
+	VarDatasource      = "datasource"
+	VarTraceDatasource = "trace_datasource"
+	VarTarget          = "target"
+	VarModel           = "model"
+	VarClass           = "class"
+	VarServerJob       = "server_job"
+	VarGPUNode         = "gpu_node"
+)
+
+// board accumulates one dashboard: it numbers panels and lays them out
+// left to right, wrapping at 24 columns.
+type board struct {
+	cfg    alerts.Config
+	b      *dashboard.DashboardBuilder
+	nextID uint32
+}
+
+func newBoard(cfg alerts.Config, uid, title, description string) *board {
+	b := dashboard.NewDashboardBuilder(title).
+		Uid(uid).
+		Description(description).
+		Tags([]string{"llmprobe"}).
+		Editable().
+		Refresh("30s").
+		Time("now-3h", "now").
+		Timezone(common.TimeZoneBrowser).
+		Tooltip(dashboard.DashboardCursorSyncCrosshair).
+		Link(dashboard.NewDashboardLinkBuilder("llmprobe").
+			Type(dashboard.DashboardLinkTypeDashboards).
+			Tags([]string{"llmprobe"}).
+			AsDropdown(false).
+			IncludeVars(true).
+			KeepTime(true))
+	return &board{cfg: cfg, b: b}
+}
+
+func (d *board) id() uint32 {
+	d.nextID++
+	return d.nextID
+}
+
+func (d *board) row(title string) {
+	d.b.WithRow(dashboard.NewRowBuilder(title).Id(d.id()))
+}
+
+func (d *board) add(p cog.Builder[dashboard.Panel]) { d.b.WithPanel(p) }
+
+func (d *board) build() (dashboard.Dashboard, error) {
+	out, err := d.b.Build()
+	if err != nil {
+		return dashboard.Dashboard{}, err
+	}
+	out.SchemaVersion = schemaVersion
+	// The SDK places links in the controls menu, a Grafana 12 placement;
+	// Grafana 10 and 11 show links only in their default place.
+	for i := range out.Links {
+		out.Links[i].Placement = nil
+	}
+	return out, nil
+}
+
+// q is one panel query before it is turned into a Grafana target.
+type q struct {
+	expr     string
+	legend   string
+	exemplar bool
+	instant  bool
+}
+
+func promTarget(refID string, x q) cog.Builder[variants.Dataquery] {
+	t := prometheus.NewDataqueryBuilder().
+		RefId(refID).
+		Datasource(promDS).
+		EditorMode(prometheus.QueryEditorModeCode).
+		Expr(x.expr).
+		LegendFormat(x.legend)
+	if x.instant {
+		t = t.Instant().Format(prometheus.PromQueryFormatTimeSeries)
+	} else {
+		t = t.Range()
+	}
+	if x.exemplar {
+		t = t.Exemplar(true)
+	} else {
+		t = t.Exemplar(false)
+	}
+	return t
+}
+
+func refID(i int) string { return string(rune('A' + i)) }
+
+func thresholds(steps ...dashboard.Threshold) *dashboard.ThresholdsConfigBuilder {
+	return dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps(steps)
+}
+
+func step(value *float64, color string) dashboard.Threshold {
+	return dashboard.Threshold{Value: value, Color: color}
+}
+
+// ts builds a time-series panel.
+func (d *board) ts(title, description, unit string, w, h uint32, queries ...q) *timeseries.PanelBuilder {
+	p := timeseries.NewPanelBuilder().
+		Id(d.id()).
+		Title(title).
+		Description(description).
+		Datasource(promDS).
+		Unit(unit).
+		Span(w).
+		Height(h).
+		LineWidth(1).
+		FillOpacity(10).
+		ShowPoints(common.VisibilityModeNever).
+		SpanNulls(common.BoolOrFloat64{Bool: ptr(false)}).
+		Legend(common.NewVizLegendOptionsBuilder().
+			DisplayMode(common.LegendDisplayModeTable).
+			Placement(common.LegendPlacementBottom).
+			ShowLegend(true).
+			Calcs([]string{"mean", "max", "lastNotNull"})).
+		Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending))
+	for i, x := range queries {
+		p = p.WithTarget(promTarget(refID(i), x))
+	}
+	return p
+}
+
+// stat builds a stat panel whose queries are instant.
+func (d *board) stat(title, description, unit string, w, h uint32, queries ...q) *stat.PanelBuilder {
+	p := stat.NewPanelBuilder().
+		Id(d.id()).
+		Title(title).
+		Description(description).
+		Datasource(promDS).
+		Unit(unit).
+		Span(w).
+		Height(h).
+		ColorMode(common.BigValueColorModeBackground).
+		GraphMode(common.BigValueGraphModeNone).
+		TextMode(common.BigValueTextModeValueAndName).
+		Orientation(common.VizOrientationAuto).
+		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"}).Values(false))
+	for i, x := range queries {
+		x.instant = true
+		p = p.WithTarget(promTarget(refID(i), x))
+	}
+	return p
+}
+
+// valueMap maps exact values to text and color.
+func valueMap(pairs ...[3]string) []dashboard.ValueMapping {
+	opts := map[string]dashboard.ValueMappingResult{}
+	for i, p := range pairs {
+		opts[p[0]] = dashboard.ValueMappingResult{Text: ptr(p[1]), Color: ptr(p[2]), Index: ptr(int32(i))}
+	}
+	return []dashboard.ValueMapping{{ValueMap: &dashboard.ValueMap{Type: dashboard.MappingTypeValueToText, Options: opts}}}
+}
+
+// dashedOverride draws the series of one query as a dashed line: used for
+// configured intents and last week's values next to the measured ones.
+func dashed() []dashboard.DynamicConfigValue {
+	return []dashboard.DynamicConfigValue{
+		{Id: "custom.lineStyle", Value: map[string]any{"fill": "dash", "dash": []int{10, 10}}},
+		{Id: "custom.fillOpacity", Value: 0},
+	}
+}
+
+// thresholdLine draws the panel's thresholds as a dashed line: the SLO or
+// alert threshold next to the measured series.
+func thresholdLine(p *timeseries.PanelBuilder, value float64) *timeseries.PanelBuilder {
+	return p.Thresholds(thresholds(step(nil, "green"), step(ptr(value), "red"))).
+		ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeDashed))
+}
+
+func tracesPanel(d *board, title, description, traceQL string, w, h uint32) *table.PanelBuilder {
+	return table.NewPanelBuilder().
+		Id(d.id()).
+		Title(title).
+		Description(description).
+		Datasource(traceDS).
+		Span(w).
+		Height(h).
+		WithTarget(tempo.NewDataqueryBuilder().
+			RefId("A").
+			Datasource(traceDS).
+			QueryType("traceql").
+			Query(traceQL).
+			Limit(20).
+			TableType(tempo.SearchTableTypeTraces)).
+		Footer(common.NewTableFooterOptionsBuilder().Show(false).Reducer([]string{}))
+}
+
+// variables
+
+func datasourceVar() *dashboard.DatasourceVariableBuilder {
+	return dashboard.NewDatasourceVariableBuilder(VarDatasource).
+		Label("Data source").
+		Type("prometheus")
+}
+
+func traceDatasourceVar() *dashboard.DatasourceVariableBuilder {
+	return dashboard.NewDatasourceVariableBuilder(VarTraceDatasource).
+		Label("Trace data source").
+		Description("Tempo data source holding llmprobe's request spans. Exemplar links come from the Prometheus data source's exemplar settings (see docs/dashboards.md).").
+		Type("tempo")
+}
+
+func queryVar(name, label, query string, multi bool) *dashboard.QueryVariableBuilder {
+	v := dashboard.NewQueryVariableBuilder(name).
+		Label(label).
+		Datasource(promDS).
+		Query(dashboard.StringOrMap{String: ptr(query)}).
+		Definition(query).
+		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+		Sort(dashboard.VariableSortAlphabeticalAsc)
+	if multi {
+		v = v.Multi(true).IncludeAll(true).AllValue(".*").
+			Current(dashboard.VariableOption{
+				Selected: ptr(true),
+				Text:     dashboard.StringOrArrayOfString{ArrayOfString: []string{"All"}},
+				Value:    dashboard.StringOrArrayOfString{ArrayOfString: []string{"$__all"}},
+			})
+	}
+	return v
+}
+
+func (d *board) probeVars() {
+	sel := d.cfg.Selector
+	d.b.WithVariable(datasourceVar())
+	d.b.WithVariable(queryVar(VarTarget, "Target",
+		fmt.Sprintf("label_values(llmprobe_target_request_rate{%s}, target)", sel), true))
+	d.b.WithVariable(queryVar(VarModel, "Model",
+		fmt.Sprintf(`label_values(llmprobe_requests_total{%s, target=~"$target"}, model)`, sel), true))
+	d.b.WithVariable(queryVar(VarClass, "Class",
+		fmt.Sprintf(`label_values(llmprobe_requests_scheduled_total{%s, target=~"$target"}, class)`, sel), true))
+}

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package promtest
+
+import "os/exec"
+
+// setParentDeathSignal is a no-op where the kernel offers no parent-death
+// signal; Start's cleanup still stops the server when the test ends.
+func setParentDeathSignal(*exec.Cmd) {}
