@@ -1,0 +1,301 @@
+// Package bench runs finite benchmark sweeps with the probe engine: a list
+// of stages, each a requested rate held for a duration, measured exactly
+// like the daemon measures (open-loop arrivals, same client, same
+// definitions), and summarised in a report that always says at which load
+// the numbers were taken and whether the harness delivered it.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/probe"
+)
+
+// Stage is one step of a sweep: every selected target is probed at Rate
+// (req/s) for Duration.
+type Stage struct {
+	Rate     float64
+	Duration time.Duration
+}
+
+// Options configure a sweep.
+type Options struct {
+	// Config supplies targets, workloads and global settings. Its targets'
+	// arrival rates are replaced by each stage's rate.
+	Config *config.Config
+	// Targets selects targets by name; empty means all.
+	Targets []string
+	Stages  []Stage
+	// Warmup overrides global.warmup for every stage (negative: keep the
+	// config's).
+	Warmup time.Duration
+	// Grace bounds the wait for in-flight requests at the end of a stage
+	// (they still count for it). Zero means the request timeout.
+	Grace  time.Duration
+	Logger *slog.Logger
+	// StopWhenSaturated ends the sweep after the first stage whose load
+	// was not delivered (the harness or the target could not keep up).
+	StopWhenSaturated bool
+}
+
+// Run executes the stages one after another and returns the report. A
+// cancelled ctx ends the current stage early (its partial figures are
+// kept) and skips the rest.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(opts.Stages) == 0 {
+		return nil, fmt.Errorf("no stages")
+	}
+	base := opts.Config
+	var targets []*config.Target
+	for _, t := range base.Targets {
+		if len(opts.Targets) == 0 || slices.Contains(opts.Targets, t.Name) {
+			targets = append(targets, t)
+		}
+	}
+	if len(targets) == 0 {
+		return nil, fmt.Errorf("no target matches %v", opts.Targets)
+	}
+	for _, name := range opts.Targets {
+		if base.Target(name) == nil {
+			return nil, fmt.Errorf("unknown target %q", name)
+		}
+	}
+	rep := &Report{Started: time.Now()}
+	for _, t := range targets {
+		for _, c := range base.Workload(t).Classes {
+			rep.Sampling = append(rep.Sampling, SamplingInfo{
+				Target: t.Name, Class: c.Name,
+				Temperature: c.Sampling.Temperature, TopP: c.Sampling.TopP, TopK: c.Sampling.TopK,
+				ExtraBody: t.ExtraBody,
+			})
+		}
+	}
+	for i, st := range opts.Stages {
+		if ctx.Err() != nil {
+			break
+		}
+		if !(st.Rate > 0) || st.Duration <= 0 {
+			return nil, fmt.Errorf("stage %d: rate and duration must be positive", i+1)
+		}
+		cfg := stageConfig(base, targets, st.Rate, opts.Warmup)
+		opts.Logger.Info("bench stage", "stage", i+1, "of", len(opts.Stages), "rate", st.Rate, "duration", st.Duration)
+		srs, err := runStage(ctx, cfg, st, opts)
+		if err != nil {
+			return nil, fmt.Errorf("stage %d: %w", i+1, err)
+		}
+		for _, sr := range srs {
+			sr.Stage = i + 1
+			rep.Stages = append(rep.Stages, sr)
+			opts.Logger.Info("bench stage done", "stage", i+1, "target", sr.Target, "achieved", fmt.Sprintf("%.1f/s", sr.AchievedRate),
+				"ttft_p50", sr.TTFT.P50, "ttft_p99", sr.TTFT.P99, "trusted", sr.Trusted)
+		}
+		if opts.StopWhenSaturated && slices.ContainsFunc(srs, func(s *StageReport) bool { return !s.Trusted }) {
+			break
+		}
+	}
+	rep.Finished = time.Now()
+	return rep, nil
+}
+
+// stageConfig copies base keeping only targets, each at rate.
+func stageConfig(base *config.Config, targets []*config.Target, rate float64, warmup time.Duration) *config.Config {
+	cfg := *base
+	cfg.Targets = nil
+	for _, t := range targets {
+		tc := *t
+		tc.Arrival.Rate = rate
+		cfg.Targets = append(cfg.Targets, &tc)
+	}
+	cfg.Workloads = maps.Clone(base.Workloads)
+	if warmup >= 0 {
+		cfg.Global.Warmup = modelDuration(warmup)
+	}
+	return &cfg
+}
+
+func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) ([]*StageReport, error) {
+	col := newCollector()
+	eng := probe.NewEngine(probe.Options{Logger: opts.Logger, Observer: col, UserAgent: "llmprobe-bench"})
+	cpu0 := cpuTime()
+	start := time.Now()
+	if err := eng.Apply(cfg); err != nil {
+		return nil, err
+	}
+	timer := time.NewTimer(st.Duration)
+	select {
+	case <-ctx.Done():
+	case <-timer.C:
+	}
+	timer.Stop()
+	status := eng.Status()
+	elapsed := time.Since(start)
+	grace := opts.Grace
+	if grace <= 0 {
+		grace = time.Duration(cfg.Global.RequestTimeout)
+	}
+	gctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	_ = eng.Shutdown(gctx) // late requests end as timeout/cancelled and are reported
+	cpu := cpuTime() - cpu0
+
+	var out []*StageReport
+	for _, ts := range status {
+		sr := col.report(ts.Name, cfg.Global)
+		sr.Model = ts.Model
+		sr.RequestedRate = ts.RequestedRate
+		sr.Duration = elapsed
+		sr.AchievedRate = float64(sr.Sent) / elapsed.Seconds()
+		for _, c := range ts.Classes {
+			sr.ReuseIntent += c.ReuseIntent * c.Weight
+			sr.weight += c.Weight
+		}
+		if sr.weight > 0 {
+			sr.ReuseIntent /= sr.weight
+		}
+		if sr.Sent > 0 {
+			// Process CPU is shared by every target of the stage.
+			sr.ClientCPUPer1000 = cpu.Seconds() / float64(col.totalSent()) * 1000
+		}
+		sr.judge(cfg.Global.Saturation)
+		out = append(out, sr)
+	}
+	return out, nil
+}
+
+// cpuTime is this process' user+system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// collector is the Observer of a stage: it keeps every measurement.
+type collector struct {
+	mu      sync.Mutex
+	targets map[string]*targetData
+}
+
+type targetData struct {
+	scheduled, sent      int
+	dropped              map[probe.DropReason]int
+	outcomes             map[probe.Outcome]int
+	ttft, tpot, itl, e2e []float64
+	lag                  []float64
+	promptTokens         int
+	outputTokens         int
+	cachedTokens         int
+	cachedReported       int
+	estimated            int
+	warmup               int
+}
+
+func newCollector() *collector { return &collector{targets: map[string]*targetData{}} }
+
+func (c *collector) get(target string) *targetData {
+	d := c.targets[target]
+	if d == nil {
+		d = &targetData{dropped: map[probe.DropReason]int{}, outcomes: map[probe.Outcome]int{}}
+		c.targets[target] = d
+	}
+	return d
+}
+
+func (c *collector) Scheduled(target, _ string) {
+	c.mu.Lock()
+	c.get(target).scheduled++
+	c.mu.Unlock()
+}
+
+func (c *collector) Dropped(target, _ string, reason probe.DropReason) {
+	c.mu.Lock()
+	c.get(target).dropped[reason]++
+	c.mu.Unlock()
+}
+
+func (c *collector) Sent(target, _ string) {
+	c.mu.Lock()
+	c.get(target).sent++
+	c.mu.Unlock()
+}
+
+func (c *collector) Observe(r *probe.Result) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.get(r.Target)
+	d.outcomes[r.Outcome]++
+	d.lag = append(d.lag, r.ScheduleLag.Seconds())
+	if r.Warmup {
+		d.warmup++
+		return
+	}
+	if r.FirstToken {
+		d.ttft = append(d.ttft, r.TTFT.Seconds())
+		for _, g := range r.ITLs {
+			d.itl = append(d.itl, g.Seconds())
+		}
+	}
+	if r.Outcome != probe.OutcomeSuccess {
+		return
+	}
+	d.e2e = append(d.e2e, r.E2E.Seconds())
+	if r.OutputTokens >= 2 {
+		d.tpot = append(d.tpot, r.TPOT.Seconds())
+	}
+	d.promptTokens += r.PromptTokens
+	d.outputTokens += r.OutputTokens
+	if r.CachedTokensReported {
+		d.cachedTokens += r.CachedTokens
+		d.cachedReported += r.PromptTokens
+	}
+	if !r.UsageReported {
+		d.estimated++
+	}
+}
+
+func (c *collector) totalSent() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, d := range c.targets {
+		n += d.sent
+	}
+	return n
+}
+
+func (c *collector) report(target string, g config.Global) *StageReport {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.get(target)
+	sr := &StageReport{
+		Target:    target,
+		Scheduled: d.scheduled,
+		Sent:      d.sent,
+		Dropped:   maps.Clone(d.dropped),
+		Outcomes:  maps.Clone(d.outcomes),
+		Warmup:    d.warmup,
+		TTFT:      summarize(d.ttft),
+		TPOT:      summarize(d.tpot),
+		ITL:       summarize(d.itl),
+		E2E:       summarize(d.e2e),
+		Lag:       summarize(d.lag),
+		Estimated: d.estimated,
+	}
+	sr.promptTokens, sr.outputTokens = d.promptTokens, d.outputTokens
+	if d.cachedReported > 0 {
+		sr.CacheHitRatio = float64(d.cachedTokens) / float64(d.cachedReported)
+	}
+	return sr
+}

@@ -1,0 +1,199 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/dist"
+	"github.com/llmprobe/llmprobe/probe"
+)
+
+// Report is the outcome of a sweep.
+type Report struct {
+	Started  time.Time      `json:"started"`
+	Finished time.Time      `json:"finished"`
+	Sampling []SamplingInfo `json:"sampling"`
+	Stages   []*StageReport `json:"stages"`
+}
+
+// SamplingInfo records the sampling parameters of a class: numbers taken
+// at different settings are not comparable.
+type SamplingInfo struct {
+	Target      string         `json:"target"`
+	Class       string         `json:"class"`
+	Temperature float64        `json:"temperature"`
+	TopP        float64        `json:"top_p"`
+	TopK        int            `json:"top_k,omitempty"`
+	ExtraBody   map[string]any `json:"extra_body,omitempty"`
+}
+
+// Quantiles summarises one measurement, in seconds.
+type Quantiles struct {
+	Count int     `json:"count"`
+	Mean  float64 `json:"mean"`
+	P50   float64 `json:"p50"`
+	P95   float64 `json:"p95"`
+	P99   float64 `json:"p99"`
+	Max   float64 `json:"max"`
+}
+
+func summarize(v []float64) Quantiles {
+	if len(v) == 0 {
+		return Quantiles{}
+	}
+	s := dist.Summarize(v)
+	return Quantiles{Count: s.Count, Mean: s.Mean, P50: s.P50, P95: s.P95, P99: s.P99, Max: s.Max}
+}
+
+// StageReport is one target at one stage.
+type StageReport struct {
+	Stage         int           `json:"stage"`
+	Target        string        `json:"target"`
+	Model         string        `json:"model"`
+	RequestedRate float64       `json:"requested_rate"`
+	AchievedRate  float64       `json:"achieved_rate"`
+	Duration      time.Duration `json:"duration_ns"`
+
+	Scheduled int                      `json:"scheduled"`
+	Sent      int                      `json:"sent"`
+	Dropped   map[probe.DropReason]int `json:"dropped"`
+	Outcomes  map[probe.Outcome]int    `json:"outcomes"`
+	Warmup    int                      `json:"warmup_requests"`
+	Estimated int                      `json:"usage_estimated"`
+
+	TTFT Quantiles `json:"ttft_seconds"`
+	TPOT Quantiles `json:"tpot_seconds"`
+	ITL  Quantiles `json:"itl_seconds"`
+	E2E  Quantiles `json:"e2e_seconds"`
+	Lag  Quantiles `json:"schedule_lag_seconds"`
+
+	OutputTokensPerSec float64 `json:"output_tokens_per_second"`
+	PromptTokensPerSec float64 `json:"prompt_tokens_per_second"`
+	CacheHitRatio      float64 `json:"prefix_cache_hit_ratio"`
+	ReuseIntent        float64 `json:"prefix_reuse_target_ratio"`
+	ClientCPUPer1000   float64 `json:"client_cpu_seconds_per_1000_requests"`
+
+	// Trusted is false when the harness did not deliver the requested
+	// load (drops or schedule lag over the saturation thresholds); the
+	// reasons say why.
+	Trusted bool     `json:"trusted"`
+	Reasons []string `json:"untrusted_reasons,omitempty"`
+
+	promptTokens, outputTokens int
+	weight                     float64
+}
+
+func (s *StageReport) judge(sat config.Saturation) {
+	secs := s.Duration.Seconds()
+	if secs > 0 {
+		s.OutputTokensPerSec = float64(s.outputTokens) / secs
+		s.PromptTokensPerSec = float64(s.promptTokens) / secs
+	}
+	dropped := 0
+	for _, n := range s.Dropped {
+		dropped += n
+	}
+	if s.Scheduled > 0 {
+		if f := float64(dropped) / float64(s.Scheduled); f > sat.MaxShortfall {
+			s.Reasons = append(s.Reasons, fmt.Sprintf("%d of %d scheduled requests not sent (%.1f%% > max_shortfall %.1f%%)", dropped, s.Scheduled, 100*f, 100*sat.MaxShortfall))
+		}
+	}
+	if maxLag := time.Duration(sat.MaxLag).Seconds(); s.Lag.P99 > maxLag {
+		s.Reasons = append(s.Reasons, fmt.Sprintf("schedule lag p99 %s > max_lag %s", fmtSeconds(s.Lag.P99), fmtSeconds(maxLag)))
+	}
+	if s.Sent == 0 {
+		s.Reasons = append(s.Reasons, "no request was sent")
+	}
+	s.Trusted = len(s.Reasons) == 0
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes a table per target: one row per stage with the load
+// it was taken at, the latency quantiles, and whether it can be trusted.
+func (r *Report) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "stage\ttarget\trequested/s\tachieved/s\tsent\tdropped\terrors\tTTFT p50\tp95\tp99\tTPOT p50\tp99\tITL p50\tp99\tE2E p50\tp99\tlag p99\tout tok/s\tcache hit\tCPU s/1k\ttrusted\t")
+	for _, s := range r.Stages {
+		dropped, errs := 0, 0
+		for _, n := range s.Dropped {
+			dropped += n
+		}
+		for o, n := range s.Outcomes {
+			if o != probe.OutcomeSuccess {
+				errs += n
+			}
+		}
+		trusted := "yes"
+		if !s.Trusted {
+			trusted = "NO"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.1f%%\t%.3f\t%s\t\n",
+			s.Stage, s.Target, s.RequestedRate, s.AchievedRate, s.Sent, dropped, errs,
+			fmtQ(s.TTFT, s.TTFT.P50), fmtQ(s.TTFT, s.TTFT.P95), fmtQ(s.TTFT, s.TTFT.P99),
+			fmtQ(s.TPOT, s.TPOT.P50), fmtQ(s.TPOT, s.TPOT.P99),
+			fmtQ(s.ITL, s.ITL.P50), fmtQ(s.ITL, s.ITL.P99),
+			fmtQ(s.E2E, s.E2E.P50), fmtQ(s.E2E, s.E2E.P99),
+			fmtQ(s.Lag, s.Lag.P99), s.OutputTokensPerSec, 100*s.CacheHitRatio, s.ClientCPUPer1000, trusted)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range r.Stages {
+		for _, why := range s.Reasons {
+			fmt.Fprintf(w, "stage %d %s NOT TRUSTED: %s\n", s.Stage, s.Target, why)
+		}
+	}
+	var sampling []string
+	for _, si := range r.Sampling {
+		extra := ""
+		if len(si.ExtraBody) > 0 {
+			keys := slices.Sorted(maps.Keys(si.ExtraBody))
+			parts := make([]string, len(keys))
+			for i, k := range keys {
+				parts[i] = fmt.Sprintf("%s=%v", k, si.ExtraBody[k])
+			}
+			extra = " " + strings.Join(parts, " ")
+		}
+		sampling = append(sampling, fmt.Sprintf("%s/%s temperature=%g top_p=%g%s", si.Target, si.Class, si.Temperature, si.TopP, extra))
+	}
+	_, err := fmt.Fprintf(w, "sampling: %s\n", strings.Join(sampling, "; "))
+	return err
+}
+
+// fmtQ formats one quantile of q, or "-" when q has no observation.
+func fmtQ(q Quantiles, v float64) string {
+	if q.Count == 0 {
+		return "-"
+	}
+	return fmtSeconds(v)
+}
+
+func fmtSeconds(s float64) string {
+	switch {
+	case s == 0:
+		return "0"
+	case s < 1e-3:
+		return fmt.Sprintf("%.0fµs", s*1e6)
+	case s < 1:
+		return fmt.Sprintf("%.1fms", s*1e3)
+	default:
+		return fmt.Sprintf("%.2fs", s)
+	}
+}
+
+func modelDuration(d time.Duration) model.Duration { return model.Duration(d) }

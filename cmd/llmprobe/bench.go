@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/examples"
+)
+
+// benchOptions are the bench command's flags.
+type benchOptions struct {
+	configFile    string
+	targets       []string
+	stages        []string
+	stageDuration time.Duration
+	warmup        time.Duration
+	output        string
+	stopSaturated bool
+	sim           bool
+	simConfig     string
+	simZero       bool
+}
+
+func registerBench(app *kingpin.Application) command {
+	cmd := app.Command("bench", "Run a finite benchmark sweep: each stage holds a requested open-loop rate for a duration; print p50/p95/p99 of TTFT, TPOT, ITL and E2E with the load they were taken at and whether the harness delivered it.")
+	o := &benchOptions{}
+	cmd.Flag("config.file", "llmprobe configuration file (targets, workloads). With --sim and no file, the embedded demo configuration.").StringVar(&o.configFile)
+	cmd.Flag("target", "Only these targets (repeatable). Default: all.").StringsVar(&o.targets)
+	cmd.Flag("stage", "A stage as RATE[:DURATION], e.g. 10:60s (repeatable, run in order).").Required().StringsVar(&o.stages)
+	cmd.Flag("stage.duration", "Duration of stages given without one.").Default("60s").DurationVar(&o.stageDuration)
+	cmd.Flag("warmup", "Warm-up excluded from each stage's latency figures (negative: global.warmup).").Default("5s").DurationVar(&o.warmup)
+	cmd.Flag("output", "Also write the report as JSON to this file.").StringVar(&o.output)
+	cmd.Flag("stop-when-saturated", "Stop after the first stage whose load was not delivered.").BoolVar(&o.stopSaturated)
+	cmd.Flag("sim", "Start the built-in simulator in a child process on a loopback port; "+examples.DemoURLPlaceholder+" in the config stands for its base URL.").BoolVar(&o.sim)
+	cmd.Flag("sim.config.file", "Simulator configuration for --sim.").StringVar(&o.simConfig)
+	cmd.Flag("sim.zero-latency", "Run the --sim simulator in zero-latency mode (measures the harness itself).").BoolVar(&o.simZero)
+	return command{
+		clause: cmd,
+		run: func(ctx context.Context, logger *slog.Logger) error {
+			return runBench(ctx, logger, o)
+		},
+	}
+}
+
+func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
+	stages, err := parseStages(o.stages, o.stageDuration)
+	if err != nil {
+		return err
+	}
+	var data []byte
+	name := o.configFile
+	switch {
+	case o.configFile != "":
+		if data, err = os.ReadFile(o.configFile); err != nil {
+			return err
+		}
+	case o.sim:
+		data, name = examples.Demo, "demo.yml (embedded)"
+	default:
+		return errors.New("--config.file is required (or --sim for the embedded demo)")
+	}
+	if o.sim {
+		base, stop, err := startSimChild(ctx, logger, o)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		data = bytes.ReplaceAll(data, []byte(examples.DemoURLPlaceholder), []byte(base+"/v1"))
+	}
+	cfg, err := config.Load(data, name)
+	if err != nil {
+		return err
+	}
+	rep, err := bench.Run(ctx, bench.Options{
+		Config:            cfg,
+		Targets:           o.targets,
+		Stages:            stages,
+		Warmup:            o.warmup,
+		Logger:            logger,
+		StopWhenSaturated: o.stopSaturated,
+	})
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteText(os.Stdout); err != nil {
+		return err
+	}
+	if o.output != "" {
+		f, err := os.Create(o.output)
+		if err != nil {
+			return err
+		}
+		if err := rep.WriteJSON(f); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		logger.Info("report written", "file", o.output)
+	}
+	return nil
+}
+
+// parseStages reads RATE[:DURATION] stages.
+func parseStages(specs []string, def time.Duration) ([]bench.Stage, error) {
+	var out []bench.Stage
+	for _, s := range specs {
+		rate, dur, hasDur := strings.Cut(s, ":")
+		r, err := strconv.ParseFloat(rate, 64)
+		if err != nil || !(r > 0) {
+			return nil, fmt.Errorf("--stage %q: rate must be a positive number of requests per second", s)
+		}
+		d := def
+		if hasDur {
+			if d, err = time.ParseDuration(dur); err != nil || d <= 0 {
+				return nil, fmt.Errorf("--stage %q: duration must be positive, like 30s or 5m", s)
+			}
+		}
+		out = append(out, bench.Stage{Rate: r, Duration: d})
+	}
+	return out, nil
+}
+
+// startSimChild runs `llmprobe sim` as a child process, so the simulator's
+// CPU is not counted as the harness', and waits until it is healthy.
+func startSimChild(ctx context.Context, logger *slog.Logger, o *benchOptions) (string, func(), error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	args := []string{"sim", "--web.listen-address=" + addr, "--log.level=warn"}
+	if o.simConfig != "" {
+		args = append(args, "--sim.config.file="+o.simConfig)
+	}
+	if o.simZero {
+		args = append(args, "--sim.zero-latency")
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	base := "http://" + addr
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			stop()
+			return "", nil, fmt.Errorf("the simulator did not become healthy at %s", base)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	logger.Info("simulator started in a child process", "url", base, "pid", cmd.Process.Pid)
+	return base, stop, nil
+}

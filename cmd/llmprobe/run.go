@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/examples"
+	"github.com/llmprobe/llmprobe/exporter"
+	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/sim"
+)
+
+// runOptions are the run command's flags.
+type runOptions struct {
+	configFile string
+	demo       bool
+	replicas   int
+	web        *web.FlagConfig
+}
+
+func registerRun(app *kingpin.Application) command {
+	cmd := app.Command("run", "Probe the configured targets continuously and serve the results as Prometheus metrics (the default command).").Default()
+	o := &runOptions{}
+	cmd.Flag("config.file", "llmprobe configuration file.").Default("llmprobe.yml").StringVar(&o.configFile)
+	cmd.Flag("demo", "Start the built-in simulator on a loopback port and probe it with the embedded demo configuration (--config.file is ignored).").BoolVar(&o.demo)
+	cmd.Flag("probe.replicas", "Number of llmprobe replicas sharing every target's rate: this process sends rate/replicas (sum the replicas in Prometheus).").Default("1").IntVar(&o.replicas)
+	o.web = kingpinflag.AddFlags(cmd, ":9477")
+	return command{
+		clause: cmd,
+		run: func(ctx context.Context, logger *slog.Logger) error {
+			if o.replicas < 1 {
+				return fmt.Errorf("--probe.replicas must be at least 1, got %d", o.replicas)
+			}
+			return runDaemon(ctx, logger, o)
+		},
+	}
+}
+
+// runDaemon is the daemon: load the config (exit on error), start the
+// engine and the HTTP surface, reload on SIGHUP and POST /-/reload, and on
+// SIGTERM stop scheduling and let in-flight requests finish within the
+// grace period.
+func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
+	logger.Info("starting llmprobe", "version", version.Info(), "build_context", version.BuildContext())
+
+	load := func() (*config.Config, error) { return config.LoadFile(o.configFile) }
+	if o.demo {
+		srv, base, err := sim.Listen("127.0.0.1:0", sim.DefaultConfig(), logger.With("component", "sim"))
+		if err != nil {
+			return fmt.Errorf("starting the built-in simulator: %w", err)
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+		logger.Info("demo mode: probing the built-in simulator", "sim_url", base)
+		data := bytes.ReplaceAll(examples.Demo, []byte(examples.DemoURLPlaceholder), []byte(base+"/v1"))
+		load = func() (*config.Config, error) { return config.Load(data, "demo.yml (embedded)") }
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		versioncollector.NewCollector("llmprobe"),
+	)
+	metrics := exporter.NewMetrics(reg)
+	recent := exporter.NewRecent(logger)
+	engine := probe.NewEngine(probe.Options{
+		Logger:    logger,
+		Observer:  probe.Observers{metrics, recent},
+		Replicas:  o.replicas,
+		UserAgent: "llmprobe/" + version.Version,
+	})
+	reg.MustRegister(exporter.NewStatusCollector(engine.Status))
+
+	// Metrics learn a config's label sets before the engine starts sending
+	// for it, so no early event of a new target is lost.
+	reloader := exporter.NewReloader(load, logger, reg,
+		exporter.Infallible(metrics.SetConfig),
+		exporter.Infallible(recent.SetConfig),
+		engine.Apply,
+	)
+	if err := reloader.Reload(); err != nil {
+		return err
+	}
+
+	var ready atomic.Bool
+	srv := &http.Server{
+		Handler: exporter.NewHandler(exporter.WebOptions{
+			Logger:   logger,
+			Gatherer: reg,
+			Status:   engine.Status,
+			Recent:   recent,
+			Metrics:  metrics,
+			Reloader: reloader,
+			Ready:    ready.Load,
+			Version:  version.Version,
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- web.ListenAndServe(srv, o.web, logger) }()
+	ready.Store(true)
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	var err error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-hup:
+			if rerr := reloader.Reload(); rerr != nil {
+				logger.Error("reload failed; the running configuration stays", "err", rerr)
+			}
+		case err = <-serveErr:
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			break loop
+		}
+	}
+
+	ready.Store(false)
+	grace := time.Duration(reloader.Current().Global.ShutdownGracePeriod)
+	logger.Info("shutting down: scheduling stopped, waiting for in-flight requests", "grace_period", grace)
+	gctx, cancel := context.WithTimeout(context.Background(), grace)
+	if serr := engine.Shutdown(gctx); serr != nil {
+		logger.Warn("grace period over; cancelled the remaining in-flight requests", "err", serr)
+	}
+	cancel()
+	hctx, hcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer hcancel()
+	if serr := srv.Shutdown(hctx); serr != nil {
+		logger.Warn("http server shutdown", "err", serr)
+	}
+	if err != nil {
+		return fmt.Errorf("serving http: %w", err)
+	}
+	logger.Info("llmprobe stopped")
+	return nil
+}
