@@ -25,6 +25,7 @@ type Config struct {
 	Global    Global               `yaml:"global"`
 	Workloads map[string]*Workload `yaml:"workloads"`
 	Targets   []*Target            `yaml:"targets"`
+	Tracing   Tracing              `yaml:"tracing"`
 
 	// Source is the file the config was loaded from ("" for in-memory).
 	Source string `yaml:"-"`
@@ -33,7 +34,7 @@ type Config struct {
 // UnmarshalYAML implements yaml.Unmarshaler: defaults apply to sections
 // the file leaves out.
 func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
-	*c = Config{Global: DefaultGlobal}
+	*c = Config{Global: DefaultGlobal, Tracing: DefaultTracing}
 	type plain Config
 	return decodePlain(unmarshal, (*plain)(c))
 }
@@ -111,6 +112,16 @@ type Class struct {
 	OutputTokens Dist     `yaml:"output_tokens"`
 	Prefix       *Prefix  `yaml:"prefix,omitempty"`
 	Sampling     Sampling `yaml:"sampling"`
+	Turns        *Turns   `yaml:"turns,omitempty"`
+}
+
+// dists lists the class's distributions (for anchoring relative files).
+func (c *Class) dists() []*Dist {
+	d := []*Dist{&c.PromptTokens, &c.OutputTokens}
+	if c.Turns != nil {
+		d = append(d, &c.Turns.Count, &c.Turns.ThinkTime.Dist, &c.Turns.UserTokens)
+	}
+	return d
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
@@ -208,7 +219,26 @@ type Target struct {
 	HTTPClientConfig commoncfg.HTTPClientConfig `yaml:"http_client_config"`
 	// ExtraBody is merged into every request body (e.g. ignore_eos).
 	ExtraBody map[string]any `yaml:"extra_body,omitempty"`
+	// Tokenize selects how prompt lengths are calibrated to the server's
+	// tokenizer: "auto" asks the server's /tokenize endpoint (vLLM,
+	// SGLang, llama.cpp, the simulator) and otherwise learns from the
+	// usage the server reports; "off" only learns from usage.
+	Tokenize string `yaml:"tokenize"`
+	// PromptFormat is "text", or "token_ids" (completions API only) to
+	// send prompts as token-id lists, whose length is exact.
+	PromptFormat string `yaml:"prompt_format"`
+	// WorkloadFrom refits the workload's length distributions from the
+	// served model's own histograms (nil: the workload as configured).
+	WorkloadFrom *WorkloadFrom `yaml:"workload_from,omitempty"`
 }
+
+// Tokenize and prompt format values.
+const (
+	TokenizeAuto     = "auto"
+	TokenizeOff      = "off"
+	PromptFormatText = "text"
+	PromptFormatIDs  = "token_ids"
+)
 
 // DefaultMaxInflight applies when a target sets no max_inflight.
 const DefaultMaxInflight = 64
@@ -217,6 +247,8 @@ const DefaultMaxInflight = 64
 func (t *Target) UnmarshalYAML(unmarshal func(any) error) error {
 	*t = Target{
 		API:              APIChat,
+		Tokenize:         TokenizeAuto,
+		PromptFormat:     PromptFormatText,
 		MaxInflight:      DefaultMaxInflight,
 		HTTPClientConfig: commoncfg.DefaultHTTPClientConfig,
 	}
@@ -298,6 +330,7 @@ func (c *Config) validate(errs *fieldErrors) {
 		seen[t.Name] = i
 		t.validate(errs, path, c)
 	}
+	c.Tracing.validate(errs)
 }
 
 func (w *Workload) validate(errs *fieldErrors, path string) {
@@ -344,6 +377,9 @@ func (w *Workload) validate(errs *fieldErrors, path string) {
 		if s.TopK < 0 {
 			errs.add(cp+".sampling.top_k", "must not be negative, got %d", s.TopK)
 		}
+		if cl.Turns != nil {
+			cl.Turns.validate(errs, cp+".turns")
+		}
 	}
 }
 
@@ -374,6 +410,21 @@ func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 	if t.Model == "" {
 		errs.add(path+".model", "required")
 	}
+	if t.Tokenize != TokenizeAuto && t.Tokenize != TokenizeOff {
+		errs.add(path+".tokenize", "must be %q or %q, got %q", TokenizeAuto, TokenizeOff, t.Tokenize)
+	}
+	switch t.PromptFormat {
+	case PromptFormatText:
+	case PromptFormatIDs:
+		if t.API != APICompletions {
+			errs.add(path+".prompt_format", "%q needs api: completions (chat messages are text)", PromptFormatIDs)
+		}
+		if w := c.Workloads[t.Workload]; w != nil && slices.ContainsFunc(w.Classes, func(cl *Class) bool { return cl != nil && cl.Turns != nil }) {
+			errs.add(path+".prompt_format", "%q cannot carry multi-turn history (workload %q has turns); use text", PromptFormatIDs, t.Workload)
+		}
+	default:
+		errs.add(path+".prompt_format", "must be %q or %q, got %q", PromptFormatText, PromptFormatIDs, t.PromptFormat)
+	}
 	switch {
 	case t.Workload == "":
 		errs.add(path+".workload", "required")
@@ -403,6 +454,9 @@ func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 	}
 	if err := t.HTTPClientConfig.Validate(); err != nil {
 		errs.add(path+".http_client_config", "%v", err)
+	}
+	if t.WorkloadFrom != nil {
+		t.WorkloadFrom.validate(errs, path+".workload_from")
 	}
 	for _, k := range sortedKeys(t.ExtraBody) {
 		switch k {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,6 +85,28 @@ func TestLoadGoodConfig(t *testing.T) {
 	if fixed := cfg.Workloads["tiny"].Classes[0].PromptTokens; fixed.Kind != DistFixed || *fixed.Value != 16 {
 		t.Errorf("bare number = %+v, want fixed 16", fixed)
 	}
+	if wf := prod.WorkloadFrom; wf == nil || wf.Prometheus.URL != "http://prometheus:9090" || time.Duration(wf.Prometheus.Refresh) != 5*time.Minute || time.Duration(wf.Prometheus.Range) != time.Hour {
+		t.Errorf("workload_from = %+v", wf)
+	}
+	if local.PromptFormat != PromptFormatIDs || local.Tokenize != TokenizeOff || prod.Tokenize != TokenizeAuto || prod.PromptFormat != PromptFormatText {
+		t.Errorf("prompt_format/tokenize = %s/%s and %s/%s", local.PromptFormat, local.Tokenize, prod.PromptFormat, prod.Tokenize)
+	}
+
+	// Multi-turn classes: count and think time (durations, fixed or distributed).
+	agentTurns := agent.Turns
+	if agentTurns == nil || agentTurns.Count.Kind != DistUniform || agentTurns.ThinkTime.Sampler().Quantile(0.5) != 5 {
+		t.Fatalf("agent turns = %+v", agentTurns)
+	}
+	coding := cfg.Workloads["prod-mix"].Classes[2].Turns
+	if med := coding.ThinkTime.Sampler().Quantile(0.5); math.Abs(med-3) > 1e-9 {
+		t.Errorf("think_time median = %vs, want 3s", med)
+	}
+	if hi := coding.ThinkTime.Sampler().Quantile(1); hi != 300 {
+		t.Errorf("think_time max = %vs, want 300s", hi)
+	}
+	if !coding.UserTokens.IsSet() || coding.UserTokens.Sampler() == nil {
+		t.Errorf("user_tokens not built")
+	}
 }
 
 func TestSecretsHiddenWhenMarshalled(t *testing.T) {
@@ -119,6 +142,18 @@ func TestLoadBadConfigs(t *testing.T) {
 		"empty.bad.yml":            `testdata/empty.bad.yml: empty configuration`,
 		"extra-body.bad.yml":       `testdata/extra-body.bad.yml:13:18: targets[0].extra_body.stream: "stream" is set by llmprobe and cannot be overridden`,
 		"url-credentials.bad.yml":  `testdata/url-credentials.bad.yml:9:5: targets[0].url: credentials in the URL are not allowed; use http_client_config.basic_auth`,
+		"think-time.bad.yml":       `testdata/think-time.bad.yml:7:27: workloads.w.classes[0].turns.think_time: not a valid duration string: "soon" (a duration like "5s", or a mapping with "dist")`,
+		"turns.bad.yml": strings.Join([]string{
+			`testdata/turns.bad.yml:8:11: workloads.w.classes[0].turns.count: must be at least 1 turn, got 0`,
+			`testdata/turns.bad.yml:9:11: workloads.w.classes[0].turns.think_time: can draw negative durations; set min: 0s`,
+			`testdata/turns.bad.yml:20:5: targets[0].prompt_format: "token_ids" needs api: completions (chat messages are text)`,
+			`testdata/turns.bad.yml:20:5: targets[0].prompt_format: "token_ids" cannot carry multi-turn history (workload "w" has turns); use text`,
+		}, "\n"),
+		"workload-from.bad.yml": strings.Join([]string{
+			`testdata/workload-from.bad.yml:12:20: targets[0].workload_from.prometheus.url: must be an http(s) URL with a host`,
+			`testdata/workload-from.bad.yml:12:44: targets[0].workload_from.prometheus.refresh: must be at least 1s, got 0s`,
+			`testdata/workload-from.bad.yml:12:7: targets[0].workload_from.prometheus: set both prompt_metric and completion_metric, or neither`,
+		}, "\n"),
 		"multiple.bad.yml": strings.Join([]string{
 			`testdata/multiple.bad.yml:5:9: workloads.w.classes[0].weight: must be a positive number, got 0`,
 			`testdata/multiple.bad.yml:6:9: workloads.w.classes[0].prompt_tokens: must be at least 1 tokens, got 0`,

@@ -48,6 +48,9 @@ func Load(data []byte, file string) (*Config, error) {
 	for _, t := range cfg.Targets {
 		if t != nil {
 			t.HTTPClientConfig.SetDirectory(dir)
+			if t.WorkloadFrom != nil && t.WorkloadFrom.Prometheus != nil {
+				t.WorkloadFrom.Prometheus.HTTPClientConfig.SetDirectory(dir)
+			}
 		}
 	}
 	for _, w := range cfg.Workloads {
@@ -56,7 +59,9 @@ func Load(data []byte, file string) (*Config, error) {
 		}
 		for _, c := range w.Classes {
 			if c != nil {
-				c.PromptTokens.dir, c.OutputTokens.dir = dir, dir
+				for _, d := range c.dists() {
+					d.dir = dir
+				}
 			}
 		}
 	}
