@@ -15,7 +15,7 @@ import (
 // handleCompletion serves POST /v1/chat/completions and /v1/completions.
 func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request, api apiKind) {
 	var lc requestLifecycle
-	lc.begin(r, api)
+	lc.begin(s, r, api)
 	defer lc.end()
 
 	var flt fault
@@ -69,7 +69,7 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request, api ap
 			s.reject(w, &lc, aerr)
 			return
 		}
-		sq.promptTokens = emitChat(&sq.hasher, req.Messages, true)
+		sq.promptTokens = s.tok.emitChat(&sq.hasher, req.Messages, true)
 	case apiCompletions:
 		p, aerr := parsePrompt(req.Prompt)
 		if aerr != nil {
@@ -82,7 +82,7 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request, api ap
 			}
 			sq.promptTokens = len(p.ids)
 		} else {
-			sq.promptTokens = emitText(&sq.hasher, p.text)
+			sq.promptTokens = s.tok.emitText(&sq.hasher, p.text)
 		}
 		if sq.promptTokens == 0 {
 			s.reject(w, &lc, badRequest("prompt", "prompt must contain at least one token"))
@@ -527,7 +527,7 @@ func (rs *responseState) sendToken(last bool) bool {
 func (rs *responseState) tokenOut(now time.Time) {
 	m := rs.s.metrics
 	if rs.written == 1 {
-		rs.lc.firstToken = now
+		rs.lc.markFirstToken(now)
 		m.ttft.Observe(now.Sub(rs.lc.arrival).Seconds())
 	} else {
 		m.itl.Observe(now.Sub(rs.lastFlush).Seconds())
@@ -568,7 +568,7 @@ func (rs *responseState) unary() {
 		gen, fin = rs.progress()
 		if gen > 0 && rs.lc.firstToken.IsZero() {
 			now := time.Now()
-			rs.lc.firstToken = now
+			rs.lc.markFirstToken(now)
 			rs.s.metrics.ttft.Observe(now.Sub(rs.lc.arrival).Seconds())
 		}
 		if fin != finishNone {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -72,12 +73,26 @@ type Config struct {
 	// zero picks a random seed.
 	Seed uint64 `yaml:"seed"`
 
+	// LettersPerToken and BeginOfText vary the tokenizer, to stand for a
+	// model whose tokenizer a client does not know: ASCII letter runs split
+	// every LettersPerToken letters (0: the default 8), and every prompt
+	// gets a begin-of-text token. DisableTokenize answers /tokenize with
+	// 404, as servers without a tokenizer endpoint do.
+	LettersPerToken int  `yaml:"letters_per_token"`
+	BeginOfText     bool `yaml:"begin_of_text"`
+	DisableTokenize bool `yaml:"disable_tokenize"`
+
 	// MaxRequestBodyBytes caps request bodies (413 beyond).
 	MaxRequestBodyBytes int64 `yaml:"max_request_body_bytes"`
 
 	// Faults are injected at random with the configured probabilities.
 	// The X-Sim-Fault request header injects one on demand.
 	Faults FaultConfig `yaml:"faults"`
+
+	// TracerProvider, when set, gets a SERVER span per completion request,
+	// a child of the caller's W3C traceparent (see tracing.go). It is not
+	// part of the YAML; nil turns tracing off at no cost.
+	TracerProvider trace.TracerProvider `yaml:"-"`
 }
 
 // FaultConfig holds the probability, and the parameters, of each fault
@@ -231,6 +246,9 @@ func (c *Config) Validate() error {
 	}
 	if !(c.ReasoningFraction >= 0 && c.ReasoningFraction <= 1) {
 		bad("reasoning_fraction", "must be between 0 and 1, got %v", c.ReasoningFraction)
+	}
+	if c.LettersPerToken < 0 || c.LettersPerToken > 64 {
+		bad("letters_per_token", "must be between 0 (default) and 64, got %d", c.LettersPerToken)
 	}
 	if c.MaxRequestBodyBytes < 1024 {
 		bad("max_request_body_bytes", "must be at least 1024, got %d", c.MaxRequestBodyBytes)

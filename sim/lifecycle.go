@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"net/http"
 	"time"
 )
@@ -31,15 +32,29 @@ type requestLifecycle struct {
 	fault  faultKind
 	status int    // HTTP status sent (0 when the connection was reset before any)
 	errMsg string // short reason when the request failed or was cut
+
+	// Tracing (tracing.go); tr is nil when the server does not trace.
+	tr                  *tracing
+	eng                 *engine
+	parent              context.Context // carries the caller's trace context
+	path                string
+	waitingAtArrival    int64 // sequences waiting in the engine's queue at arrival
+	runningAtFirstToken int64 // running batch when the first token came out
 }
 
-// begin is called when the handler receives r.
-func (lc *requestLifecycle) begin(_ *http.Request, api apiKind) {
+// begin is called when the handler of s receives r.
+func (lc *requestLifecycle) begin(s *Server, r *http.Request, api apiKind) {
 	lc.api = api
 	lc.arrival = time.Now()
+	if s.tracing != nil {
+		lc.traceBegin(s, r)
+	}
 }
 
 // end is called once when the response is over (or abandoned).
 func (lc *requestLifecycle) end() {
 	lc.finished = time.Now()
+	if lc.tr != nil {
+		lc.traceEnd()
+	}
 }

@@ -50,6 +50,8 @@ type Server struct {
 	rng         *mrand.Rand
 	panics      atomic.Int64 // recovered handler panics (bugs; tests check it stays 0)
 	shutdownOne sync.Once
+	tracing     *tracing // nil when Config.TracerProvider is nil
+	tok         tokenizer
 }
 
 // New builds a server from cfg (validated) and starts its engine. Call
@@ -67,6 +69,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		logger: logger,
 		faults: newFaultTable(&cfg.Faults),
 		models: make(map[string]int, len(cfg.Models)),
+		tok:    tokenizer{maxLetters: cfg.LettersPerToken, beginOfText: cfg.BeginOfText},
 	}
 	seed1, seed2 := cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15
 	if cfg.Seed == 0 {
@@ -87,6 +90,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	}
 	s.modelsBody = s.buildModelsBody()
 
+	s.tracing = newTracing(cfg.TracerProvider)
 	s.engine = newEngine(&s.cfg, nil)
 	s.metrics = newMetrics(&s.cfg, s.engine)
 	s.engine.metrics = s.metrics
@@ -298,6 +302,10 @@ func putBody(buf *bytes.Buffer) {
 // handleTokenize answers vLLM's /tokenize for a prompt or chat messages:
 // {"count", "max_model_len", "tokens"}.
 func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.DisableTokenize {
+		writeError(w, &apiError{status: http.StatusNotFound, typ: "invalid_request_error", code: "not_found", message: "/tokenize is disabled on this server"})
+		return
+	}
 	buf, aerr := s.readBody(w, r)
 	if aerr != nil {
 		writeError(w, aerr)
@@ -321,14 +329,14 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	case req.Prompt != nil:
 		ids.ids = make([]int, 0, len(*req.Prompt)/3+1)
-		emitText(&ids, *req.Prompt)
+		s.tok.emitText(&ids, *req.Prompt)
 	case req.Messages != nil:
 		if aerr := validateMessages(req.Messages); aerr != nil {
 			writeError(w, aerr)
 			return
 		}
 		addGen := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
-		emitChat(&ids, req.Messages, addGen)
+		s.tok.emitChat(&ids, req.Messages, addGen)
 	default:
 		writeError(w, badRequest("prompt", "either prompt or messages is required"))
 		return

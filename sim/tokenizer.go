@@ -53,9 +53,27 @@ func roleID(role string) (int, bool) {
 	return 0, false
 }
 
-// nextToken returns the first token of s[i:] and the index just past it.
-// ok is false when only whitespace remains.
+// tokenizer is a server's tokenisation. The zero value is the documented
+// default (8 letters per token, no begin-of-text token); Config's
+// letters_per_token and begin_of_text vary it to stand for a model whose
+// tokenizer a client does not know.
+type tokenizer struct {
+	maxLetters  int  // letters per token; 0 means maxLetterRun
+	beginOfText bool // every prompt starts with a begin-of-text token
+}
+
+// tokBeginOfText is the begin-of-text token id.
+const tokBeginOfText = 0
+
+// nextToken returns the first token of s[i:] under the default rule and
+// the index just past it.
 func nextToken(s string, i int) (tok string, next int, ok bool) {
+	return nextTokenN(s, i, maxLetterRun)
+}
+
+// nextTokenN is nextToken with at most maxLetters letters per token.
+// ok is false when only whitespace remains.
+func nextTokenN(s string, i, maxLetters int) (tok string, next int, ok bool) {
 	for i < len(s) {
 		c := s[i]
 		if c < utf8.RuneSelf {
@@ -65,7 +83,7 @@ func nextToken(s string, i int) (tok string, next int, ok bool) {
 				continue
 			case isASCIILetter(c):
 				j := i + 1
-				for j < len(s) && j-i < maxLetterRun && isASCIILetter(s[j]) {
+				for j < len(s) && j-i < maxLetters && isASCIILetter(s[j]) {
 					j++
 				}
 				return s[i:j], j, true
@@ -166,8 +184,8 @@ func (c *idCollector) add(id int) { c.ids = append(c.ids, id) }
 
 // emitChat feeds the templated token sequence of a chat prompt to sink and
 // returns its length. Roles must already be validated.
-func emitChat(sink tokenSink, msgs []chatMessage, addGenerationPrompt bool) int {
-	n := 0
+func (t tokenizer) emitChat(sink tokenSink, msgs []chatMessage, addGenerationPrompt bool) int {
+	n := t.emitBOS(sink)
 	for i := range msgs {
 		rid, _ := roleID(msgs[i].Role)
 		sink.add(tokMsgStart)
@@ -176,7 +194,7 @@ func emitChat(sink tokenSink, msgs []chatMessage, addGenerationPrompt bool) int 
 		n += 4
 		for _, part := range msgs[i].Content.parts {
 			for j := 0; ; {
-				tok, next, ok := nextToken(part, j)
+				tok, next, ok := nextTokenN(part, j, t.letters())
 				if !ok {
 					break
 				}
@@ -198,10 +216,10 @@ func emitChat(sink tokenSink, msgs []chatMessage, addGenerationPrompt bool) int 
 
 // emitText feeds the tokens of a plain-text prompt to sink and returns how
 // many there were.
-func emitText(sink tokenSink, s string) int {
-	n := 0
+func (t tokenizer) emitText(sink tokenSink, s string) int {
+	n := t.emitBOS(sink)
 	for i := 0; ; n++ {
-		tok, next, ok := nextToken(s, i)
+		tok, next, ok := nextTokenN(s, i, t.letters())
 		if !ok {
 			return n
 		}
@@ -276,4 +294,20 @@ func splitmix64(x uint64) uint64 {
 // output token of a sequence with the given seed.
 func outputWord(seed uint64, i int) int {
 	return int(splitmix64(seed+uint64(i)*0x632be59bd9b4e019) & (outputWordCount - 1))
+}
+
+func (t tokenizer) letters() int {
+	if t.maxLetters > 0 {
+		return t.maxLetters
+	}
+	return maxLetterRun
+}
+
+// emitBOS feeds the begin-of-text token when the tokenizer has one.
+func (t tokenizer) emitBOS(sink tokenSink) int {
+	if !t.beginOfText {
+		return 0
+	}
+	sink.add(tokBeginOfText)
+	return 1
 }

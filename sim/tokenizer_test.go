@@ -74,10 +74,10 @@ func TestChatTemplateCount(t *testing.T) {
 	// give identical sequences.
 	inner := []chatMessage{{Role: "system", Content: messageContent{parts: []string{"Be brief."}}}, {Role: "user", Content: messageContent{parts: []string{"What is 2+2?"}}}}
 	var a, b idCollector
-	if n := emitChat(&a, inner, true); n != want || len(a.ids) != want {
+	if n := (tokenizer{}).emitChat(&a, inner, true); n != want || len(a.ids) != want {
 		t.Errorf("emitChat: %d tokens (%d ids), want %d", n, len(a.ids), want)
 	}
-	emitChat(&b, inner, true)
+	(tokenizer{}).emitChat(&b, inner, true)
 	if !reflect.DeepEqual(a.ids, b.ids) {
 		t.Error("identical chats tokenise differently")
 	}
@@ -105,5 +105,23 @@ func TestGenerationVocabulary(t *testing.T) {
 	}
 	if n := CountTokens(b.String()); n != 1000 {
 		t.Errorf("1000 generated words re-tokenise to %d tokens", n)
+	}
+}
+
+// A varied tokenizer (letters_per_token, begin_of_text) counts the same in
+// usage and /tokenize, and differs from the default as configured.
+func TestVariedTokenizer(t *testing.T) {
+	tok := tokenizer{maxLetters: 3, beginOfText: true}
+	var ids idCollector
+	// "system" -> sys tem; "prompt" -> pro mpt; "a" -> a; "." -> .; BOS.
+	if n := tok.emitText(&ids, "system prompt a."); n != 7 || ids.ids[0] != tokBeginOfText {
+		t.Errorf("emitText = %d tokens %v, want 7 starting with BOS", n, ids.ids)
+	}
+	if n := (tokenizer{}).emitText(&idCollector{}, "system prompt a."); n != 4 {
+		t.Errorf("default emitText = %d tokens, want 4", n)
+	}
+	msgs := []chatMessage{{Role: "user", Content: messageContent{parts: []string{"abcdef"}}}}
+	if n := tok.emitChat(&idCollector{}, msgs, true); n != 1+4+2+3 {
+		t.Errorf("emitChat = %d tokens, want BOS + 4 template + 2 + 3 generation prompt", n)
 	}
 }
