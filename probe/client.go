@@ -358,6 +358,7 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 
 // readStream consumes the event stream and fills the measurements.
 func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelFunc, span trace.Span, st *streamState, req *Request, res *Result, start time.Time) {
+	keepText := c.keepText || req.KeepText
 	var (
 		first, last time.Time
 		end         time.Time
@@ -418,7 +419,7 @@ loop:
 			}
 			last = ev.Time
 			chunks++
-			if c.keepText {
+			if keepText {
 				for _, t := range ch.texts {
 					st.text = appendUnquoted(st.text, t.raw)
 				}
@@ -489,7 +490,7 @@ loop:
 	if res.FirstToken && res.OutputTokens >= 2 {
 		res.TPOT = (res.E2E - res.TTFT) / time.Duration(res.OutputTokens-1)
 	}
-	if c.keepText {
+	if keepText {
 		res.Completion = string(st.text)
 	}
 }

@@ -76,7 +76,7 @@ func (e *Engine) Apply(cfg *config.Config) error {
 	next := map[string]*runner{}
 	var fresh []*runner
 	for _, t := range cfg.Targets {
-		spec := runnerSpec{Target: *t, Workload: *cfg.Workload(t), Global: cfg.Global, Replicas: e.opts.Replicas}
+		spec := runnerSpec{Target: *t, Workload: *cfg.Workload(t), Global: newRunnerGlobal(cfg.Global), Timeout: t.Timeout(cfg.Global), Replicas: e.opts.Replicas}
 		if old := e.runners[t.Name]; old != nil && reflect.DeepEqual(old.spec, spec) {
 			next[t.Name] = old
 			continue
@@ -129,7 +129,7 @@ func (e *Engine) newRunner(spec runnerSpec) (*runner, error) {
 	client, err := NewClient(ClientConfig{
 		BaseURL:    t.URL,
 		HTTPClient: httpClient,
-		Timeout:    t.Timeout(g),
+		Timeout:    spec.Timeout,
 		UserAgent:  e.opts.UserAgent,
 		KeepText:   e.opts.KeepText,
 		Tracer:     e.opts.Tracer,
@@ -144,31 +144,43 @@ func (e *Engine) newRunner(spec runnerSpec) (*runner, error) {
 	}
 	h := fnv.New64a()
 	h.Write([]byte(t.Name))
+	wl := NewWorkload(&spec.Workload)
+	format, prior := promptText, defaultPrior
+	switch {
+	case t.PromptFormat == config.PromptFormatIDs:
+		format, prior = promptIDs, lengthPrior{}
+	case t.API == config.APICompletions:
+		prior = lengthPrior{perPrompt: 1} // a begin-of-text token
+	}
 	now := time.Now()
 	reqCtx, cancelReqs := context.WithCancel(context.Background())
-	return &runner{
-		name:        t.Name,
-		model:       t.Model,
-		api:         API(t.API),
-		url:         redactURL(t.URL),
-		spec:        spec,
-		workload:    NewWorkload(&spec.Workload),
-		arrivals:    arr,
-		client:      client,
-		httpClient:  httpClient,
-		synth:       NewPromptSynth(h.Sum64() ^ g.Seed),
-		obs:         e.opts.Observer,
-		logger:      e.opts.Logger,
-		seed:        seed ^ h.Sum64(),
-		start:       now,
-		warmupUntil: now.Add(time.Duration(g.Warmup)),
-		lateAfter:   time.Duration(g.LateAfter),
-		maxInflight: int64(t.MaxInflight),
-		saturation:  g.Saturation,
-		win:         newWindow(time.Duration(g.Saturation.Window)),
-		reqCtx:      reqCtx,
-		cancelReqs:  cancelReqs,
-	}, nil
+	r := &runner{
+		name:         t.Name,
+		model:        t.Model,
+		api:          API(t.API),
+		url:          redactURL(t.URL),
+		spec:         spec,
+		arrivals:     arr,
+		client:       client,
+		httpClient:   httpClient,
+		synth:        NewPromptSynth(h.Sum64() ^ g.Seed),
+		lengths:      newLengthModel(prior),
+		perArrival:   wl.requestsPerArrival(),
+		promptFormat: format,
+		obs:          e.opts.Observer,
+		logger:       e.opts.Logger,
+		seed:         seed ^ h.Sum64(),
+		start:        now,
+		warmupUntil:  now.Add(g.Warmup),
+		lateAfter:    g.LateAfter,
+		maxInflight:  int64(t.MaxInflight),
+		saturation:   g.Saturation,
+		win:          newWindow(time.Duration(g.Saturation.Window)),
+		reqCtx:       reqCtx,
+		cancelReqs:   cancelReqs,
+	}
+	r.workload.Store(wl)
+	return r, nil
 }
 
 // Status returns a snapshot of every running target, sorted by name.

@@ -24,16 +24,17 @@ import (
 
 // recorder is an Observer that keeps everything it is told.
 type recorder struct {
-	mu        sync.Mutex
-	scheduled map[string]int
-	sent      map[string]int
-	dropped   map[probe.DropReason]int
-	results   []*probe.Result
-	onSched   func()
+	mu            sync.Mutex
+	scheduled     map[string]int
+	sent          map[string]int
+	dropped       map[probe.DropReason]int
+	results       []*probe.Result
+	conversations map[probe.ConversationOutcome]int
+	onSched       func()
 }
 
 func newRecorder() *recorder {
-	return &recorder{scheduled: map[string]int{}, sent: map[string]int{}, dropped: map[probe.DropReason]int{}}
+	return &recorder{scheduled: map[string]int{}, sent: map[string]int{}, dropped: map[probe.DropReason]int{}, conversations: map[probe.ConversationOutcome]int{}}
 }
 
 func (r *recorder) Scheduled(target, _ string) {
@@ -55,6 +56,12 @@ func (r *recorder) Dropped(_, _ string, reason probe.DropReason) {
 func (r *recorder) Sent(target, _ string) {
 	r.mu.Lock()
 	r.sent[target]++
+	r.mu.Unlock()
+}
+
+func (r *recorder) ConversationEnded(_, _ string, outcome probe.ConversationOutcome) {
+	r.mu.Lock()
+	r.conversations[outcome]++
 	r.mu.Unlock()
 }
 
@@ -465,6 +472,15 @@ func TestEngineReloadKeepsUnchangedTargets(t *testing.T) {
 	}
 	if got := e.Status()[0].Since; !got.Equal(since) {
 		t.Errorf("unchanged target restarted (since %v -> %v)", since, got)
+	}
+	// Global settings runners do not use restart nothing.
+	other := loadConfig(t, simpleWorkload, 16, 4, url, "poisson", 5, 8)
+	other.Global.RecentRequests, other.Global.ShutdownGracePeriod = 7, 1
+	if err := e.Apply(other); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Status()[0].Since; !got.Equal(since) {
+		t.Errorf("a recent_requests/shutdown_grace_period change restarted the target")
 	}
 	// A changed rate restarts the target.
 	if err := e.Apply(loadConfig(t, simpleWorkload, 16, 4, url, "poisson", 6, 8)); err != nil {

@@ -45,8 +45,9 @@ const maxCachedPrefixes = 1024
 type PromptSynth struct {
 	seed uint64
 
-	mu       sync.RWMutex
-	prefixes map[prefixKey]string
+	mu         sync.RWMutex
+	prefixes   map[prefixKey]string
+	idPrefixes map[prefixKey][]int
 }
 
 type prefixKey struct{ group, tokens int }
@@ -54,7 +55,7 @@ type prefixKey struct{ group, tokens int }
 // NewPromptSynth returns a PromptSynth. The seed makes shared prefixes
 // stable: the same seed and group give the same text.
 func NewPromptSynth(seed uint64) *PromptSynth {
-	return &PromptSynth{seed: seed, prefixes: make(map[prefixKey]string)}
+	return &PromptSynth{seed: seed, prefixes: make(map[prefixKey]string), idPrefixes: make(map[prefixKey][]int)}
 }
 
 // Prefix returns the shared system prompt of a prefix group: exactly

@@ -39,6 +39,19 @@ const (
 // DropReasons lists every drop reason, in a stable order.
 var DropReasons = [...]DropReason{DropInflightLimit, DropLate, DropShutdown}
 
+// ConversationOutcome says how a multi-turn conversation ended. The values
+// are the `outcome` label of llmprobe_conversations_total.
+type ConversationOutcome string
+
+const (
+	ConversationCompleted ConversationOutcome = "completed" // every turn succeeded
+	ConversationFailed    ConversationOutcome = "failed"    // a turn ended with an outcome other than success
+	ConversationDropped   ConversationOutcome = "dropped"   // a turn could not be sent (inflight_limit, late, shutdown)
+)
+
+// ConversationOutcomes lists every conversation outcome, in a stable order.
+var ConversationOutcomes = [...]ConversationOutcome{ConversationCompleted, ConversationFailed, ConversationDropped}
+
 // Message is one chat message.
 type Message struct {
 	Role    string `json:"role"`
@@ -62,6 +75,9 @@ type Request struct {
 	Messages  []Message // APIChat
 	Prompt    string    // APICompletions, text mode
 	PromptIDs []int     // APICompletions, token-id mode (vLLM accepts a list of ints)
+	// KeepText keeps the completion text in Result.Completion for this
+	// request (conversation history) even when the client does not.
+	KeepText bool
 
 	MaxTokens int
 	Sampling  Sampling
@@ -157,6 +173,8 @@ type Observer interface {
 	Sent(target, class string)
 	// Observe is called once per sent request, after it ended.
 	Observe(r *Result)
+	// ConversationEnded is called once per multi-turn conversation.
+	ConversationEnded(target, class string, outcome ConversationOutcome)
 }
 
 // Observers fans events out to several observers, in order.
@@ -187,5 +205,12 @@ func (os Observers) Sent(target, class string) {
 func (os Observers) Observe(r *Result) {
 	for _, o := range os {
 		o.Observe(r)
+	}
+}
+
+// ConversationEnded implements Observer.
+func (os Observers) ConversationEnded(target, class string, outcome ConversationOutcome) {
+	for _, o := range os {
+		o.ConversationEnded(target, class, outcome)
 	}
 }

@@ -17,19 +17,23 @@ import (
 // timeline, hands each arrival to its own goroutine (never waiting for
 // responses), and judges whether it delivered the load it was asked for.
 type runner struct {
-	name       string
-	model      string
-	api        API
-	url        string // redacted base URL, for status
-	spec       runnerSpec
-	workload   *Workload
-	arrivals   Arrivals
-	client     *Client
-	httpClient *http.Client
-	synth      *PromptSynth
-	obs        Observer
-	logger     *slog.Logger
-	seed       uint64
+	name         string
+	model        string
+	api          API
+	url          string // redacted base URL, for status
+	spec         runnerSpec
+	workload     atomic.Pointer[Workload] // replaced by refits (workload_from)
+	refits       refitter
+	arrivals     Arrivals
+	client       *Client
+	httpClient   *http.Client
+	synth        *PromptSynth
+	lengths      *lengthModel
+	perArrival   float64 // expected requests per arrival (multi-turn classes)
+	promptFormat promptFormat
+	obs          Observer
+	logger       *slog.Logger
+	seed         uint64
 
 	start       time.Time
 	warmupUntil time.Time
@@ -61,11 +65,45 @@ type runner struct {
 type runnerSpec struct {
 	Target   config.Target
 	Workload config.Workload
-	Global   config.Global
+	Global   runnerGlobal
+	Timeout  time.Duration // the target's effective request timeout
 	Replicas int
 }
 
+// runnerGlobal is the part of the global section a runner uses (changing
+// recent_requests or shutdown_grace_period restarts no target).
+type runnerGlobal struct {
+	Warmup     time.Duration
+	LateAfter  time.Duration
+	Saturation config.Saturation
+	Seed       uint64
+}
+
+func newRunnerGlobal(g config.Global) runnerGlobal {
+	return runnerGlobal{
+		Warmup:     time.Duration(g.Warmup),
+		LateAfter:  time.Duration(g.LateAfter),
+		Saturation: g.Saturation,
+		Seed:       g.Seed,
+	}
+}
+
 func (r *runner) run(ctx context.Context) {
+	if r.spec.Target.Tokenize == config.TokenizeAuto && r.promptFormat == promptText {
+		r.loops.Add(1)
+		go func() {
+			defer r.loops.Done()
+			r.calibrate(ctx)
+		}()
+	}
+	if wf := r.spec.Target.WorkloadFrom; wf != nil && wf.Prometheus != nil {
+		r.refits.status.Source = redactedSource(wf.Prometheus.URL, wf.Prometheus.Selector)
+		r.loops.Add(1)
+		go func() {
+			defer r.loops.Done()
+			r.refitLoop(ctx)
+		}()
+	}
 	r.loops.Add(2)
 	go func() {
 		defer r.loops.Done()
@@ -81,7 +119,8 @@ func (r *runner) run(ctx context.Context) {
 // of inter-arrival gaps from the start, never "now + gap", so a slow
 // iteration cannot stretch the process. An arrival that cannot be sent
 // within lateAfter of its planned instant is dropped as late rather than
-// joining a catch-up burst.
+// joining a catch-up burst. An arrival of a multi-turn class starts a
+// conversation, whose later turns follow their own answers.
 func (r *runner) arrivalLoop(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(r.seed, r.seed^0x9e3779b97f4a7c15))
 	timer := time.NewTimer(time.Hour)
@@ -100,25 +139,40 @@ func (r *runner) arrivalLoop(ctx context.Context) {
 		} else if ctx.Err() != nil {
 			return
 		}
-		class := r.workload.Pick(rng)
-		r.scheduled.Add(1)
-		r.win.scheduled(time.Now())
-		r.obs.Scheduled(r.name, class.Name)
-		now := time.Now()
-		if now.Sub(next) > r.lateAfter {
-			r.drop(class, DropLate, now)
-			continue
-		}
-		if r.inflight.Load() >= r.maxInflight {
-			r.drop(class, DropInflightLimit, now)
+		class := r.workload.Load().Pick(rng)
+		if !r.admit(class, next) {
 			continue
 		}
 		plan := class.Plan(rng)
 		seed := rng.Uint64()
-		r.inflight.Add(1)
 		r.reqs.Add(1)
-		go r.send(plan, next, seed)
+		if class.Turns != nil {
+			go r.converse(ctx, plan, next, seed)
+		} else {
+			go r.single(plan, next, seed)
+		}
 	}
+}
+
+// admit counts an arrival planned at planned and decides whether it may be
+// sent: not if it is already late, nor if max_inflight requests are
+// running (then it is dropped, never delayed). An admitted arrival holds an
+// in-flight slot that exchange releases.
+func (r *runner) admit(c *Class, planned time.Time) bool {
+	r.scheduled.Add(1)
+	r.win.scheduled(time.Now())
+	r.obs.Scheduled(r.name, c.Name)
+	now := time.Now()
+	if now.Sub(planned) > r.lateAfter {
+		r.drop(c, DropLate, now)
+		return false
+	}
+	if r.inflight.Load() >= r.maxInflight {
+		r.drop(c, DropInflightLimit, now)
+		return false
+	}
+	r.inflight.Add(1)
+	return true
 }
 
 func (r *runner) drop(c *Class, reason DropReason, now time.Time) {
@@ -131,86 +185,59 @@ func (r *runner) drop(c *Class, reason DropReason, now time.Time) {
 	r.obs.Dropped(r.name, c.Name, reason)
 }
 
-// send builds and sends one request, then hands its result to the
-// observers. If the harness could not get it out within lateAfter of its
-// planned instant (a starved goroutine), it is dropped as late instead.
-func (r *runner) send(plan Plan, planned time.Time, seed uint64) {
+// single sends the request of a single-turn arrival.
+func (r *runner) single(plan Plan, planned time.Time, seed uint64) {
 	defer r.reqs.Done()
-	defer r.inflight.Add(-1)
-
 	rng := rand.New(rand.NewPCG(seed, ^seed))
-	req := r.buildRequest(&plan, rng)
+	r.exchange(r.firstTurn(&plan, rng, nil), planned)
+}
+
+// exchange sends one prepared request and hands its result to the
+// observers; it releases the in-flight slot admit took. If the harness
+// could not get the request out within lateAfter of its planned instant (a
+// starved goroutine), it is dropped as late instead and exchange returns
+// nil.
+func (r *runner) exchange(p *prepared, planned time.Time) *Result {
+	defer r.inflight.Add(-1)
+	res := p.res
+	res.Planned = planned
+	res.Warmup = planned.Before(r.warmupUntil)
 	if now := time.Now(); now.Sub(planned) > r.lateAfter {
-		r.drop(plan.Class, DropLate, now)
-		return
-	}
-	res := &Result{
-		Target:              r.name,
-		Model:               r.model,
-		Class:               plan.Class.Name,
-		Planned:             planned,
-		PlannedPromptTokens: plan.PromptTokens,
-		PlannedOutputTokens: plan.OutputTokens,
-		PrefixGroup:         plan.PrefixGroup,
-		PrefixTokens:        plan.PrefixTokens,
-		MaxTokens:           req.MaxTokens,
-		Sampling:            req.Sampling,
-		Warmup:              planned.Before(r.warmupUntil),
+		r.drop(p.class, DropLate, now)
+		return nil
 	}
 	res.Dispatched = time.Now()
 	res.ScheduleLag = res.Dispatched.Sub(planned)
 	r.sent.Add(1)
 	r.win.sent(res.Dispatched, res.ScheduleLag)
-	r.obs.Sent(r.name, plan.Class.Name)
+	r.obs.Sent(r.name, p.class.Name)
 
-	r.client.Do(r.reqCtx, req, res)
+	r.client.Do(r.reqCtx, p.req, res)
 
 	for i, o := range Outcomes {
 		if o == res.Outcome {
 			r.outcomes[i].Add(1)
 		}
 	}
+	if p.words >= 0 && res.UsageReported && res.PromptTokens > 0 && res.Outcome == OutcomeSuccess {
+		p.lengths.observe(p.words, p.messages, res.PromptTokens)
+	}
 	r.obs.Observe(res)
+	return res
 }
 
-// buildRequest synthesises the prompt for a plan: the group's shared
-// prefix (stable, so a prefix cache can serve it), then a random nonce so
-// that nothing after the prefix is cached by accident, then random text up
-// to the planned length.
-func (r *runner) buildRequest(p *Plan, rng *rand.Rand) *Request {
-	req := &Request{
-		API:       r.api,
-		Model:     r.model,
-		MaxTokens: p.OutputTokens,
-		Sampling:  p.Class.Sampling,
-		ExtraBody: r.spec.Target.ExtraBody,
+// calibrate asks the target's /tokenize how it counts prompts, so planned
+// lengths hold from the first request; without it the length model
+// learns from the usage responses report.
+func (r *runner) calibrate(ctx context.Context) {
+	p, b, err := calibrateWithTokenize(ctx, r.httpClient, r.spec.Target.URL, r.model, r.api, r.synth)
+	if err != nil {
+		r.logger.Info("no usable /tokenize endpoint; prompt lengths are calibrated from reported usage", "target", r.name, "reason", err)
+		return
 	}
-	body := max(p.PromptTokens-p.PrefixTokens-NonceTokens, 0)
-	buf := make([]byte, 0, 8*(body+NonceTokens+1))
-	buf = append(buf, r.synth.Nonce(rng)...)
-	if body > 0 {
-		buf = append(buf, ' ')
-		buf = r.synth.AppendText(buf, rng, body)
-	}
-	text := string(buf)
-	var prefix string
-	if p.PrefixGroup >= 0 {
-		prefix = r.synth.Prefix(p.PrefixGroup, p.PrefixTokens)
-	}
-	switch r.api {
-	case APIChat:
-		if prefix != "" {
-			req.Messages = []Message{{Role: "system", Content: prefix}, {Role: "user", Content: text}}
-		} else {
-			req.Messages = []Message{{Role: "user", Content: text}}
-		}
-	default:
-		if prefix != "" {
-			text = prefix + " " + text
-		}
-		req.Prompt = text
-	}
-	return req
+	r.lengths.setExact(p, b)
+	r.logger.Info("prompt lengths calibrated with /tokenize", "target", r.name,
+		"tokens_per_word", b, "prompt_overhead_tokens", p.perPrompt, "per_message_tokens", p.perMessage)
 }
 
 // judgeLoop re-evaluates, once a second, whether the harness delivered the
@@ -266,7 +293,8 @@ type TargetStatus struct {
 	Process  string
 	Classes  []ClassStatus
 
-	RequestedRate float64 // this process' share, req/s
+	RequestedRate float64 // this process' share, req/s (arrivals × expected turns)
+	ArrivalRate   float64 // arrivals (new conversations or single requests) per second
 	AchievedRate  float64 // sent per second over the judgement window
 	Scheduled     uint64
 	Sent          uint64
@@ -280,8 +308,10 @@ type TargetStatus struct {
 
 	Saturated        bool
 	SaturationReason string
-	Warmup           bool
-	Since            time.Time
+	// Refit is set for targets that follow production (workload_from).
+	Refit  *RefitStatus
+	Warmup bool
+	Since  time.Time
 }
 
 // ClassStatus describes one class of a target's workload.
@@ -302,7 +332,8 @@ func (r *runner) status(now time.Time) TargetStatus {
 		URL:              r.url,
 		Workload:         r.spec.Target.Workload,
 		Process:          r.arrivals.String(),
-		RequestedRate:    r.arrivals.Rate(),
+		RequestedRate:    r.arrivals.Rate() * r.perArrival,
+		ArrivalRate:      r.arrivals.Rate(),
 		Scheduled:        r.scheduled.Load(),
 		Sent:             r.sent.Load(),
 		Dropped:          map[DropReason]uint64{},
@@ -323,10 +354,13 @@ func (r *runner) status(now time.Time) TargetStatus {
 	for i, d := range DropReasons {
 		s.Dropped[d] = r.dropped[i].Load()
 	}
+	if r.spec.Target.WorkloadFrom != nil {
+		s.Refit = r.refits.snapshot()
+	}
 	for i, o := range Outcomes {
 		s.Outcomes[o] = r.outcomes[i].Load()
 	}
-	for _, c := range r.workload.Classes {
+	for _, c := range r.workload.Load().Classes {
 		s.Classes = append(s.Classes, ClassStatus{Name: c.Name, Weight: c.Weight, ReuseIntent: c.ReuseIntent})
 	}
 	return s

@@ -3,6 +3,7 @@ package probe
 import (
 	"math"
 	"math/rand/v2"
+	"time"
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/dist"
@@ -17,6 +18,7 @@ type Class struct {
 	Output   dist.Sampler
 	Prefix   *config.Prefix // nil: no shared prefix
 	Sampling Sampling
+	Turns    *Turns // nil: single requests
 
 	// ReuseIntent is the configured fraction of prompt tokens meant to be
 	// served from a prefix cache (llmprobe_prefix_reuse_target_ratio).
@@ -50,6 +52,9 @@ func NewWorkload(w *config.Workload) *Workload {
 				TopK:        c.Sampling.TopK,
 				Seed:        c.Sampling.Seed,
 			},
+		}
+		if c.Turns != nil {
+			cl.Turns = newTurns(c.Turns, cl.Prompt)
 		}
 		cl.ReuseIntent = reuseIntent(cl)
 		acc += c.Weight / total
@@ -135,4 +140,71 @@ func reuseIntent(c *Class) float64 {
 		return 0
 	}
 	return prefixed / total
+}
+
+// Turns is a compiled multi-turn setting.
+type Turns struct {
+	Count      dist.Sampler
+	ThinkTime  dist.Sampler // seconds
+	UserTokens dist.Sampler
+	// countFloor: Count is uniform over [min, max+1) and floored, so
+	// every whole number of turns in [min, max] is equally likely
+	// (rounding would give the ends half weight).
+	countFloor bool
+}
+
+func newTurns(t *config.Turns, prompt dist.Sampler) *Turns {
+	out := &Turns{Count: t.Count.Sampler(), ThinkTime: t.ThinkTime.Sampler(), UserTokens: t.UserTokens.Sampler()}
+	if out.UserTokens == nil {
+		out.UserTokens = prompt
+	}
+	if d := t.Count; d.Kind == config.DistUniform && d.Min != nil && d.Max != nil && *d.Min == math.Trunc(*d.Min) && *d.Max == math.Trunc(*d.Max) {
+		if s, err := dist.Uniform(*d.Min, *d.Max+1); err == nil {
+			out.Count, out.countFloor = s, true
+		}
+	}
+	return out
+}
+
+// count draws the number of turns of a conversation (at least 1).
+func (t *Turns) count(r *rand.Rand) int {
+	x := t.Count.Sample(r)
+	if t.countFloor {
+		x = math.Floor(x)
+	}
+	return tokens(x)
+}
+
+// think draws a think time.
+func (t *Turns) think(r *rand.Rand) time.Duration {
+	s := t.ThinkTime.Sample(r)
+	if !(s > 0) {
+		return 0
+	}
+	return time.Duration(s * float64(time.Second))
+}
+
+// MeanTurns is the expected number of requests per arrival of the class.
+func (c *Class) MeanTurns() float64 {
+	if c.Turns == nil {
+		return 1
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	const n = 20000
+	total := 0
+	for range n {
+		total += c.Turns.count(r)
+	}
+	return float64(total) / n
+}
+
+// requestsPerArrival is the expected number of requests an arrival brings
+// (more than 1 with multi-turn classes).
+func (w *Workload) requestsPerArrival() float64 {
+	total, weights := 0.0, 0.0
+	for _, c := range w.Classes {
+		total += c.Weight * c.MeanTurns()
+		weights += c.Weight
+	}
+	return total / weights
 }

@@ -1,0 +1,72 @@
+package probe
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// conversation is the state a multi-turn conversation carries between
+// turns: its id and the history the next turn sends.
+type conversation struct {
+	id       string
+	messages []Message // chat: the system prefix, then user/assistant turns
+	prompt   string    // completions: the previous prompt
+}
+
+// converse runs a multi-turn conversation that arrived at planned. Each
+// later turn is planned at the previous answer's end plus a think time,
+// counted as scheduled then, and subject to the same in-flight limit and
+// lateness bound as any arrival. The conversation ends at its last turn
+// (completed), at the first turn that does not succeed (failed), or when a
+// turn cannot be sent (dropped) — including when the target stops.
+func (r *runner) converse(ctx context.Context, first Plan, planned time.Time, seed uint64) {
+	defer r.reqs.Done()
+	rng := rand.New(rand.NewPCG(seed, ^seed))
+	c := first.Class
+	conv := &conversation{id: conversationID(rng)}
+	turns := c.Turns.count(rng)
+
+	outcome := ConversationCompleted
+	defer func() { r.obs.ConversationEnded(r.name, c.Name, outcome) }()
+
+	res := r.exchange(r.firstTurn(&first, rng, conv), planned)
+	for turn := 2; ; turn++ {
+		switch {
+		case res == nil:
+			outcome = ConversationDropped
+			return
+		case res.Outcome != OutcomeSuccess:
+			outcome = ConversationFailed
+			return
+		case turn > turns:
+			return
+		}
+		end := res.Start.Add(res.E2E)
+		if res.Start.IsZero() {
+			end = time.Now()
+		}
+		planned = end.Add(c.Turns.think(rng))
+		if d := time.Until(planned); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				r.scheduled.Add(1)
+				r.win.scheduled(time.Now())
+				r.obs.Scheduled(r.name, c.Name)
+				r.drop(c, DropShutdown, time.Now())
+				outcome = ConversationDropped
+				return
+			case <-t.C:
+			}
+		}
+		if !r.admit(c, planned) {
+			outcome = ConversationDropped
+			return
+		}
+		userTokens := tokens(c.Turns.UserTokens.Sample(rng))
+		maxTokens := tokens(c.Output.Sample(rng))
+		res = r.exchange(r.nextTurn(c, conv, res, userTokens, maxTokens, rng), planned)
+	}
+}

@@ -1,0 +1,120 @@
+package probe_test
+
+import (
+	"context"
+	"log/slog"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmprobe/llmprobe/internal/promtest"
+	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/sim"
+)
+
+// A target with workload_from follows production: a real Prometheus
+// scrapes a "production" simulator fed with 700-token prompts, and the
+// follower target, probing another simulator with a 16-token workload,
+// refits its lengths from the production histograms and sends ~700-token
+// prompts. A target whose Prometheus is unreachable keeps its configured
+// workload and counts the failures.
+func TestWorkloadFromPrometheus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Prometheus")
+	}
+	_, prodURL := startSim(t, func(c *sim.Config) { c.ZeroLatency = true })
+	_, probedURL := startSim(t, func(c *sim.Config) { c.ZeroLatency = true })
+	u, _ := url.Parse(prodURL)
+	prom := promtest.Start(t, promtest.Options{
+		Targets: []promtest.ScrapeTarget{{JobName: "vllm", Address: u.Host, Interval: time.Second}},
+	})
+
+	cfg := loadConfig(t, `
+global: {warmup: 0s, seed: 21}
+workloads:
+  prod:
+    classes:
+      - {name: real, prompt_tokens: 700, output_tokens: 60}
+  small:
+    classes:
+      - {name: c, prompt_tokens: 16, output_tokens: 4}
+targets:
+  - {name: production, url: %[1]s, model: sim-model, workload: prod, arrival: {process: constant, rate: 20}, extra_body: {ignore_eos: true}}
+  - name: follower
+    url: %[2]s
+    model: sim-model
+    workload: small
+    arrival: {process: constant, rate: 10}
+    extra_body: {ignore_eos: true}
+    workload_from:
+      prometheus: {url: %[3]s, selector: 'job="vllm"', range: 1m, refresh: 1s}
+  - name: orphan
+    url: %[2]s
+    model: sim-model
+    workload: small
+    arrival: {process: constant, rate: 10}
+    workload_from:
+      prometheus: {url: "http://127.0.0.1:1", refresh: 1s}
+`, prodURL, probedURL, prom.URL)
+	rec := newRecorder()
+	e := probe.NewEngine(probe.Options{Observer: rec, Logger: slog.New(slog.DiscardHandler)})
+	if err := e.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+
+	var follower, orphan probe.TargetStatus
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for _, s := range e.Status() {
+			switch s.Name {
+			case "follower":
+				follower = s
+			case "orphan":
+				orphan = s
+			}
+		}
+		if follower.Refit != nil && follower.Refit.Successes > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	rf := follower.Refit
+	if rf == nil || rf.Successes == 0 {
+		t.Fatalf("no successful refit in 30 s: %+v", rf)
+	}
+	// vLLM's prompt buckets around 700 are 500 and 1000: the fit can only
+	// place the median within that bucket.
+	if rf.Prompt[0] < 500 || rf.Prompt[0] > 1000 || rf.Output[0] < 50 || rf.Output[0] > 100 {
+		t.Errorf("fitted prompt p50 %.0f (want 500-1000), output p50 %.0f (want 50-100)", rf.Prompt[0], rf.Output[0])
+	}
+	if !strings.Contains(rf.Source, prom.URL) || !strings.Contains(rf.Source, `job="vllm"`) {
+		t.Errorf("source %q", rf.Source)
+	}
+
+	// Requests planned after the refit follow the production lengths.
+	time.Sleep(700 * time.Millisecond)
+	after := 0
+	for _, r := range rec.byTarget("follower") {
+		if r.Planned.After(rf.LastSuccess) && r.Outcome == probe.OutcomeSuccess {
+			after++
+			if r.PromptTokens < 300 || r.OutputTokens < 20 {
+				t.Errorf("after the refit: prompt %d, output %d tokens; want production-like", r.PromptTokens, r.OutputTokens)
+				break
+			}
+		}
+	}
+	if after == 0 {
+		t.Error("no follower request after the refit")
+	}
+
+	if orphan.Refit == nil || orphan.Refit.Failures == 0 || orphan.Refit.Successes != 0 || orphan.Refit.Error == "" {
+		t.Errorf("unreachable Prometheus: %+v", orphan.Refit)
+	}
+	for _, r := range rec.byTarget("orphan") {
+		if r.PlannedPromptTokens > 40 {
+			t.Fatalf("a failed refit changed the workload: planned %d tokens", r.PlannedPromptTokens)
+		}
+	}
+}
