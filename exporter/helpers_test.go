@@ -35,6 +35,7 @@ workloads:
         weight: 0.3
         prompt_tokens: 512
         output_tokens: 32
+        turns: {count: 3, think_time: 1s}
   tiny:
     classes:
       - name: ping
@@ -211,6 +212,11 @@ func testStatus() []probe.TargetStatus {
 			Inflight: 64, MaxInflight: 64, LagP50: 2 * time.Second, LagP99: 9 * time.Second, Window: time.Minute,
 			Saturated: true, SaturationReason: "schedule lag p99 9s over 1m0s (max_lag 50ms)",
 			Warmup: true, Since: time.Now().Add(-10 * time.Second),
+			Refit: &probe.RefitStatus{
+				Source: `http://prometheus:9090 {job="vllm"}`, Successes: 3, Failures: 1, Requests: 1234,
+				LastSuccess: time.Now().Add(-time.Minute), Error: "no samples for vllm:request_prompt_tokens",
+				Prompt: [3]float64{700, 1500, 4000}, Output: [3]float64{60, 200, 900},
+			},
 		},
 	}
 }

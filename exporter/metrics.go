@@ -63,6 +63,7 @@ var (
 	targetModelClass   = []string{labelTarget, labelModel, labelClass}
 	requestsLabels     = []string{labelTarget, labelModel, labelClass, labelOutcome}
 	droppedLabels      = []string{labelTarget, labelReason}
+	conversationLabels = []string{labelTarget, labelClass, labelOutcome}
 	hitRatioDesc       = prometheus.NewDesc(namespace+"_prefix_cache_hit_ratio", "Observed prefix-cache hit ratio: server-reported cached prompt tokens / prompt tokens, over the sliding global.hit_ratio_window, of requests whose server reported cached tokens. Absent while the window holds no such request.", targetClassLabels, nil)
 	defaultRatioWindow = time.Duration(config.DefaultGlobal.HitRatioWindow)
 )
@@ -92,6 +93,7 @@ type Metrics struct {
 	promptTokensHist, outputTokensHist     *prometheus.HistogramVec // target, class
 	lengthError                            *prometheus.HistogramVec // target, class
 	lengthMismatch                         *prometheus.CounterVec   // target, class
+	conversations                          *prometheus.CounterVec   // target, class, outcome
 
 	mu    sync.Mutex // serialises SetConfig
 	state atomic.Pointer[metricsState]
@@ -123,6 +125,8 @@ type classSeries struct {
 	lengthError                        prometheus.Observer
 	lengthMismatch                     prometheus.Counter
 	hit                                *ratioWindow
+	// conversations is set only for multi-turn classes.
+	conversations *[len(probe.ConversationOutcomes)]prometheus.Counter
 }
 
 func histogramOpts(name, help string, buckets []float64) prometheus.HistogramOpts {
@@ -193,6 +197,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			lengthErrorBuckets), targetClassLabels),
 		lengthMismatch: prometheus.NewCounterVec(counterOpts("prompt_length_mismatch_total",
 			"Requests whose server-reported prompt length differs from the planned one by more than 2%."), targetClassLabels),
+		conversations: prometheus.NewCounterVec(counterOpts("conversations_total",
+			"Multi-turn conversations that ended, by outcome: completed (every turn succeeded), failed (a turn did not succeed), dropped (a turn could not be sent)."), conversationLabels),
 		now: time.Now,
 	}
 	m.state.Store(&metricsState{targets: map[string]*targetSeries{}, window: defaultRatioWindow})
@@ -209,6 +215,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.scheduled, m.sent, m.requests, m.dropped,
 		m.promptTokens, m.outputTokens, m.cachedToks, m.usageEstimated,
 		m.promptTokensHist, m.outputTokensHist, m.lengthError, m.lengthMismatch,
+		m.conversations,
 	}
 }
 
@@ -248,6 +255,12 @@ func (m *Metrics) SetConfig(cfg *config.Config) {
 				continue
 			}
 			cs := m.newClassSeries(t.Name, t.Model, c.Name)
+			if c.Turns != nil {
+				cs.conversations = new([len(probe.ConversationOutcomes)]prometheus.Counter)
+				for i, o := range probe.ConversationOutcomes {
+					cs.conversations[i] = m.conversations.WithLabelValues(t.Name, c.Name, string(o))
+				}
+			}
 			if prev != nil && prev.classes[c.Name] != nil && old.window == next.window {
 				cs.hit = prev.classes[c.Name].hit // keep the window's data across reloads
 			} else {
@@ -300,7 +313,7 @@ func (m *Metrics) modelVecs() []partialDeleter {
 
 // classVecs carry a class label.
 func (m *Metrics) classVecs() []partialDeleter {
-	return append(m.modelVecs(), m.scheduled, m.sent, m.promptTokensHist, m.outputTokensHist, m.lengthError, m.lengthMismatch)
+	return append(m.modelVecs(), m.scheduled, m.sent, m.promptTokensHist, m.outputTokensHist, m.lengthError, m.lengthMismatch, m.conversations)
 }
 
 func (m *Metrics) newClassSeries(target, model, class string) *classSeries {
@@ -360,6 +373,20 @@ func (m *Metrics) Dropped(target, class string, reason probe.DropReason) {
 	for i, r := range probe.DropReasons {
 		if r == reason {
 			ts.dropped[i].Inc()
+			return
+		}
+	}
+}
+
+// ConversationEnded implements probe.Observer.
+func (m *Metrics) ConversationEnded(target, class string, outcome probe.ConversationOutcome) {
+	cs := m.class(target, class)
+	if cs == nil || cs.conversations == nil {
+		return
+	}
+	for i, o := range probe.ConversationOutcomes {
+		if o == outcome {
+			cs.conversations[i].Inc()
 			return
 		}
 	}

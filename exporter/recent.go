@@ -162,6 +162,10 @@ func (r *Recent) Dropped(target, class string, reason probe.DropReason) {}
 // Sent implements probe.Observer; it does nothing.
 func (r *Recent) Sent(target, class string) {}
 
+// ConversationEnded implements probe.Observer; the turns themselves are
+// in the log.
+func (r *Recent) ConversationEnded(string, string, probe.ConversationOutcome) {}
+
 // Observe implements probe.Observer: it records the result, and logs it at
 // debug level when it failed.
 func (r *Recent) Observe(res *probe.Result) {

@@ -73,14 +73,17 @@ func NewReloader(load func() (*config.Config, error), logger *slog.Logger, reg p
 // Reload loads and validates the configuration and applies it. On any
 // error the running configuration is kept, llmprobe_config_last_reload_successful
 // drops to 0, and the error (naming file, line and field for a bad file)
-// is logged and returned.
+// is returned, and logged when a configuration is running (the first load's
+// error is the caller's to report).
 func (r *Reloader) Reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	err := r.reload()
 	if err != nil {
 		r.success.Set(0)
-		r.logger.Error("configuration not loaded; the running configuration is kept", "err", err)
+		if r.current.Load() != nil {
+			r.logger.Error("configuration not loaded; the running configuration is kept", "err", err)
+		}
 		return err
 	}
 	r.success.Set(1)

@@ -71,7 +71,7 @@ func TestReloadKeepsRunningConfigOnError(t *testing.T) {
 	if err == nil {
 		t.Fatal("Reload of a bad file succeeded")
 	}
-	for _, want := range []string{path, "targets[0].arrival.rate", ":28:"} {
+	for _, want := range []string{path, "targets[0].arrival.rate", ":29:"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}

@@ -1,6 +1,8 @@
 package exporter
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmprobe/llmprobe/probe"
@@ -17,6 +19,12 @@ var (
 		"1 while the target is in its warm-up period (after start or a config change); its requests are kept out of the latency histograms.", targetLabels, nil)
 	reuseTargetDesc = prometheus.NewDesc(namespace+"_prefix_reuse_target_ratio",
 		"Configured intent: the fraction of prompt tokens the workload class shares as prefixes a prefix cache could serve.", targetClassLabels, nil)
+	refitsDesc = prometheus.NewDesc(namespace+"_workload_refits_total",
+		"Refits of a target's length distributions from the served model's histograms (workload_from), by result; a failed refit keeps the previous distributions.", []string{labelTarget, "result"}, nil)
+	refitTimeDesc = prometheus.NewDesc(namespace+"_workload_refit_success_timestamp_seconds",
+		"When the target's length distributions were last refitted successfully (workload_from); 0 before the first success.", targetLabels, nil)
+	fittedTokensDesc = prometheus.NewDesc(namespace+"_workload_fitted_tokens",
+		"Percentiles (p50, p90, p99) of the length distributions a target currently draws from, as last refitted from the served model's histograms (workload_from).", []string{labelTarget, "kind", "percentile"}, nil)
 )
 
 // statusCollector exports the engine's point-in-time gauges at scrape
@@ -40,6 +48,9 @@ func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- saturatedDesc
 	ch <- warmupDesc
 	ch <- reuseTargetDesc
+	ch <- refitsDesc
+	ch <- refitTimeDesc
+	ch <- fittedTokensDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -55,6 +66,27 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, cl := range s.Classes {
 			ch <- prometheus.MustNewConstMetric(reuseTargetDesc, prometheus.GaugeValue, cl.ReuseIntent, s.Name, cl.Name)
 		}
+		if rf := s.Refit; rf != nil {
+			collectRefit(ch, s.Name, rf)
+		}
+	}
+}
+
+func collectRefit(ch chan<- prometheus.Metric, target string, rf *probe.RefitStatus) {
+	ch <- prometheus.MustNewConstMetric(refitsDesc, prometheus.CounterValue, float64(rf.Successes), target, "success")
+	ch <- prometheus.MustNewConstMetric(refitsDesc, prometheus.CounterValue, float64(rf.Failures), target, "failure")
+	ts := 0.0
+	if !rf.LastSuccess.IsZero() {
+		ts = float64(rf.LastSuccess.UnixNano()) / 1e9
+	}
+	ch <- prometheus.MustNewConstMetric(refitTimeDesc, prometheus.GaugeValue, ts, target)
+	if rf.Successes == 0 {
+		return
+	}
+	for i, q := range probe.RefitQuantiles {
+		qs := "p" + strconv.FormatFloat(100*q, 'g', -1, 64)
+		ch <- prometheus.MustNewConstMetric(fittedTokensDesc, prometheus.GaugeValue, rf.Prompt[i], target, "prompt", qs)
+		ch <- prometheus.MustNewConstMetric(fittedTokensDesc, prometheus.GaugeValue, rf.Output[i], target, "output", qs)
 	}
 }
 

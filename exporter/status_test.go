@@ -2,6 +2,7 @@ package exporter
 
 import (
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -61,5 +62,45 @@ func TestStatusCollectorNilFunc(t *testing.T) {
 	reg.MustRegister(NewStatusCollector(nil))
 	if mfs := gather(t, reg); len(mfs) != 0 {
 		t.Errorf("got %d families from a nil status func", len(mfs))
+	}
+}
+
+// A target that follows production (workload_from) exports its refits;
+// the fitted quantiles appear only after a success.
+func TestStatusCollectorRefit(t *testing.T) {
+	st := testStatus()[:1]
+	st[0].Refit = &probe.RefitStatus{Failures: 2}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewStatusCollector(func() []probe.TargetStatus { return st }))
+	mfs := gather(t, reg)
+	if s := series(mfs, "llmprobe_workload_refits_total", map[string]string{"target": "alpha", "result": "failure"}); s.GetCounter().GetValue() != 2 {
+		t.Errorf("failures = %v", s)
+	}
+	if n := countSeries(mfs, "llmprobe_workload_fitted_tokens", nil); n != 0 {
+		t.Errorf("%d fitted-token series before any success", n)
+	}
+	if s := series(mfs, "llmprobe_workload_refit_success_timestamp_seconds", map[string]string{"target": "alpha"}); s.GetGauge().GetValue() != 0 {
+		t.Errorf("timestamp before success = %v", s)
+	}
+
+	st[0].Refit = &probe.RefitStatus{Successes: 1, Failures: 2, LastSuccess: time.Unix(1700000000, 0), Prompt: [3]float64{700, 900, 990}, Output: [3]float64{60, 80, 99}}
+	mfs = gather(t, reg)
+	for _, w := range []struct {
+		labels map[string]string
+		value  float64
+	}{
+		{map[string]string{"target": "alpha", "kind": "prompt", "percentile": "p50"}, 700},
+		{map[string]string{"target": "alpha", "kind": "prompt", "percentile": "p99"}, 990},
+		{map[string]string{"target": "alpha", "kind": "output", "percentile": "p90"}, 80},
+	} {
+		if s := series(mfs, "llmprobe_workload_fitted_tokens", w.labels); s.GetGauge().GetValue() != w.value {
+			t.Errorf("fitted tokens %v = %v, want %v", w.labels, s, w.value)
+		}
+	}
+	if s := series(mfs, "llmprobe_workload_refit_success_timestamp_seconds", map[string]string{"target": "alpha"}); s.GetGauge().GetValue() != 1700000000 {
+		t.Errorf("timestamp = %v", s)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
 	}
 }

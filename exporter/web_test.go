@@ -189,6 +189,7 @@ func TestStatusPage(t *testing.T) {
 		"Recent failures", "Recent requests",
 		"&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;",
 		"http_&lt;b&gt;500&lt;/b&gt;",
+		"Follows production", "prompt p50/p90/p99 700/1500/4000", "The last refit failed", "no samples for vllm:request_prompt_tokens",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("status page lacks %q", want)
