@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/probe"
 )
@@ -44,6 +47,10 @@ type Options struct {
 	// StopWhenSaturated ends the sweep after the first stage whose load
 	// was not delivered (the harness or the target could not keep up).
 	StopWhenSaturated bool
+	// Tracer and Propagator, when set, trace every request as the daemon
+	// does (probe.Options).
+	Tracer     trace.Tracer
+	Propagator propagation.TextMapPropagator
 }
 
 // Run executes the stages one after another and returns the report. A
@@ -126,7 +133,8 @@ func stageConfig(base *config.Config, targets []*config.Target, rate float64, wa
 
 func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) ([]*StageReport, error) {
 	col := newCollector()
-	eng := probe.NewEngine(probe.Options{Logger: opts.Logger, Observer: col, UserAgent: "llmprobe-bench"})
+	eng := probe.NewEngine(probe.Options{Logger: opts.Logger, Observer: col, UserAgent: "llmprobe-bench",
+		Tracer: opts.Tracer, Propagator: opts.Propagator})
 	cpu0 := cpuTime()
 	start := time.Now()
 	if err := eng.Apply(cfg); err != nil {
@@ -192,6 +200,7 @@ type targetData struct {
 	scheduled, sent      int
 	dropped              map[probe.DropReason]int
 	outcomes             map[probe.Outcome]int
+	conversations        map[probe.ConversationOutcome]int
 	ttft, tpot, itl, e2e []float64
 	lag                  []float64
 	promptTokens         int
@@ -207,7 +216,7 @@ func newCollector() *collector { return &collector{targets: map[string]*targetDa
 func (c *collector) get(target string) *targetData {
 	d := c.targets[target]
 	if d == nil {
-		d = &targetData{dropped: map[probe.DropReason]int{}, outcomes: map[probe.Outcome]int{}}
+		d = &targetData{dropped: map[probe.DropReason]int{}, outcomes: map[probe.Outcome]int{}, conversations: map[probe.ConversationOutcome]int{}}
 		c.targets[target] = d
 	}
 	return d
@@ -228,6 +237,12 @@ func (c *collector) Dropped(target, _ string, reason probe.DropReason) {
 func (c *collector) Sent(target, _ string) {
 	c.mu.Lock()
 	c.get(target).sent++
+	c.mu.Unlock()
+}
+
+func (c *collector) ConversationEnded(target, _ string, outcome probe.ConversationOutcome) {
+	c.mu.Lock()
+	c.get(target).conversations[outcome]++
 	c.mu.Unlock()
 }
 
@@ -280,18 +295,19 @@ func (c *collector) report(target string, g config.Global) *StageReport {
 	defer c.mu.Unlock()
 	d := c.get(target)
 	sr := &StageReport{
-		Target:    target,
-		Scheduled: d.scheduled,
-		Sent:      d.sent,
-		Dropped:   maps.Clone(d.dropped),
-		Outcomes:  maps.Clone(d.outcomes),
-		Warmup:    d.warmup,
-		TTFT:      summarize(d.ttft),
-		TPOT:      summarize(d.tpot),
-		ITL:       summarize(d.itl),
-		E2E:       summarize(d.e2e),
-		Lag:       summarize(d.lag),
-		Estimated: d.estimated,
+		Target:        target,
+		Scheduled:     d.scheduled,
+		Sent:          d.sent,
+		Dropped:       maps.Clone(d.dropped),
+		Outcomes:      maps.Clone(d.outcomes),
+		Conversations: maps.Clone(d.conversations),
+		Warmup:        d.warmup,
+		TTFT:          summarize(d.ttft),
+		TPOT:          summarize(d.tpot),
+		ITL:           summarize(d.itl),
+		E2E:           summarize(d.e2e),
+		Lag:           summarize(d.lag),
+		Estimated:     d.estimated,
 	}
 	sr.promptTokens, sr.outputTokens = d.promptTokens, d.outputTokens
 	if d.cachedReported > 0 {

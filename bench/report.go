@@ -67,8 +67,10 @@ type StageReport struct {
 	Sent      int                      `json:"sent"`
 	Dropped   map[probe.DropReason]int `json:"dropped"`
 	Outcomes  map[probe.Outcome]int    `json:"outcomes"`
-	Warmup    int                      `json:"warmup_requests"`
-	Estimated int                      `json:"usage_estimated"`
+	// Conversations counts multi-turn conversations by outcome.
+	Conversations map[probe.ConversationOutcome]int `json:"conversations,omitempty"`
+	Warmup        int                               `json:"warmup_requests"`
+	Estimated     int                               `json:"usage_estimated"`
 
 	TTFT Quantiles `json:"ttft_seconds"`
 	TPOT Quantiles `json:"tpot_seconds"`

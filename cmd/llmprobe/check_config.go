@@ -13,7 +13,7 @@ import (
 
 func registerCheckConfig(app *kingpin.Application) command {
 	cmd := app.Command("check-config", "Validate configuration files; exit 1 with every problem (file:line:column: field: message) if any is invalid.")
-	files := cmd.Arg("file", "Configuration files to check.").Required().ExistingFiles()
+	files := cmd.Arg("file", "Configuration files to check.").Required().Strings()
 	return command{
 		clause: cmd,
 		run: func(_ context.Context, _ *slog.Logger) error {

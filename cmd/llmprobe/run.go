@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"reflect"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -20,6 +21,9 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/examples"
@@ -41,7 +45,7 @@ func registerRun(app *kingpin.Application) command {
 	o := &runOptions{}
 	cmd.Flag("config.file", "llmprobe configuration file.").Default("llmprobe.yml").StringVar(&o.configFile)
 	cmd.Flag("demo", "Start the built-in simulator on a loopback port and probe it with the embedded demo configuration (--config.file is ignored).").BoolVar(&o.demo)
-	cmd.Flag("probe.replicas", "Number of llmprobe replicas sharing every target's rate: this process sends rate/replicas (sum the replicas in Prometheus).").Default("1").IntVar(&o.replicas)
+	cmd.Flag("probe.replicas", "Number of llmprobe replicas sharing every target's rate: this process sends rate/replicas (sum the replicas in Prometheus).").Default("1").Envar("LLMPROBE_REPLICAS").IntVar(&o.replicas)
 	o.web = kingpinflag.AddFlags(cmd, ":9477")
 	return command{
 		clause: cmd,
@@ -63,18 +67,40 @@ func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
 
 	load := func() (*config.Config, error) { return config.LoadFile(o.configFile) }
 	if o.demo {
-		srv, base, err := sim.Listen("127.0.0.1:0", sim.DefaultConfig(), logger.With("component", "sim"))
+		srv, base, simTracing, err := startDemoSim(ctx, logger)
 		if err != nil {
-			return fmt.Errorf("starting the built-in simulator: %w", err)
+			return err
 		}
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_ = srv.Shutdown(sctx)
+			stopTracing(logger, simTracing)
 		}()
 		logger.Info("demo mode: probing the built-in simulator", "sim_url", base)
 		data := bytes.ReplaceAll(examples.Demo, []byte(examples.DemoURLPlaceholder), []byte(base+"/v1"))
 		load = func() (*config.Config, error) { return config.Load(data, "demo.yml (embedded)") }
+	}
+
+	// Tracing is set up once, from the configuration at start (the engine
+	// takes its tracer when it is built); a reload does not change it.
+	initial, err := load()
+	if err != nil {
+		return err
+	}
+	tracing, err := startTracing(ctx, logger, initial.Tracing, "llmprobe", "")
+	if err != nil {
+		return err
+	}
+	defer stopTracing(logger, tracing)
+	var tracer trace.Tracer
+	var propagator propagation.TextMapPropagator
+	if tracing != nil {
+		tracer, propagator = tracing.Tracer(), tracing.Propagator()
+		if initial.Tracing.RecordContent {
+			tracer = probe.RecordContent(tracer)
+			logger.Warn("tracing.record_content is on: prompt and completion text are recorded on spans")
+		}
 	}
 
 	reg := prometheus.NewRegistry()
@@ -83,13 +109,19 @@ func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		versioncollector.NewCollector("llmprobe"),
 	)
+	if tracing != nil {
+		reg.MustRegister(tracing)
+	}
 	metrics := exporter.NewMetrics(reg)
 	recent := exporter.NewRecent(logger)
 	engine := probe.NewEngine(probe.Options{
-		Logger:    logger,
-		Observer:  probe.Observers{metrics, recent},
-		Replicas:  o.replicas,
-		UserAgent: "llmprobe/" + version.Version,
+		Logger:     logger,
+		Observer:   probe.Observers{metrics, recent},
+		Replicas:   o.replicas,
+		UserAgent:  "llmprobe/" + version.Version,
+		Tracer:     tracer,
+		Propagator: propagator,
+		KeepText:   tracing != nil && initial.Tracing.RecordContent,
 	})
 	reg.MustRegister(exporter.NewStatusCollector(engine.Status))
 
@@ -98,6 +130,11 @@ func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
 	reloader := exporter.NewReloader(load, logger, reg,
 		exporter.Infallible(metrics.SetConfig),
 		exporter.Infallible(recent.SetConfig),
+		exporter.Infallible(func(c *config.Config) {
+			if !reflect.DeepEqual(c.Tracing, initial.Tracing) {
+				logger.Warn("the tracing section changed; it takes effect at the next restart")
+			}
+		}),
 		engine.Apply,
 	)
 	if err := reloader.Reload(); err != nil {
@@ -126,7 +163,6 @@ func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	var err error
 loop:
 	for {
 		select {
@@ -162,4 +198,70 @@ loop:
 	}
 	logger.Info("llmprobe stopped")
 	return nil
+}
+
+// startTracing starts the trace pipeline of one service (see
+// exporter.NewTracing) when tracing is enabled by cfg or the OTEL_*
+// environment; it returns nil otherwise. defaultName is service.name
+// unless the environment or cfg names the service; forcedName, when set,
+// wins over both.
+func startTracing(ctx context.Context, logger *slog.Logger, cfg config.Tracing, defaultName, forcedName string) (*exporter.Tracing, error) {
+	t, err := exporter.NewTracing(ctx, exporter.TracingOptions{
+		Config:             cfg,
+		DefaultServiceName: defaultName,
+		ServiceName:        forcedName,
+		ServiceVersion:     version.Version,
+		Logger:             logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	if t == nil {
+		return nil, nil
+	}
+	otel.SetErrorHandler(exporter.OTelErrorHandler(logger, time.Minute))
+	endpoint := t.Endpoint()
+	if endpoint == "" {
+		endpoint = "(exporter default)"
+	}
+	logger.Info("tracing requests over OTLP/gRPC", "service", t.ServiceName(), "endpoint", endpoint)
+	return t, nil
+}
+
+// stopTracing flushes and stops a trace pipeline (nil: nothing to do),
+// waiting at most 5s for the collector.
+func stopTracing(logger *slog.Logger, t *exporter.Tracing) {
+	if t == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := t.Shutdown(ctx); err != nil {
+		logger.Warn("tracing shutdown: some spans may not have been exported", "err", err)
+	}
+	if s := t.Stats(); s.DroppedFull+s.DroppedFailed > 0 {
+		logger.Warn("spans were dropped", "queue_full", s.DroppedFull, "export_failed", s.DroppedFailed, "exported", s.Exported)
+	}
+}
+
+// startDemoSim starts the built-in simulator of demo mode on a loopback
+// port. When tracing is enabled by the environment it traces as its own
+// service, llmprobe-sim, whatever OTEL_SERVICE_NAME says (that names the
+// daemon).
+func startDemoSim(ctx context.Context, logger *slog.Logger) (*sim.Server, string, *exporter.Tracing, error) {
+	simLogger := logger.With("component", "sim")
+	tracing, err := startTracing(ctx, simLogger, config.Tracing{}, "llmprobe-sim", "llmprobe-sim")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	cfg := sim.DefaultConfig()
+	if tracing != nil {
+		cfg.TracerProvider = tracing.TracerProvider()
+	}
+	srv, base, err := sim.Listen("127.0.0.1:0", cfg, simLogger)
+	if err != nil {
+		stopTracing(logger, tracing)
+		return nil, "", nil, fmt.Errorf("starting the built-in simulator: %w", err)
+	}
+	return srv, base, tracing, nil
 }

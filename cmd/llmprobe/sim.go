@@ -11,6 +11,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -76,6 +77,16 @@ func registerSim(app *kingpin.Application) command {
 }
 
 func runSim(ctx context.Context, logger *slog.Logger, addr string, cfg sim.Config) error {
+	// Server spans when the OTEL_* environment enables tracing (service
+	// llmprobe-sim unless OTEL_SERVICE_NAME names it).
+	tracing, err := startTracing(ctx, logger, config.Tracing{}, "llmprobe-sim", "")
+	if err != nil {
+		return err
+	}
+	defer stopTracing(logger, tracing)
+	if tracing != nil {
+		cfg.TracerProvider = tracing.TracerProvider()
+	}
 	s, err := sim.New(cfg, logger)
 	if err != nil {
 		return err
