@@ -1,0 +1,97 @@
+package examples_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/examples"
+	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/sim"
+)
+
+// collect is an Observer keeping results.
+type collect struct {
+	probe.Observers
+	results chan *probe.Result
+}
+
+func (c *collect) Observe(r *probe.Result) { c.results <- r }
+
+// Every shipped configuration validates, and every catalog workload runs
+// against the built-in simulator: its target (pointed at the simulator,
+// rate raised so a short run sends some requests) gets successful answers
+// whose prompt lengths are what the workload planned.
+func TestCatalog(t *testing.T) {
+	files, err := filepath.Glob("workloads/*.yml")
+	if err != nil || len(files) < 4 {
+		t.Fatalf("catalog: %v %v", files, err)
+	}
+	cfg := sim.DefaultConfig()
+	cfg.ZeroLatency = true
+	cfg.MaxModelLen = 1 << 17
+	srv, base, err := sim.Listen("127.0.0.1:0", cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+
+	demo, err := config.Load(bytes.ReplaceAll(examples.Demo, []byte(examples.DemoURLPlaceholder), []byte(base+"/v1")), "demo.yml")
+	if err != nil {
+		t.Fatalf("embedded demo: %v", err)
+	}
+	files = append(files, "demo.yml")
+
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			c := demo
+			if f != "demo.yml" {
+				if c, err = config.LoadFile(f); err != nil {
+					t.Fatalf("check-config: %v", err)
+				}
+			}
+			data, _ := os.ReadFile(f)
+			if f != "demo.yml" && !bytes.Contains(data, []byte("Where the numbers come from")) {
+				t.Errorf("%s does not say where its numbers come from", f)
+			}
+			c.Global.Warmup = 0
+			for _, tg := range c.Targets {
+				tg.URL = base + "/v1"
+				tg.Arrival.Rate = 20
+				tg.MaxInflight = 1000
+			}
+			obs := &collect{results: make(chan *probe.Result, 10000)}
+			e := probe.NewEngine(probe.Options{Observer: obs})
+			if err := e.Apply(c); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(700 * time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := e.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			close(obs.results)
+			n, off := 0, 0
+			for r := range obs.results {
+				n++
+				if r.Outcome != probe.OutcomeSuccess {
+					t.Fatalf("%s: outcome %s/%s: %s", r.Class, r.Outcome, r.ErrorType, r.Error)
+				}
+				// Requests sent before /tokenize answered may miss by the
+				// chat template's few tokens.
+				if d := r.PromptTokens - r.PlannedPromptTokens; d*50 > r.PlannedPromptTokens || -d*50 > r.PlannedPromptTokens {
+					off++
+					t.Logf("%s turn %d: prompt %d tokens, planned %d", r.Class, r.Turn, r.PromptTokens, r.PlannedPromptTokens)
+				}
+			}
+			if n < 5 || off*10 > n {
+				t.Errorf("%d requests, %d with a prompt length more than 2%% off the plan", n, off)
+			}
+		})
+	}
+}
