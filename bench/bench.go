@@ -12,6 +12,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -132,7 +133,7 @@ func stageConfig(base *config.Config, targets []*config.Target, rate float64, wa
 }
 
 func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) ([]*StageReport, error) {
-	col := newCollector()
+	col := newCollector(cfg, int(1.2*st.Rate*st.Duration.Seconds())+16)
 	eng := probe.NewEngine(probe.Options{Logger: opts.Logger, Observer: col, UserAgent: "llmprobe-bench",
 		Tracer: opts.Tracer, Propagator: opts.Propagator})
 	cpu0 := cpuTime()
@@ -190,15 +191,18 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// collector is the Observer of a stage: it keeps every measurement.
+// collector is the Observer of a stage: it keeps every measurement. The
+// arrival loop's events (scheduled, dropped, sent) only touch atomics, so
+// the loop never waits behind a result being recorded.
 type collector struct {
-	mu      sync.Mutex
-	targets map[string]*targetData
+	targets map[string]*targetData // fixed before the stage starts
 }
 
 type targetData struct {
-	scheduled, sent      int
-	dropped              map[probe.DropReason]int
+	scheduled, sent atomic.Int64
+	dropped         [len(probe.DropReasons)]atomic.Int64
+
+	mu                   sync.Mutex // guards the rest
 	outcomes             map[probe.Outcome]int
 	conversations        map[probe.ConversationOutcome]int
 	ttft, tpot, itl, e2e []float64
@@ -211,45 +215,60 @@ type targetData struct {
 	warmup               int
 }
 
-func newCollector() *collector { return &collector{targets: map[string]*targetData{}} }
-
-func (c *collector) get(target string) *targetData {
-	d := c.targets[target]
-	if d == nil {
-		d = &targetData{dropped: map[probe.DropReason]int{}, outcomes: map[probe.Outcome]int{}, conversations: map[probe.ConversationOutcome]int{}}
-		c.targets[target] = d
+// newCollector prepares for the targets of cfg, with room for about
+// expected results each.
+func newCollector(cfg *config.Config, expected int) *collector {
+	c := &collector{targets: map[string]*targetData{}}
+	for _, t := range cfg.Targets {
+		c.targets[t.Name] = &targetData{
+			outcomes:      map[probe.Outcome]int{},
+			conversations: map[probe.ConversationOutcome]int{},
+			ttft:          make([]float64, 0, expected),
+			e2e:           make([]float64, 0, expected),
+			tpot:          make([]float64, 0, expected),
+			lag:           make([]float64, 0, expected),
+		}
 	}
-	return d
+	return c
 }
 
 func (c *collector) Scheduled(target, _ string) {
-	c.mu.Lock()
-	c.get(target).scheduled++
-	c.mu.Unlock()
+	if d := c.targets[target]; d != nil {
+		d.scheduled.Add(1)
+	}
 }
 
 func (c *collector) Dropped(target, _ string, reason probe.DropReason) {
-	c.mu.Lock()
-	c.get(target).dropped[reason]++
-	c.mu.Unlock()
+	if d := c.targets[target]; d != nil {
+		for i, r := range probe.DropReasons {
+			if r == reason {
+				d.dropped[i].Add(1)
+			}
+		}
+	}
 }
 
 func (c *collector) Sent(target, _ string) {
-	c.mu.Lock()
-	c.get(target).sent++
-	c.mu.Unlock()
+	if d := c.targets[target]; d != nil {
+		d.sent.Add(1)
+	}
 }
 
 func (c *collector) ConversationEnded(target, _ string, outcome probe.ConversationOutcome) {
-	c.mu.Lock()
-	c.get(target).conversations[outcome]++
-	c.mu.Unlock()
+	if d := c.targets[target]; d != nil {
+		d.mu.Lock()
+		d.conversations[outcome]++
+		d.mu.Unlock()
+	}
 }
 
 func (c *collector) Observe(r *probe.Result) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	d := c.get(r.Target)
+	d := c.targets[r.Target]
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.outcomes[r.Outcome]++
 	d.lag = append(d.lag, r.ScheduleLag.Seconds())
 	if r.Warmup {
@@ -281,24 +300,28 @@ func (c *collector) Observe(r *probe.Result) {
 }
 
 func (c *collector) totalSent() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	n := 0
 	for _, d := range c.targets {
-		n += d.sent
+		n += int(d.sent.Load())
 	}
 	return n
 }
 
 func (c *collector) report(target string, g config.Global) *StageReport {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	d := c.get(target)
+	d := c.targets[target]
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	dropped := map[probe.DropReason]int{}
+	for i, r := range probe.DropReasons {
+		if n := d.dropped[i].Load(); n > 0 {
+			dropped[r] = int(n)
+		}
+	}
 	sr := &StageReport{
 		Target:        target,
-		Scheduled:     d.scheduled,
-		Sent:          d.sent,
-		Dropped:       maps.Clone(d.dropped),
+		Scheduled:     int(d.scheduled.Load()),
+		Sent:          int(d.sent.Load()),
+		Dropped:       dropped,
 		Outcomes:      maps.Clone(d.outcomes),
 		Conversations: maps.Clone(d.conversations),
 		Warmup:        d.warmup,

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -28,7 +29,10 @@ import (
 // the machine's cores as they would in production, and each process' CPU
 // is measured on its own.
 
-const simChildEnv = "LLMPROBE_BENCH_SIM_CHILD"
+const (
+	simChildEnv  = "LLMPROBE_BENCH_SIM_CHILD"
+	simConfigEnv = "LLMPROBE_BENCH_SIM_CONFIG"
+)
 
 func TestMain(m *testing.M) {
 	if os.Getenv(simChildEnv) != "" {
@@ -37,13 +41,22 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// simChild serves a zero-latency simulator until stdin closes or SIGTERM.
+// simChild serves a simulator until stdin closes or SIGTERM: the one in
+// the file simConfigEnv names, else a zero-latency one sized so it never
+// queues.
 func simChild() int {
 	cfg := sim.DefaultConfig()
 	cfg.ZeroLatency = true
 	cfg.MaxNumSeqs = 4096
 	cfg.MaxNumBatchedTokens = 1 << 20
 	cfg.NumKVBlocks = 1 << 20
+	if f := os.Getenv(simConfigEnv); f != "" {
+		var err error
+		if cfg, err = sim.LoadConfigFile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	srv, base, err := sim.Listen("127.0.0.1:0", cfg, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -72,10 +85,22 @@ type simProcess struct {
 	base string
 }
 
-func startSimProcess(b *testing.B) *simProcess {
+// startSimProcess runs the simulator in a child process; simConfig, when
+// not empty, is the YAML of its configuration.
+func startSimProcess(b *testing.B, simConfig ...string) *simProcess {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
 	cmd.Env = append(os.Environ(), simChildEnv+"=1")
+	if len(simConfig) > 0 {
+		f := filepath.Join(b.TempDir(), "sim.yml")
+		if err := os.WriteFile(f, []byte(simConfig[0]), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		cmd.Env = append(cmd.Env, simConfigEnv+"="+f)
+	}
+	if g := os.Getenv("LLMPROBE_BENCH_SIM_GOMAXPROCS"); g != "" {
+		cmd.Env = append(cmd.Env, "GOMAXPROCS="+g)
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
