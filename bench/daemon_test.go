@@ -122,7 +122,7 @@ func BenchmarkDaemonMemory(b *testing.B) {
 		b.Logf("500 req/s for 2 min (%d requests sent): heap after GC at 30/60/90/120 s: %s; goroutines: %v; heap 120 s / 30 s = %.3f, goroutines 120 s / 30 s = %.3f",
 			st.Sent, fmtMiB(heaps), gors, float64(heaps[3])/float64(heaps[0]), float64(gors[3])/float64(gors[0]))
 		b.ReportMetric(float64(heaps[3])/float64(heaps[0]), "heap_growth")
-		}
+	}
 }
 
 func fmtMiB(v []uint64) string {
