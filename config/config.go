@@ -227,6 +227,9 @@ type Target struct {
 	// PromptFormat is "text", or "token_ids" (completions API only) to
 	// send prompts as token-id lists, whose length is exact.
 	PromptFormat string `yaml:"prompt_format"`
+	// Provider is the gen_ai.provider.name on the target's spans ("openai"
+	// when empty: the wire protocol), e.g. "azure.ai.openai".
+	Provider string `yaml:"provider,omitempty"`
 	// WorkloadFrom refits the workload's length distributions from the
 	// served model's own histograms (nil: the workload as configured).
 	WorkloadFrom *WorkloadFrom `yaml:"workload_from,omitempty"`

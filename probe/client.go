@@ -2,6 +2,7 @@ package probe
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -106,6 +107,14 @@ type ClientConfig struct {
 	// text; reasoning is left out) in Result.Completion, for conversation
 	// history. Otherwise the text is never accumulated.
 	KeepText bool
+	// RecordContent records prompt and completion text on the spans, as
+	// the GenAI conventions' opt-in gen_ai.input.messages and
+	// gen_ai.output.messages attributes (structured; each text cut at 16
+	// KiB). It implies KeepText. Off by default: prompts may be private.
+	RecordContent bool
+	// Provider is the span's gen_ai.provider.name (DefaultProvider when
+	// empty), e.g. "azure.ai.openai" for Azure OpenAI.
+	Provider string
 	// Tracer, when not nil, gets one CLIENT span per request.
 	Tracer trace.Tracer
 	// Propagator, when not nil, injects the span context (W3C traceparent)
@@ -122,6 +131,8 @@ type Client struct {
 	timeout        time.Duration
 	userAgent      string
 	keepText       bool
+	recordContent  bool
+	provider       string
 	tracer         trace.Tracer
 	propagator     propagation.TextMapPropagator
 	serverAddress  string
@@ -156,7 +167,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		completionsURL: endpoint("/completions"),
 		timeout:        cfg.Timeout,
 		userAgent:      cfg.UserAgent,
-		keepText:       cfg.KeepText,
+		keepText:       cfg.KeepText || cfg.RecordContent,
+		recordContent:  cfg.RecordContent,
+		provider:       cmp.Or(cfg.Provider, DefaultProvider),
 		tracer:         cfg.Tracer,
 		propagator:     cfg.Propagator,
 		serverAddress:  u.Hostname(),
@@ -253,7 +266,7 @@ func (c *Client) Do(ctx context.Context, req *Request, res *Result) {
 	res.MaxTokens, res.Sampling = req.MaxTokens, req.Sampling
 	spanCtx, span := c.startSpan(ctx, req, res)
 	c.do(ctx, spanCtx, span, req, res)
-	endSpan(span, res)
+	c.endSpan(span, res)
 }
 
 // resetMeasurements clears what Do fills.

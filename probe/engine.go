@@ -34,8 +34,10 @@ type Options struct {
 	// Tracer starts one span per request; nil disables tracing at no cost.
 	Tracer     trace.Tracer
 	Propagator propagation.TextMapPropagator
-	// KeepText keeps completion text on results (status page opt-in).
-	KeepText bool
+	// RecordContent records prompt and completion text on the spans
+	// (tracing.record_content); off, no text is kept beyond what a
+	// conversation's history needs.
+	RecordContent bool
 }
 
 // Engine runs one runner per configured target and reconciles them with
@@ -127,13 +129,14 @@ func (e *Engine) newRunner(spec runnerSpec) (*runner, error) {
 		return nil, fmt.Errorf("http_client_config: %w", err)
 	}
 	client, err := NewClient(ClientConfig{
-		BaseURL:    t.URL,
-		HTTPClient: httpClient,
-		Timeout:    spec.Timeout,
-		UserAgent:  e.opts.UserAgent,
-		KeepText:   e.opts.KeepText,
-		Tracer:     e.opts.Tracer,
-		Propagator: e.opts.Propagator,
+		BaseURL:       t.URL,
+		HTTPClient:    httpClient,
+		Timeout:       spec.Timeout,
+		UserAgent:     e.opts.UserAgent,
+		RecordContent: e.opts.RecordContent,
+		Provider:      t.Provider,
+		Tracer:        e.opts.Tracer,
+		Propagator:    e.opts.Propagator,
 	})
 	if err != nil {
 		return nil, err

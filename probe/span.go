@@ -38,7 +38,7 @@ import (
 //
 // An event "gen_ai.first_token" marks the first token-bearing event, at
 // its arrival instant (Start + TTFT). Prompt and completion text are
-// recorded only through a Tracer wrapped by RecordContent.
+// recorded only with ClientConfig.RecordContent.
 
 // Attribute keys that are llmprobe's own.
 const (
@@ -57,13 +57,13 @@ const (
 // FirstTokenEvent is the name of the span event at the first token.
 const FirstTokenEvent = "gen_ai.first_token"
 
-// providerName is the gen_ai.provider.name of every request: llmprobe
-// speaks the OpenAI wire protocol, and, like OpenAI's own client
+// DefaultProvider is the gen_ai.provider.name of a target that sets none:
+// llmprobe speaks the OpenAI wire protocol, and, like OpenAI's own client
 // instrumentations, reports "openai" whatever server implements it
 // (server.address tells which).
-const providerName = "openai"
+const DefaultProvider = "openai"
 
-// maxContentBytes bounds each text recorded with RecordContent, so that a
+// maxContentBytes bounds each text recorded with ClientConfig.RecordContent, so that a
 // long prompt cannot make a span too large to export.
 const maxContentBytes = 16 << 10
 
@@ -74,25 +74,6 @@ func operationName(api API) string {
 	}
 	return "chat"
 }
-
-// RecordContent returns a Tracer that starts the same spans as t and also
-// records prompt and completion text on them, as the GenAI conventions'
-// opt-in gen_ai.input.messages and gen_ai.output.messages attributes (in
-// structured form; each text cut at 16 KiB). The completion is recorded
-// only when the client keeps text (ClientConfig.KeepText, Options.KeepText).
-// It returns nil for a nil t.
-func RecordContent(t trace.Tracer) trace.Tracer {
-	if t == nil {
-		return nil
-	}
-	return contentTracer{t}
-}
-
-// contentTracer marks a tracer whose spans record content; its spans are
-// wrapped in contentSpan so that endSpan knows.
-type contentTracer struct{ trace.Tracer }
-
-type contentSpan struct{ trace.Span }
 
 // startSpan starts the CLIENT span of a request, named
 // "{gen_ai.operation.name} {gen_ai.request.model}". It returns ctx and a
@@ -106,7 +87,7 @@ func (c *Client) startSpan(ctx context.Context, req *Request, res *Result) (cont
 	kv := make([]attribute.KeyValue, 0, 20)
 	kv = append(kv,
 		semconv.GenAIOperationNameKey.String(op),
-		semconv.GenAIProviderNameKey.String(providerName),
+		semconv.GenAIProviderNameKey.String(c.provider),
 		semconv.GenAIRequestModelKey.String(req.Model),
 		semconv.ServerAddress(c.serverAddress),
 		semconv.ServerPort(c.serverPort),
@@ -141,8 +122,7 @@ func (c *Client) startSpan(ctx context.Context, req *Request, res *Result) (cont
 	if res.Warmup {
 		kv = append(kv, attrWarmup.Bool(true))
 	}
-	_, content := c.tracer.(contentTracer)
-	if content {
+	if c.recordContent {
 		if msgs, ok := inputMessages(req); ok {
 			kv = append(kv, msgs)
 		}
@@ -150,9 +130,6 @@ func (c *Client) startSpan(ctx context.Context, req *Request, res *Result) (cont
 	ctx, span := c.tracer.Start(ctx, op+" "+req.Model,
 		trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(kv...))
-	if content {
-		span = contentSpan{span}
-	}
 	return ctx, span
 }
 
@@ -176,7 +153,7 @@ func spanFirstToken(span trace.Span, at time.Time) {
 // endSpan records what is known only at the end (response, usage, TTFT,
 // outcome) on the span and ends it; res.TraceID is set when the span is
 // sampled (it becomes the exemplar of the result's observations).
-func endSpan(span trace.Span, res *Result) {
+func (c *Client) endSpan(span trace.Span, res *Result) {
 	if span == nil {
 		return
 	}
@@ -226,7 +203,7 @@ func endSpan(span trace.Span, res *Result) {
 			kv = append(kv, attrError.String(res.Error))
 		}
 	}
-	if _, ok := span.(contentSpan); ok && res.Completion != "" {
+	if c.recordContent && res.Completion != "" {
 		kv = append(kv, outputMessages(res))
 	}
 	span.SetAttributes(kv...)

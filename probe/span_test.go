@@ -275,11 +275,9 @@ func TestSpanContent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec, tp := recordingTracer(sdktrace.AlwaysSample())
-			var tracer trace.Tracer = tp.Tracer("test")
-			if tc.record {
-				tracer = RecordContent(tracer)
-			}
-			c := spanClient(t, srv.URL+"/v1", tracer, func(cfg *ClientConfig) { cfg.KeepText = tc.keepText })
+			c := spanClient(t, srv.URL+"/v1", tp.Tracer("test"), func(cfg *ClientConfig) {
+				cfg.KeepText, cfg.RecordContent = tc.keepText, tc.record
+			})
 			res := spanResult()
 			c.Do(context.Background(), spanRequest(), res)
 			expectOutcome(t, res, OutcomeSuccess, "")
@@ -316,9 +314,6 @@ func TestSpanContent(t *testing.T) {
 				t.Errorf("gen_ai.output.messages = %s\nwant %s", out.Emit(), wantOut.Emit())
 			}
 		})
-	}
-	if RecordContent(nil) != nil {
-		t.Error("RecordContent(nil) should stay nil (no tracing)")
 	}
 }
 
@@ -394,8 +389,19 @@ func BenchmarkSpan(b *testing.B) {
 			for b.Loop() {
 				_, span := c.startSpan(ctx, req, res)
 				spanFirstToken(span, res.Start)
-				endSpan(span, res)
+				c.endSpan(span, res)
 			}
 		})
+	}
+}
+
+// A target may name its provider (gen_ai.provider.name).
+func TestSpanProvider(t *testing.T) {
+	srv, _ := spanServer(t)
+	rec, tp := recordingTracer(sdktrace.AlwaysSample())
+	c := spanClient(t, srv.URL+"/v1", tp.Tracer("test"), func(cfg *ClientConfig) { cfg.Provider = "azure.ai.openai" })
+	c.Do(context.Background(), spanRequest(), spanResult())
+	if got := attrMap(onlySpan(t, rec))["gen_ai.provider.name"]; got.AsString() != "azure.ai.openai" {
+		t.Errorf("gen_ai.provider.name = %q", got.AsString())
 	}
 }

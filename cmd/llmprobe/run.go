@@ -98,7 +98,6 @@ func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
 	if tracing != nil {
 		tracer, propagator = tracing.Tracer(), tracing.Propagator()
 		if initial.Tracing.RecordContent {
-			tracer = probe.RecordContent(tracer)
 			logger.Warn("tracing.record_content is on: prompt and completion text are recorded on spans")
 		}
 	}
@@ -115,13 +114,13 @@ func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
 	metrics := exporter.NewMetrics(reg)
 	recent := exporter.NewRecent(logger)
 	engine := probe.NewEngine(probe.Options{
-		Logger:     logger,
-		Observer:   probe.Observers{metrics, recent},
-		Replicas:   o.replicas,
-		UserAgent:  "llmprobe/" + version.Version,
-		Tracer:     tracer,
-		Propagator: propagator,
-		KeepText:   tracing != nil && initial.Tracing.RecordContent,
+		Logger:        logger,
+		Observer:      probe.Observers{metrics, recent},
+		Replicas:      o.replicas,
+		UserAgent:     "llmprobe/" + version.Version,
+		Tracer:        tracer,
+		Propagator:    propagator,
+		RecordContent: tracing != nil && initial.Tracing.RecordContent,
 	})
 	reg.MustRegister(exporter.NewStatusCollector(engine.Status))
 
