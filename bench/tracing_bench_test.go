@@ -10,16 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/grpc"
 
 	"github.com/llmprobe/llmprobe/bench"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/exporter"
+	"github.com/llmprobe/llmprobe/internal/otlptest"
 )
 
 // BenchmarkTracingOverhead measures what tracing costs the daemon: the
@@ -47,22 +44,6 @@ var (
 	tracingRounds   = flag.Int("tracing.rounds", 2, "times BenchmarkTracingOverhead runs each mode")
 )
 
-type otlpSink struct {
-	collectortrace.UnimplementedTraceServiceServer
-	spans atomic.Int64
-}
-
-func (s *otlpSink) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
-	n := 0
-	for _, rs := range req.GetResourceSpans() {
-		for _, ss := range rs.GetScopeSpans() {
-			n += len(ss.GetSpans())
-		}
-	}
-	s.spans.Add(int64(n))
-	return &collectortrace.ExportTraceServiceResponse{}, nil
-}
-
 // otlpChild serves an OTLP/gRPC trace receiver until stdin closes, then
 // prints how many spans it received.
 func otlpChild() int {
@@ -71,14 +52,11 @@ func otlpChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	sink := &otlpSink{}
-	srv := grpc.NewServer()
-	collectortrace.RegisterTraceServiceServer(srv, sink)
-	go func() { _ = srv.Serve(l) }()
-	fmt.Println(l.Addr().String())
+	sink, stop := otlptest.Serve(l)
+	fmt.Println(sink.Addr)
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // EOF when the parent is done
-	srv.GracefulStop()
-	fmt.Println(sink.spans.Load())
+	stop()
+	fmt.Println(sink.Count())
 	return 0
 }
 

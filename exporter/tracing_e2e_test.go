@@ -16,6 +16,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/otlptest"
 	"github.com/llmprobe/llmprobe/internal/promtest"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/sim"
@@ -36,12 +37,12 @@ func TestTracingEndToEnd(t *testing.T) {
 	clearOTelEnv(t)
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100") // export within the test's time
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	recv := startReceiver(t)
+	recv := otlptest.Start(t)
 
 	// The simulator: real timing, some injected failures.
 	insecure := true
 	simTr, err := NewTracing(context.Background(), TracingOptions{
-		Config: config.Tracing{Endpoint: recv.addr, Insecure: &insecure}, ServiceName: "llmprobe-sim", Logger: logger})
+		Config: config.Tracing{Endpoint: recv.Addr, Insecure: &insecure}, ServiceName: "llmprobe-sim", Logger: logger})
 	if err != nil || simTr == nil {
 		t.Fatalf("simulator tracing: %v %v", simTr, err)
 	}
@@ -70,7 +71,7 @@ targets:
 tracing:
   endpoint: %s
   insecure: true
-`, base, recv.addr))
+`, base, recv.Addr))
 	cfg, err := config.LoadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -145,23 +146,23 @@ tracing:
 	}
 
 	// --- the spans ---
-	spans := recv.received()
+	spans := recv.Spans()
 	client := map[string]*tracepb.Span{} // span id -> span
 	traces := map[string]bool{}
 	var server []*tracepb.Span
 	children := map[string][]string{} // server span id -> child names
 	for _, rs := range spans {
-		s := rs.span
+		s := rs.Span
 		switch {
-		case rs.service == "llmprobe" && s.GetKind() == tracepb.Span_SPAN_KIND_CLIENT:
+		case rs.Service == "llmprobe" && s.GetKind() == tracepb.Span_SPAN_KIND_CLIENT:
 			client[traceIDHex(s.GetSpanId())] = s
 			traces[traceIDHex(s.GetTraceId())] = true
-		case rs.service == "llmprobe-sim" && s.GetKind() == tracepb.Span_SPAN_KIND_SERVER:
+		case rs.Service == "llmprobe-sim" && s.GetKind() == tracepb.Span_SPAN_KIND_SERVER:
 			server = append(server, s)
-		case rs.service == "llmprobe-sim":
+		case rs.Service == "llmprobe-sim":
 			children[traceIDHex(s.GetParentSpanId())] = append(children[traceIDHex(s.GetParentSpanId())], s.GetName())
 		default:
-			t.Errorf("unexpected span %q kind %v from service %q", s.GetName(), s.GetKind(), rs.service)
+			t.Errorf("unexpected span %q kind %v from service %q", s.GetName(), s.GetKind(), rs.Service)
 		}
 	}
 	if len(client) < 40 {

@@ -17,73 +17,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.opentelemetry.io/otel"
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/grpc"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/otlptest"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
-// otlpReceiver is a real OTLP/gRPC trace receiver (the collector's trace
-// service from go.opentelemetry.io/proto/otlp) on a loopback port. It
-// keeps every span it receives with its service.name.
-type otlpReceiver struct {
-	collectortrace.UnimplementedTraceServiceServer
-	addr string
-
-	mu    sync.Mutex
-	spans []receivedSpan
-	calls int
-}
-
-type receivedSpan struct {
-	service string
-	span    *tracepb.Span
-}
-
-func startReceiver(t *testing.T) *otlpReceiver {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &otlpReceiver{addr: l.Addr().String()}
-	srv := grpc.NewServer()
-	collectortrace.RegisterTraceServiceServer(srv, r)
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(srv.Stop)
-	return r
-}
-
-// Export implements collectortrace.TraceServiceServer.
-func (r *otlpReceiver) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.calls++
-	for _, rs := range req.GetResourceSpans() {
-		service := ""
-		for _, kv := range rs.GetResource().GetAttributes() {
-			if kv.GetKey() == "service.name" {
-				service = kv.GetValue().GetStringValue()
-			}
-		}
-		for _, ss := range rs.GetScopeSpans() {
-			for _, s := range ss.GetSpans() {
-				r.spans = append(r.spans, receivedSpan{service: service, span: s})
-			}
-		}
-	}
-	return &collectortrace.ExportTraceServiceResponse{}, nil
-}
-
-func (r *otlpReceiver) received() []receivedSpan {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.spans)
-}
 
 func spanAttr(s *tracepb.Span, key string) (string, bool) {
 	for _, kv := range s.GetAttributes() {
@@ -483,13 +425,13 @@ llmprobe_trace_spans_exported_total 0
 func TestTracingSamplingRatioZero(t *testing.T) {
 	clearOTelEnv(t)
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
-	recv := startReceiver(t)
+	recv := otlptest.Start(t)
 	insecure, zero := true, 0.0
-	tr, err := NewTracing(context.Background(), TracingOptions{Config: config.Tracing{Endpoint: recv.addr, Insecure: &insecure, SamplingRatio: &zero}})
+	tr, err := NewTracing(context.Background(), TracingOptions{Config: config.Tracing{Endpoint: recv.Addr, Insecure: &insecure, SamplingRatio: &zero}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	simTr, err := NewTracing(context.Background(), TracingOptions{Config: config.Tracing{Endpoint: recv.addr, Insecure: &insecure}, ServiceName: "llmprobe-sim"})
+	simTr, err := NewTracing(context.Background(), TracingOptions{Config: config.Tracing{Endpoint: recv.Addr, Insecure: &insecure}, ServiceName: "llmprobe-sim"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +462,7 @@ func TestTracingSamplingRatioZero(t *testing.T) {
 	if err := simTr.Shutdown(ctx); err != nil {
 		t.Error(err)
 	}
-	if n := len(recv.received()); n != 0 {
+	if n := len(recv.Spans()); n != 0 {
 		t.Errorf("%d spans exported at sampling ratio 0 (the simulator must follow the caller's decision too)", n)
 	}
 	srv := httptest.NewServer(NewHandler(WebOptions{Logger: logger, Gatherer: reg}))

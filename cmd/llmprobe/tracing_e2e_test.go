@@ -11,15 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/exporter-toolkit/web"
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/grpc"
 
+	"github.com/llmprobe/llmprobe/internal/otlptest"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -28,69 +26,16 @@ import (
 // services, and their spans join in one trace. (The spans' content, the
 // exemplars and Prometheus are covered by exporter's end-to-end test.)
 
-// spanSink is an OTLP/gRPC trace receiver on a loopback port that keeps
-// each span with its service.name.
-type spanSink struct {
-	collectortrace.UnimplementedTraceServiceServer
-	addr  string
-	mu    sync.Mutex
-	spans []sinkSpan
-}
-
-type sinkSpan struct {
-	service string
-	span    *tracepb.Span
-}
-
-func startSpanSink(t *testing.T) *spanSink {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &spanSink{addr: l.Addr().String()}
-	g := grpc.NewServer()
-	collectortrace.RegisterTraceServiceServer(g, s)
-	go func() { _ = g.Serve(l) }()
-	t.Cleanup(g.Stop)
-	return s
-}
-
-// Export implements collectortrace.TraceServiceServer.
-func (s *spanSink) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, rs := range req.GetResourceSpans() {
-		service := ""
-		for _, kv := range rs.GetResource().GetAttributes() {
-			if kv.GetKey() == "service.name" {
-				service = kv.GetValue().GetStringValue()
-			}
-		}
-		for _, ss := range rs.GetScopeSpans() {
-			for _, sp := range ss.GetSpans() {
-				s.spans = append(s.spans, sinkSpan{service, sp})
-			}
-		}
-	}
-	return &collectortrace.ExportTraceServiceResponse{}, nil
-}
-
-func (s *spanSink) received() []sinkSpan {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]sinkSpan(nil), s.spans...)
-}
 
 // tracingEnv points the OTEL_* environment at the sink, and clears what
 // could change the outcome.
-func tracingEnv(t *testing.T, sink *spanSink) {
+func tracingEnv(t *testing.T, sink *otlptest.Receiver) {
 	for _, k := range []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
 		"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
 		"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_BSP_MAX_QUEUE_SIZE", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"} {
 		t.Setenv(k, "")
 	}
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+sink.addr)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+sink.Addr)
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
 }
 
@@ -107,7 +52,7 @@ func freeAddr(t *testing.T) string {
 // TestRunAndSimTrace runs `llmprobe sim` and `llmprobe run` (their run
 // functions, in this process) with tracing enabled by the environment.
 func TestRunAndSimTrace(t *testing.T) {
-	sink := startSpanSink(t)
+	sink := otlptest.Start(t)
 	tracingEnv(t, sink)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -157,12 +102,12 @@ targets:
 	waitDone(t, "llmprobe sim", simDone)
 
 	clients := map[string]bool{}
-	var servers []sinkSpan
-	for _, s := range sink.received() {
+	var servers []otlptest.Span
+	for _, s := range sink.Spans() {
 		switch {
-		case s.service == "llmprobe" && s.span.GetKind() == tracepb.Span_SPAN_KIND_CLIENT:
-			clients[hex.EncodeToString(s.span.GetSpanId())] = true
-		case s.service == "llmprobe-sim" && s.span.GetKind() == tracepb.Span_SPAN_KIND_SERVER:
+		case s.Service == "llmprobe" && s.Span.GetKind() == tracepb.Span_SPAN_KIND_CLIENT:
+			clients[hex.EncodeToString(s.Span.GetSpanId())] = true
+		case s.Service == "llmprobe-sim" && s.Span.GetKind() == tracepb.Span_SPAN_KIND_SERVER:
 			servers = append(servers, s)
 		}
 	}
@@ -170,8 +115,8 @@ targets:
 		t.Fatalf("%d client spans from service llmprobe and %d server spans from llmprobe-sim, want about 30 each", len(clients), len(servers))
 	}
 	for _, s := range servers {
-		if !clients[hex.EncodeToString(s.span.GetParentSpanId())] {
-			t.Errorf("server span %q has no client span as parent", s.span.GetName())
+		if !clients[hex.EncodeToString(s.Span.GetParentSpanId())] {
+			t.Errorf("server span %q has no client span as parent", s.Span.GetName())
 		}
 	}
 }
@@ -179,7 +124,7 @@ targets:
 // TestDemoSimIsItsOwnService: in demo mode the in-process simulator
 // traces as llmprobe-sim even when OTEL_SERVICE_NAME names the daemon.
 func TestDemoSimIsItsOwnService(t *testing.T) {
-	sink := startSpanSink(t)
+	sink := otlptest.Start(t)
 	tracingEnv(t, sink)
 	t.Setenv("OTEL_SERVICE_NAME", "llmprobe-eu")
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -206,15 +151,15 @@ func TestDemoSimIsItsOwnService(t *testing.T) {
 	stopTracing(logger, tr)
 
 	var found bool
-	for _, s := range sink.received() {
-		if s.span.GetKind() != tracepb.Span_SPAN_KIND_SERVER {
+	for _, s := range sink.Spans() {
+		if s.Span.GetKind() != tracepb.Span_SPAN_KIND_SERVER {
 			continue
 		}
 		found = true
-		if s.service != "llmprobe-sim" {
-			t.Errorf("demo simulator span from service %q, want llmprobe-sim", s.service)
+		if s.Service != "llmprobe-sim" {
+			t.Errorf("demo simulator span from service %q, want llmprobe-sim", s.Service)
 		}
-		if got := hex.EncodeToString(s.span.GetTraceId()); got != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		if got := hex.EncodeToString(s.Span.GetTraceId()); got != "4bf92f3577b34da6a3ce929d0e0e4736" {
 			t.Errorf("server span in trace %s, want the caller's", got)
 		}
 	}
