@@ -26,7 +26,6 @@ import (
 	"github.com/llmprobe/llmprobe/sim"
 )
 
-
 func spanAttr(s *tracepb.Span, key string) (string, bool) {
 	for _, kv := range s.GetAttributes() {
 		if kv.GetKey() == key {

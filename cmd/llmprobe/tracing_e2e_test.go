@@ -26,7 +26,6 @@ import (
 // services, and their spans join in one trace. (The spans' content, the
 // exemplars and Prometheus are covered by exporter's end-to-end test.)
 
-
 // tracingEnv points the OTEL_* environment at the sink, and clears what
 // could change the outcome.
 func tracingEnv(t *testing.T, sink *otlptest.Receiver) {
