@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/bench"
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -37,6 +39,9 @@ const (
 func TestMain(m *testing.M) {
 	if os.Getenv(simChildEnv) != "" {
 		os.Exit(simChild())
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(probe.GCPercent) // as the llmprobe binary runs
 	}
 	os.Exit(m.Run())
 }

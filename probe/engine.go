@@ -21,6 +21,14 @@ import (
 	"github.com/llmprobe/llmprobe/config"
 )
 
+// GCPercent is the garbage-collection target the llmprobe binary runs with
+// unless GOGC is set. The engine's live heap is a few MiB, so at the
+// default (100) the collector runs many times a second at high request
+// rates, and each cycle takes a quarter of the CPUs from the arrival loop
+// (schedule lag p99 at 3,000 req/s on 2 cores: ~4.7 ms at 100, ~2.2 ms at
+// 400, BenchmarkHarnessCapacity). 400 costs a few MiB of heap.
+const GCPercent = 400
+
 // Options configure an Engine.
 type Options struct {
 	Logger   *slog.Logger

@@ -123,20 +123,12 @@ func (r *runner) run(ctx context.Context) {
 // conversation, whose later turns follow their own answers.
 func (r *runner) arrivalLoop(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(r.seed, r.seed^0x9e3779b97f4a7c15))
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
+	sl := newSleeper(ctx)
+	defer sl.close()
 	next := r.start
 	for {
 		next = next.Add(r.arrivals.Next(rng))
-		if d := time.Until(next); d > 0 {
-			timer.Reset(d)
-			select {
-			case <-ctx.Done():
-				return
-			case <-timer.C:
-			}
-		} else if ctx.Err() != nil {
+		if !sl.until(ctx, next) {
 			return
 		}
 		class := r.workload.Load().Pick(rng)

@@ -12,12 +12,15 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/promslog"
 	promslogflag "github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
+
+	"github.com/llmprobe/llmprobe/probe"
 )
 
 // command is one kingpin subcommand and the function that runs it once the
@@ -54,6 +57,9 @@ func Main(args []string) int {
 		return 2
 	}
 	logger := promslog.New(logConfig)
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(probe.GCPercent)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
