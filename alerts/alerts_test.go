@@ -19,20 +19,11 @@ import (
 	"github.com/llmprobe/llmprobe/internal/promtest"
 )
 
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	root, err := promtest.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
-
 // TestGeneratedRulesUpToDate fails when the committed rule files differ from
 // what alerts.DefaultConfig generates.
 func TestGeneratedRulesUpToDate(t *testing.T) {
 	cfg := alerts.DefaultConfig()
-	root := moduleRoot(t)
+	root := promtest.Root(t)
 	for path, gen := range map[string]func() ([]byte, error){
 		alerts.RulesPath:          cfg.RulesYAML,
 		alerts.PrometheusRulePath: cfg.PrometheusRuleYAML,
@@ -54,7 +45,7 @@ func TestGeneratedRulesUpToDate(t *testing.T) {
 // TestPromtoolCheckRules runs Prometheus' own rule checker over the rule
 // file and over the rules inside the PrometheusRule wrapper.
 func TestPromtoolCheckRules(t *testing.T) {
-	root := moduleRoot(t)
+	root := promtest.Root(t)
 	out := promtest.CheckRules(t, filepath.Join(root, alerts.RulesPath))
 	if !strings.Contains(out, "SUCCESS") {
 		t.Errorf("promtool check rules output lacks SUCCESS:\n%s", out)
@@ -100,7 +91,7 @@ func TestPromtoolCheckRules(t *testing.T) {
 
 func testFiles(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(moduleRoot(t), "alerts", "tests", "*.yml"))
+	files, err := filepath.Glob(filepath.Join(promtest.Root(t), "alerts", "tests", "*.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +167,7 @@ func TestEveryAlertIsTested(t *testing.T) {
 // the gap and is pending again afterwards, exactly the flapping the setting
 // prevents. A test that passed either way would prove nothing.
 func TestKeepFiringForPreventsFlapping(t *testing.T) {
-	root := moduleRoot(t)
+	root := promtest.Root(t)
 	rules, err := os.ReadFile(filepath.Join(root, alerts.RulesPath))
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +226,7 @@ func githubAnchor(heading string) string {
 // docs/runbook.md, which has one section per alert and no stale ones.
 func TestAlertsHaveMetadataAndRunbookSections(t *testing.T) {
 	cfg := alerts.DefaultConfig()
-	root := moduleRoot(t)
+	root := promtest.Root(t)
 	runbook, err := os.ReadFile(filepath.Join(root, "docs", "runbook.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -338,7 +329,7 @@ func matchesAll(ms []matcher, labels map[string]string) bool {
 // never errors), it is scoped to one target, and docs/runbook.md shows the
 // same block.
 func TestInhibitRule(t *testing.T) {
-	root := moduleRoot(t)
+	root := promtest.Root(t)
 	raw, err := os.ReadFile(filepath.Join(root, "alerts", "alertmanager.yml"))
 	if err != nil {
 		t.Fatal(err)
@@ -407,7 +398,7 @@ func TestAmtoolCheckConfig(t *testing.T) {
 	if err != nil {
 		t.Skipf("skipping: %v", err)
 	}
-	out, err := promtest.RunCommand(t, "", bin, "check-config", filepath.Join(moduleRoot(t), "alerts", "alertmanager.yml"))
+	out, err := promtest.RunCommand(t, "", bin, "check-config", filepath.Join(promtest.Root(t), "alerts", "alertmanager.yml"))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

@@ -23,15 +23,6 @@ import (
 	"github.com/llmprobe/llmprobe/internal/promtest"
 )
 
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	root, err := promtest.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
-
 // TestGeneratedFilesUpToDate fails when any committed file of the mixin
 // differs from what the generator produces.
 func TestGeneratedFilesUpToDate(t *testing.T) {
@@ -39,7 +30,7 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := moduleRoot(t)
+	root := promtest.Root(t)
 	var paths []string
 	for p := range files {
 		paths = append(paths, p)
@@ -72,7 +63,7 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 // JSON (TestGeneratedFilesUpToDate proves the two are the same dashboard).
 func committedDashboards(t *testing.T) map[string]generated {
 	t.Helper()
-	root := moduleRoot(t)
+	root := promtest.Root(t)
 	gen, err := dashboards.Dashboards(alerts.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)

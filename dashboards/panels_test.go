@@ -239,7 +239,7 @@ func TestPanelsReturnData(t *testing.T) {
 	}()
 	defer func() { close(stop); wg.Wait() }()
 
-	root := moduleRoot(t)
+	root := promtest.Root(t)
 	prom := promtest.Start(t, promtest.Options{
 		Targets: []promtest.ScrapeTarget{
 			{JobName: "llmprobe", Address: probeSrv.Listener.Addr().String()},

@@ -40,16 +40,6 @@ const (
 	shutdownOverhead = 10 * time.Second
 )
 
-// root returns the module root (the repository).
-func root(t testing.TB) string {
-	t.Helper()
-	r, err := promtest.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 // decodeAll decodes every YAML document of data into a generic tree.
 // Empty documents (a lone "---") are skipped.
 func decodeAll(data []byte) ([]map[string]any, error) {
@@ -228,7 +218,7 @@ type secret struct {
 // templates excepted: they are Go templates), every document of it, and
 // requires apiVersion, kind and metadata.name of every Kubernetes object.
 func TestYAMLFilesParse(t *testing.T) {
-	dir := filepath.Join(root(t), "deploy")
+	dir := filepath.Join(promtest.Root(t), "deploy")
 	templates := filepath.Join(dir, "helm", "llmprobe", "templates")
 	// Files under deploy/kubernetes that are not Kubernetes objects.
 	notObjects := map[string]bool{"kustomization.yaml": true, "llmprobe.yml": true}
@@ -314,7 +304,7 @@ func kubeObjects(t *testing.T, dir string, k *kustomization) map[string]map[stri
 }
 
 func TestKustomizeBase(t *testing.T) {
-	dir := filepath.Join(root(t), "deploy", "kubernetes")
+	dir := filepath.Join(promtest.Root(t), "deploy", "kubernetes")
 	var k kustomization
 	decodeInto(t, readDocs(t, filepath.Join(dir, "kustomization.yaml"))[0], &k)
 
@@ -666,7 +656,7 @@ func checkServiceAndMonitor(t *testing.T, dep *deployment, svc *service, sm *ser
 // alerts/llmprobe.rules.yml.
 func checkPrometheusRule(t *testing.T, rule map[string]any) {
 	t.Helper()
-	want := readDocs(t, filepath.Join(root(t), "alerts", "llmprobe.rules.yml"))[0]["groups"]
+	want := readDocs(t, filepath.Join(promtest.Root(t), "alerts", "llmprobe.rules.yml"))[0]["groups"]
 	spec, _ := rule["spec"].(map[string]any)
 	got := spec["groups"]
 	gj, _ := json.Marshal(got)
@@ -681,7 +671,7 @@ func checkPrometheusRule(t *testing.T, rule map[string]any) {
 // the Prometheus configuration, with the rule files it gets through its
 // mounts, passes `promtool check config`.
 func TestComposeStack(t *testing.T) {
-	r := root(t)
+	r := promtest.Root(t)
 	dir := filepath.Join(r, "deploy", "compose")
 	var stack struct {
 		Services map[string]struct {
@@ -1014,7 +1004,7 @@ func parseDockerfile(t *testing.T, file string) []dockerInstruction {
 // TestDockerfile is a static sanity check of the image build: no Docker
 // engine runs here.
 func TestDockerfile(t *testing.T) {
-	r := root(t)
+	r := promtest.Root(t)
 	ins := parseDockerfile(t, filepath.Join(r, "deploy", "docker", "Dockerfile"))
 
 	args := map[string]string{} // global ARG defaults
@@ -1208,7 +1198,7 @@ func (d dockerignore) excluded(p string) bool {
 // (go.mod, go.sum, the Go files and embedded files of the module's
 // packages it depends on) to be in the build context.
 func TestDockerignore(t *testing.T) {
-	r := root(t)
+	r := promtest.Root(t)
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("go command not found: %v", err)
@@ -1262,7 +1252,9 @@ func TestDockerignore(t *testing.T) {
 }
 
 // chartDir is the Helm chart.
-func chartDir(t testing.TB) string { return filepath.Join(root(t), "deploy", "helm", "llmprobe") }
+func chartDir(t testing.TB) string {
+	return filepath.Join(promtest.Root(t), "deploy", "helm", "llmprobe")
+}
 
 // TestHelmChartStatic checks what needs no helm binary: Chart.yaml, the
 // configuration tree in values.yaml (it must load), and the rules link.
@@ -1310,7 +1302,7 @@ func TestHelmChartStatic(t *testing.T) {
 	if err != nil {
 		t.Fatalf("chart rules: %v", err)
 	}
-	want, err := os.ReadFile(filepath.Join(root(t), "alerts", "llmprobe.rules.yml"))
+	want, err := os.ReadFile(filepath.Join(promtest.Root(t), "alerts", "llmprobe.rules.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1355,7 +1347,7 @@ func helmBinary(t *testing.T) string {
 	t.Helper()
 	p := os.Getenv("HELM")
 	if p == "" {
-		p = filepath.Join(root(t), "bin", "helm")
+		p = filepath.Join(promtest.Root(t), "bin", "helm")
 	}
 	if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
 		t.Skipf("helm not found at %s (set $HELM or install it into bin/)", p)
@@ -1384,7 +1376,7 @@ func runHelm(t *testing.T, bin string, args ...string) string {
 func TestHelmChart(t *testing.T) {
 	bin := helmBinary(t)
 	dir := chartDir(t)
-	full := filepath.Join(root(t), "deploy", "testdata", "helm-values-full.yml")
+	full := filepath.Join(promtest.Root(t), "deploy", "testdata", "helm-values-full.yml")
 
 	runHelm(t, bin, "lint", "--strict", dir)
 	runHelm(t, bin, "lint", "--strict", dir, "-f", full)

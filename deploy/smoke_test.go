@@ -25,6 +25,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/promtest"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -57,7 +58,7 @@ func llmprobeBinary(t *testing.T) string {
 		}
 		binPath = filepath.Join(binDir, "llmprobe")
 		cmd := exec.Command(goBin, "build", "-o", binPath, "./cmd/llmprobe")
-		cmd.Dir = root(t)
+		cmd.Dir = promtest.Root(t)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/llmprobe: %w\n%s", err, out)
 		}

@@ -61,10 +61,7 @@ const (
 func TestDashboardsAgainstRealStack(t *testing.T) {
 	binary(t)
 	promtest.PrometheusBinary(t) // skip (or fail in CI) before starting anything
-	root, err := promtest.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := promtest.Root(t)
 	if sel := alerts.DefaultConfig().Selector; sel != `job="`+llmprobeJob+`"` {
 		t.Fatalf("the mixin selects llmprobe with %s; this test scrapes it as job=%q", sel, llmprobeJob)
 	}

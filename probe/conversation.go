@@ -52,9 +52,7 @@ func (r *runner) converse(ctx context.Context, first Plan, planned time.Time, se
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				r.scheduled.Add(1)
-				r.win.scheduled(time.Now())
-				r.obs.Scheduled(r.name, c.Name)
+				r.schedule(c)
 				r.drop(c, DropShutdown, time.Now())
 				outcome = ConversationDropped
 				return

@@ -151,9 +151,7 @@ func (r *runner) arrivalLoop(ctx context.Context) {
 // running (then it is dropped, never delayed). An admitted arrival holds an
 // in-flight slot that exchange releases.
 func (r *runner) admit(c *Class, planned time.Time) bool {
-	r.scheduled.Add(1)
-	r.win.scheduled(time.Now())
-	r.obs.Scheduled(r.name, c.Name)
+	r.schedule(c)
 	now := time.Now()
 	if now.Sub(planned) > r.lateAfter {
 		r.drop(c, DropLate, now)
@@ -165,6 +163,13 @@ func (r *runner) admit(c *Class, planned time.Time) bool {
 	}
 	r.inflight.Add(1)
 	return true
+}
+
+// schedule counts an arrival of class c whose planned instant has come.
+func (r *runner) schedule(c *Class) {
+	r.scheduled.Add(1)
+	r.win.scheduled(time.Now())
+	r.obs.Scheduled(r.name, c.Name)
 }
 
 func (r *runner) drop(c *Class, reason DropReason, now time.Time) {

@@ -92,6 +92,16 @@ func ModuleRoot() (string, error) {
 	}
 }
 
+// Root returns the module root, failing the test when there is none.
+func Root(tb testing.TB) string {
+	tb.Helper()
+	root, err := ModuleRoot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return root
+}
+
 // RequireTool returns the path of the named binary. When it is missing the
 // test is skipped, or fails when LLMPROBE_REQUIRE_TOOLS=1.
 func RequireTool(t testing.TB, name string) string {
