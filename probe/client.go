@@ -120,6 +120,10 @@ type ClientConfig struct {
 	// Propagator, when not nil, injects the span context (W3C traceparent)
 	// into the request headers.
 	Propagator propagation.TextMapPropagator
+	// Redactor scrubs the target's secrets from everything the server
+	// sends before it is stored (see redact.go); nil scrubs only the
+	// header values each request carried.
+	Redactor *Redactor
 }
 
 // Client sends streamed completion requests and measures them. It is safe
@@ -137,6 +141,7 @@ type Client struct {
 	propagator     propagation.TextMapPropagator
 	serverAddress  string
 	serverPort     int
+	redactor       *Redactor
 }
 
 // NewClient validates cfg and returns a Client.
@@ -173,6 +178,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		tracer:         cfg.Tracer,
 		propagator:     cfg.Propagator,
 		serverAddress:  u.Hostname(),
+		redactor:       cfg.Redactor,
 	}
 	if c.http == nil {
 		c.http = defaultHTTPClient()
@@ -272,12 +278,12 @@ func (c *Client) Do(ctx context.Context, req *Request, res *Result) {
 // resetMeasurements clears what Do fills.
 func resetMeasurements(r *Result) {
 	itls := r.ITLs[:0]
-	r.Start, r.ClientWait, r.ConnReused = time.Time{}, 0, false
+	r.Start, r.ClientWait, r.ConnReused, r.Retries = time.Time{}, 0, false, 0
 	r.DNS, r.Connect, r.TLS = 0, 0, 0
 	r.Outcome, r.ErrorType, r.Error, r.StatusCode, r.RetryAfter = "", "", "", 0, 0
 	r.FirstToken, r.TTFT, r.E2E, r.TPOT, r.ITLs, r.Chunks = false, 0, 0, 0, itls, 0
 	r.PromptTokens, r.OutputTokens, r.CachedTokens = 0, 0, 0
-	r.UsageReported, r.CachedTokensReported = false, false
+	r.UsageReported, r.CachedTokensReported, r.Anomalies = false, false, 0
 	r.FinishReason, r.ResponseModel, r.ResponseID, r.TraceID, r.Completion = "", "", "", "", ""
 }
 
@@ -309,27 +315,48 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 		ctx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
-	ct := newConnTrace()
-	ctx = httptrace.WithClientTrace(ctx, &ct.hooks)
 
 	target := c.chatURL
 	if req.API == APICompletions {
 		target = c.completionsURL
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
-	if err != nil {
-		res.fail(OutcomeConnectError, "invalid_request", "building the request: "+sanitizeMessage(err.Error()))
-		return
-	}
-	hr.Header["Content-Type"] = []string{"application/json"}
-	hr.Header["Accept"] = []string{"text/event-stream"}
-	hr.Header["User-Agent"] = []string{c.userAgent}
-	c.inject(ctx, hr.Header)
+	var (
+		resp *http.Response
+		ct   *connTrace
+		sent time.Time
+	)
+	// Whatever the server sends is scrubbed of the secrets this request
+	// carried before anything downstream sees it.
+	var auth [2]string
+	defer func() { c.scrubResult(res, c.redactor.requestSet(auth)) }()
+	for attempt := 0; ; attempt++ {
+		ct = newConnTrace()
+		actx := httptrace.WithClientTrace(ctx, &ct.hooks)
+		hr, err := http.NewRequestWithContext(actx, http.MethodPost, target, bytes.NewReader(body))
+		if err != nil {
+			res.fail(OutcomeConnectError, "invalid_request", "building the request: "+sanitizeMessage(err.Error()))
+			return
+		}
+		hr.Header["Content-Type"] = []string{"application/json"}
+		hr.Header["Accept"] = []string{"text/event-stream"}
+		hr.Header["User-Agent"] = []string{c.userAgent}
+		c.inject(actx, hr.Header)
 
-	sent := time.Now()
-	resp, err := c.http.Do(hr)
-	ct.apply(res)
-	if err != nil {
+		sent = time.Now()
+		resp, err = c.http.Do(hr)
+		ct.apply(res)
+		auth = ct.sentAuth()
+		res.Retries += ct.transportRetries()
+		if err == nil {
+			break
+		}
+		if attempt == 0 && serverClosedIdle(err, ct) && parent.Err() == nil && ctx.Err() == nil {
+			// The server had closed the kept-alive connection before this
+			// request reached it (it never saw it): one more try on a new
+			// connection, counted so that it is never hidden.
+			res.Retries++
+			continue
+		}
 		end := time.Now()
 		c.roundTripFailed(parent, ctx, err, ct, res)
 		if !res.Start.IsZero() {
@@ -345,12 +372,21 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 	}
 	start := res.Start
 	res.StatusCode = resp.StatusCode
+	txt := &serverText{secrets: c.redactor.requestSet(auth), req: req}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		httpFailed(resp, req, res)
+		httpFailed(resp, txt, res)
 		res.E2E = time.Since(start)
 		return
 	}
 
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		// llmprobe asks for no compression; a compressed body cannot be
+		// timed event by event.
+		res.fail(OutcomeInvalidResponse, "compressed_response",
+			"response is compressed (Content-Encoding "+strconv.Quote(truncate(ce, 32))+") although none was accepted")
+		res.E2E = time.Since(start)
+		return
+	}
 	st.sr.Reset(resp.Body, DefaultMaxSSELine)
 	if !isEventStream(resp.Header.Get("Content-Type")) {
 		ok, err := st.sr.looksLikeSSE()
@@ -366,11 +402,70 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 			return
 		}
 	}
-	c.readStream(parent, ctx, cancel, span, st, req, res, start)
+	c.readStream(parent, ctx, cancel, span, st, req, txt, res, start)
+}
+
+// serverClosedIdle reports whether a round trip failed because the server
+// had closed the reused connection before the request reached it (Go's
+// transport says "http: server closed idle connection" and, for a POST,
+// does not retry).
+func serverClosedIdle(err error, ct *connTrace) bool {
+	return ct.reusedConn() && strings.Contains(err.Error(), "server closed idle connection")
+}
+
+// scrubResult removes secrets from every server-supplied string of res.
+// A cut secret is looked for at the end of the strings that can have
+// been cut (messages, and id or model at their length limit).
+func (c *Client) scrubResult(res *Result, forms []string) {
+	if len(forms) == 0 {
+		return
+	}
+	res.Error = scrubSecrets(res.Error, forms, true)
+	res.ResponseID = scrubSecrets(res.ResponseID, forms, len(res.ResponseID) >= maxResponseString)
+	res.ResponseModel = scrubSecrets(res.ResponseModel, forms, len(res.ResponseModel) >= maxResponseString)
+	res.FinishReason = scrubSecrets(res.FinishReason, forms, len(res.FinishReason) >= maxResponseString)
+	if c.recordContent {
+		// Recorded on spans: scrub it too (history alone goes back only
+		// to the server that wrote it).
+		res.Completion = scrubSecrets(res.Completion, forms, false)
+	}
+}
+
+// Bounds on what one response may make the client hold (a server that
+// ignores max_tokens would otherwise stream until the timeout, growing the
+// ITL slice and, for conversations, the kept text without limit).
+//
+//   - token-bearing events: 4 × max_tokens + 64 (servers split a token
+//     over several events only rarely; 4× leaves room for that and for
+//     servers that count differently), else invalid_response
+//     "too_many_tokens";
+//   - bytes of the stream: 1 MiB + 4 KiB per allowed event, and kept
+//     completion text: 64 KiB + 64 bytes per allowed event, else
+//     invalid_response "response_too_large".
+//
+// Reading stops there and the connection is closed.
+const (
+	tokenBoundFactor = 4
+	tokenBoundSlack  = 64
+	tokenBoundNoMax  = 1 << 16 // max_tokens not sent: the server's default applies
+	streamBytesBase  = 1 << 20
+	streamBytesPer   = 4 << 10
+	textBytesBase    = 64 << 10
+	textBytesPer     = 64
+)
+
+// responseBounds returns the most token-bearing events, stream bytes and
+// kept text bytes a response to a request for maxTokens may bring.
+func responseBounds(maxTokens int) (events, streamBytes, textBytes int) {
+	events = tokenBoundNoMax
+	if maxTokens > 0 {
+		events = tokenBoundFactor*min(maxTokens, tokenBoundNoMax) + tokenBoundSlack
+	}
+	return events, streamBytesBase + streamBytesPer*events, textBytesBase + textBytesPer*events
 }
 
 // readStream consumes the event stream and fills the measurements.
-func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelFunc, span trace.Span, st *streamState, req *Request, res *Result, start time.Time) {
+func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelFunc, span trace.Span, st *streamState, req *Request, txt *serverText, res *Result, start time.Time) {
 	keepText := c.keepText || req.KeepText
 	var (
 		first, last time.Time
@@ -381,6 +476,7 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelFu
 		hasUsage    bool
 		usage       tokenUsage
 	)
+	maxEvents, maxBytes, maxText := responseBounds(req.MaxTokens)
 	if cap(res.ITLs) == 0 && req.MaxTokens > 1 {
 		res.ITLs = make([]time.Duration, 0, min(req.MaxTokens-1, maxITLPrealloc))
 	}
@@ -396,10 +492,16 @@ loop:
 			}
 			break
 		}
+		if sr.BytesRead() > int64(maxBytes) {
+			end = ev.Time
+			res.fail(OutcomeInvalidResponse, "response_too_large",
+				fmt.Sprintf("the stream passed %d bytes (%d token events so far), far more than max_tokens %d allows; reading stopped", maxBytes, chunks, req.MaxTokens))
+			break
+		}
 		if ev.Type != nil && !ev.IsType("message") {
 			if ev.IsType("error") {
 				end = ev.Time
-				res.fail(OutcomeInvalidResponse, "error_event", errorEventMessage(dec, ev.Data, req))
+				res.fail(OutcomeInvalidResponse, "error_event", errorEventMessage(dec, ev.Data, txt))
 				break
 			}
 			continue
@@ -415,15 +517,24 @@ loop:
 		}
 		if err := dec.decode(data); err != nil {
 			end = ev.Time
-			if ev.Partial {
+			switch {
+			case ev.Partial:
 				res.fail(OutcomeStreamError, "eof_without_done", "stream ended inside an event")
-			} else {
+			case errors.Is(err, errTooDeep):
+				res.fail(OutcomeInvalidResponse, "json_too_deep", fmt.Sprintf("event after %d token chunks nests JSON deeper than %d levels", chunks, maxJSONDepth))
+			default:
 				res.fail(OutcomeInvalidResponse, "malformed_event", malformedMessage(err, dec, chunks))
 			}
 			break
 		}
 		ch := &dec.c
 		if ch.tokens {
+			if chunks == maxEvents {
+				end = ev.Time
+				res.fail(OutcomeInvalidResponse, "too_many_tokens",
+					fmt.Sprintf("more than %d token events for max_tokens %d: the server does not honour max_tokens; reading stopped", maxEvents, req.MaxTokens))
+				break
+			}
 			if chunks == 0 {
 				first = ev.Time
 				spanFirstToken(span, first)
@@ -435,6 +546,13 @@ loop:
 			if keepText {
 				for _, t := range ch.texts {
 					st.text = appendUnquoted(st.text, t.raw)
+				}
+				if len(st.text) > maxText {
+					end = ev.Time
+					res.fail(OutcomeInvalidResponse, "response_too_large",
+						fmt.Sprintf("the completion passed %d bytes in %d token events, far more than max_tokens %d allows; reading stopped", maxText, chunks, req.MaxTokens))
+					st.text = st.text[:0]
+					break
 				}
 			}
 		}
@@ -455,7 +573,7 @@ loop:
 			end = ev.Time
 			msg := "error object in stream"
 			if ch.errMsg.ok {
-				msg = "error object in stream: " + sanitizeServerMessage(decodeString(ch.errMsg), req)
+				msg = "error object in stream: " + txt.clean(decodeString(ch.errMsg))
 			}
 			res.fail(OutcomeInvalidResponse, "error_event", msg)
 			break loop
@@ -464,10 +582,19 @@ loop:
 
 	if res.Outcome == "" {
 		switch {
+		case !sawDone && !sawFinish && sr.Fields() == 0 && sr.BytesRead() > 0:
+			// Bytes came, but not one event: not an event stream at all
+			// (a compressed or binary body under an event-stream type).
+			res.fail(OutcomeInvalidResponse, "not_event_stream",
+				fmt.Sprintf("%d bytes of response body held no server-sent event", sr.BytesRead()))
 		case !sawDone && !sawFinish:
 			res.fail(OutcomeStreamError, "eof_without_done", "stream ended without [DONE] or a finish_reason")
 		case chunks == 0:
-			res.fail(OutcomeInvalidResponse, "empty_completion", "stream ended without any generated text")
+			msg := "stream ended without any generated text"
+			if res.FinishReason != "" {
+				msg += " (finish_reason " + strconv.Quote(res.FinishReason) + ")"
+			}
+			res.fail(OutcomeInvalidResponse, "empty_completion", msg)
 		default:
 			res.Outcome = OutcomeSuccess
 		}
@@ -490,21 +617,42 @@ loop:
 	}
 	res.OutputTokens, res.PromptTokens = chunks, res.PlannedPromptTokens
 	if hasUsage {
-		if usage.hasCompletion {
-			res.OutputTokens, res.UsageReported = usage.completion, true
-		}
-		if usage.hasPrompt {
-			res.PromptTokens = usage.prompt
-		}
-		if usage.hasCached {
-			res.CachedTokens, res.CachedTokensReported = usage.cached, true
-		}
+		applyUsage(res, usage, req.MaxTokens)
 	}
 	if res.FirstToken && res.OutputTokens >= 2 {
 		res.TPOT = (res.E2E - res.TTFT) / time.Duration(res.OutputTokens-1)
 	}
+	if res.ErrorType == "too_many_tokens" {
+		res.Anomalies |= AnomalyOutputExceedsMaxTokens
+	}
 	if keepText {
 		res.Completion = string(st.text)
+	}
+}
+
+// applyUsage takes the token counts of the server's usage into res,
+// noting what cannot be right: a count that is not one (negative,
+// fractional) is ignored, cached tokens above the prompt are clamped to
+// it, output above max_tokens is kept (it is what the server did).
+func applyUsage(res *Result, u tokenUsage, maxTokens int) {
+	if u.badPrompt || u.badCompletion || u.badCached {
+		res.Anomalies |= AnomalyInvalidUsage
+	}
+	if u.hasCompletion {
+		res.OutputTokens, res.UsageReported = u.completion, true
+		if maxTokens > 0 && u.completion > maxTokens {
+			res.Anomalies |= AnomalyOutputExceedsMaxTokens
+		}
+	}
+	if u.hasPrompt {
+		res.PromptTokens = u.prompt
+	}
+	if u.hasCached {
+		res.CachedTokens, res.CachedTokensReported = u.cached, true
+		if u.hasPrompt && u.cached > u.prompt {
+			res.CachedTokens = u.prompt
+			res.Anomalies |= AnomalyCachedExceedsPrompt
+		}
 	}
 }
 
@@ -537,17 +685,17 @@ func setResponseString(dst *string, s jsonString, scratch *[]byte) {
 
 // errorEventMessage renders the data of an `event: error`: the message of
 // a JSON error object, or the text itself.
-func errorEventMessage(dec *chunkDecoder, data []byte, req *Request) string {
+func errorEventMessage(dec *chunkDecoder, data []byte, txt *serverText) string {
 	if dec.decode(data) == nil {
 		if dec.c.errMsg.ok {
-			return "error event: " + sanitizeServerMessage(decodeString(dec.c.errMsg), req)
+			return "error event: " + txt.clean(decodeString(dec.c.errMsg))
 		}
 		return "error event"
 	}
 	if len(data) == 0 || !utf8.Valid(data) {
 		return "error event"
 	}
-	return "error event: " + sanitizeServerMessage(string(data), req)
+	return "error event: " + txt.clean(string(data))
 }
 
 func decodeString(s jsonString) string {
@@ -581,6 +729,8 @@ func isEventStream(ct string) bool {
 type connTrace struct {
 	mu           sync.Mutex
 	gotConn      bool
+	conns        int       // GotConn calls: more than one when the transport retried
+	auth         [2]string // the Authorization and Proxy-Authorization values written
 	reused       bool
 	gotConnAt    time.Time
 	dnsStart     time.Time
@@ -600,7 +750,15 @@ func newConnTrace() *connTrace {
 			now := time.Now()
 			t.mu.Lock()
 			t.gotConn, t.reused, t.gotConnAt = true, info.Reused, now
+			t.conns++
 			t.mu.Unlock()
+		},
+		WroteHeaderField: func(key string, values []string) {
+			if i := authHeader(key); i >= 0 && len(values) > 0 {
+				t.mu.Lock()
+				t.auth[i] = values[0]
+				t.mu.Unlock()
+			}
 		},
 		DNSStart: func(httptrace.DNSStartInfo) {
 			now := time.Now()
@@ -667,6 +825,29 @@ func (t *connTrace) apply(res *Result) {
 	}
 }
 
+// sentAuth returns the Authorization and Proxy-Authorization values the
+// request carried (an OAuth2 token is known only then).
+func (t *connTrace) sentAuth() [2]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.auth
+}
+
+// transportRetries is how many times the transport itself re-sent the
+// request on another connection (Go retries a request that was not
+// written on a reused connection).
+func (t *connTrace) transportRetries() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return max(t.conns-1, 0)
+}
+
+func (t *connTrace) reusedConn() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.reused
+}
+
 func (t *connTrace) state() (gotConn, tlsFailed bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -676,6 +857,12 @@ func (t *connTrace) state() (gotConn, tlsFailed bool) {
 // roundTripFailed classifies an error from http.Client.Do (no response).
 func (c *Client) roundTripFailed(parent, ctx context.Context, err error, ct *connTrace, res *Result) {
 	msg := errorMessage(err)
+	var re *RedirectError
+	if errors.As(err, &re) {
+		res.StatusCode = re.Status
+		res.fail(OutcomeHTTPError, re.Kind, sanitizeMessage(re.Error()))
+		return
+	}
 	if ctxFailed(parent, ctx, res) {
 		return
 	}
@@ -689,6 +876,12 @@ func (c *Client) roundTripFailed(parent, ctx context.Context, err error, ct *con
 			res.fail(OutcomeConnectError, "dns", msg)
 		case errors.Is(err, syscall.ECONNREFUSED):
 			res.fail(OutcomeConnectError, "connection_refused", msg)
+		case errors.Is(err, syscall.ECONNRESET):
+			// The handshake completed (a refusal is ECONNREFUSED), then the
+			// server reset the connection before the dial returned: the
+			// same failure as a reset just after it, whichever the client
+			// saw first.
+			res.fail(OutcomeStreamError, "connection_reset", msg)
 		case tlsFailed || isTLSError(err):
 			res.fail(OutcomeConnectError, "tls", msg)
 		case isTimeout:
@@ -761,7 +954,7 @@ func isTLSError(err error) bool {
 }
 
 // httpFailed fills an http_error from a non-2xx response.
-func httpFailed(resp *http.Response, req *Request, res *Result) {
+func httpFailed(resp *http.Response, txt *serverText, res *Result) {
 	res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	msg := "HTTP " + strconv.Itoa(resp.StatusCode)
@@ -769,7 +962,7 @@ func httpFailed(resp *http.Response, req *Request, res *Result) {
 		msg += " " + text
 	}
 	if m := errorBodyMessage(body); m != "" {
-		msg += ": " + sanitizeServerMessage(m, req)
+		msg += ": " + txt.clean(m)
 	}
 	res.fail(OutcomeHTTPError, "http_"+strconv.Itoa(resp.StatusCode), truncate(msg, maxErrorMessage))
 }
@@ -820,13 +1013,16 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 		if n <= 0 {
 			return 0
 		}
-		return time.Duration(min(n, int64(365*24*time.Hour/time.Second))) * time.Second
+		return time.Duration(min(n, int64(maxRetryAfter/time.Second))) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
+		return min(t.Sub(now), maxRetryAfter)
 	}
 	return 0
 }
+
+// maxRetryAfter bounds a server's Retry-After, in either form.
+const maxRetryAfter = 365 * 24 * time.Hour
 
 // errorMessage renders a transport error without the request URL (which
 // may hold credentials or a key in its query).
@@ -838,29 +1034,31 @@ func errorMessage(err error) string {
 	return sanitizeMessage(err.Error())
 }
 
-// sanitizeServerMessage cleans a message written by the server: it may
-// echo the request (pydantic validation errors include the body as
-// 'input'), so it is cut before any echo of it or of a prompt.
-func sanitizeServerMessage(msg string, req *Request) string {
+// serverText cleans the messages a server writes for one request.
+type serverText struct {
+	secrets []string // the forms to scrub (Redactor.requestSet)
+	req     *Request
+}
+
+// clean removes the request's secrets and any echo of its prompt from a
+// message written by the server (it may quote the request: a 401 that
+// repeats the headers, pydantic's 'input', a proxy's body dump), then
+// sanitises and truncates it. Secrets go first, before a cut could leave
+// a piece of one.
+func (t *serverText) clean(msg string) string {
+	msg = scrubSecrets(msg, t.secrets, true)
 	for _, marker := range [...]string{`'input'`, `"input"`} {
 		if i := strings.Index(msg, marker); i >= 0 {
 			msg = msg[:i] + "[input redacted]"
 		}
 	}
-	cut := func(text string) {
-		const probe = 24
-		if len(text) < 8 {
-			return
-		}
-		if i := strings.Index(msg, text[:min(len(text), probe)]); i >= 0 {
-			msg = msg[:i] + "[prompt redacted]"
-		}
-	}
-	if req != nil {
+	if req := t.req; req != nil {
+		texts := make([]string, 0, len(req.Messages)+1)
 		for _, m := range req.Messages {
-			cut(m.Content)
+			texts = append(texts, m.Content)
 		}
-		cut(req.Prompt)
+		texts = append(texts, req.Prompt)
+		msg = redactEchoes(msg, texts...)
 	}
 	return sanitizeMessage(msg)
 }

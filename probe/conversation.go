@@ -14,6 +14,24 @@ type conversation struct {
 	prompt   string    // completions: the previous prompt
 }
 
+// MaxHistoryBytes bounds the text a conversation carries from turn to turn
+// (its messages or prompt, plus the last answer). A real 128k-token
+// context is about 0.5 MiB of text; past the bound the conversation ends
+// as failed instead of sending ever larger bodies (a server that ignores
+// max_tokens within the per-response bounds would otherwise make each
+// later turn resend all of it).
+const MaxHistoryBytes = 2 << 20
+
+// size is the number of text bytes the next turn would resend, answer
+// included.
+func (c *conversation) size(answer string) int {
+	n := len(c.prompt) + len(answer)
+	for _, m := range c.messages {
+		n += len(m.Content)
+	}
+	return n
+}
+
 // converse runs a multi-turn conversation that arrived at planned. Each
 // later turn is planned at the previous answer's end plus a think time,
 // counted as scheduled then, and subject to the same in-flight limit and
@@ -40,6 +58,13 @@ func (r *runner) converse(ctx context.Context, first Plan, planned time.Time, se
 			outcome = ConversationFailed
 			return
 		case turn > turns:
+			return
+		case conv.size(res.Completion) > MaxHistoryBytes:
+			outcome = ConversationFailed
+			if r.historyWarned.CompareAndSwap(false, true) {
+				r.logger.Warn("a conversation's history passed the bound and was ended as failed; answers are far longer than the workload plans",
+					"target", r.name, "class", c.Name, "bytes", conv.size(res.Completion), "max_bytes", MaxHistoryBytes, "turn", turn-1)
+			}
 			return
 		}
 		end := res.Start.Add(res.E2E)

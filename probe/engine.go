@@ -12,9 +12,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	commoncfg "github.com/prometheus/common/config"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -55,6 +55,9 @@ type Engine struct {
 
 	mu      sync.Mutex
 	runners map[string]*runner
+	// budgets are the targets' in-flight counters, kept across reloads:
+	// a replaced runner's requests still count against max_inflight.
+	budgets map[string]*atomic.Int64
 	closed  bool
 }
 
@@ -69,7 +72,7 @@ func NewEngine(opts Options) *Engine {
 	if opts.UserAgent == "" {
 		opts.UserAgent = "llmprobe"
 	}
-	return &Engine{opts: opts, runners: map[string]*runner{}}
+	return &Engine{opts: opts, runners: map[string]*runner{}, budgets: map[string]*atomic.Int64{}}
 }
 
 // Apply reconciles the running targets with cfg: new targets start,
@@ -91,7 +94,11 @@ func (e *Engine) Apply(cfg *config.Config) error {
 			next[t.Name] = old
 			continue
 		}
-		r, err := e.newRunner(spec)
+		budget := e.budgets[t.Name]
+		if budget == nil {
+			budget = new(atomic.Int64)
+		}
+		r, err := e.newRunner(spec, budget)
 		if err != nil {
 			return fmt.Errorf("target %q: %w", t.Name, err)
 		}
@@ -104,6 +111,11 @@ func (e *Engine) Apply(cfg *config.Config) error {
 			go e.retire(old)
 		}
 	}
+	budgets := make(map[string]*atomic.Int64, len(next))
+	for name, r := range next {
+		budgets[name] = r.inflight
+	}
+	e.budgets = budgets
 	for _, r := range fresh {
 		e.opts.Logger.Info("probing target", "target", r.name, "url", r.url, "model", r.model, "api", r.api,
 			"arrivals", r.arrivals.String(), "max_inflight", r.maxInflight, "warmup", r.warmupUntil.Sub(r.start))
@@ -125,17 +137,18 @@ func (e *Engine) retire(r *runner) {
 	r.httpClient.CloseIdleConnections()
 }
 
-func (e *Engine) newRunner(spec runnerSpec) (*runner, error) {
+func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64) (*runner, error) {
 	t := &spec.Target
 	g := spec.Global
 	arr, err := NewArrivals(t.Arrival.Process, t.Arrival.Rate/float64(spec.Replicas), t.Arrival.Burstiness)
 	if err != nil {
 		return nil, err
 	}
-	httpClient, err := commoncfg.NewClientFromConfig(t.HTTPClientConfig, t.Name)
+	httpClient, err := NewHTTPClient(t.HTTPClientConfig, t.Name, 4*time.Second) // TODO(lead): t.IdleConnTimeout()
 	if err != nil {
 		return nil, fmt.Errorf("http_client_config: %w", err)
 	}
+	redactor := NewRedactor(t.HTTPClientConfig)
 	client, err := NewClient(ClientConfig{
 		BaseURL:       t.URL,
 		HTTPClient:    httpClient,
@@ -145,6 +158,7 @@ func (e *Engine) newRunner(spec runnerSpec) (*runner, error) {
 		Provider:      t.Provider,
 		Tracer:        e.opts.Tracer,
 		Propagator:    e.opts.Propagator,
+		Redactor:      redactor,
 	})
 	if err != nil {
 		return nil, err
@@ -185,6 +199,8 @@ func (e *Engine) newRunner(spec runnerSpec) (*runner, error) {
 		warmupUntil:  now.Add(g.Warmup),
 		lateAfter:    g.LateAfter,
 		maxInflight:  int64(t.MaxInflight),
+		inflight:     budget,
+		redactor:     redactor,
 		saturation:   g.Saturation,
 		win:          newWindow(time.Duration(g.Saturation.Window)),
 		reqCtx:       reqCtx,

@@ -3,11 +3,15 @@ package probe_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -538,4 +542,51 @@ func withHeader(t *testing.T, cfg *config.Config, name, value string) *config.Co
 		tg.HTTPClientConfig.HTTPHeaders = c.Targets[0].HTTPClientConfig.HTTPHeaders
 	}
 	return cfg
+}
+
+// TestEngineInflightBudgetSurvivesReload: the requests of a runner a reload
+// replaced still count against the target's max_inflight, and the
+// in-flight gauge says how many the server really has.
+func TestEngineInflightBudgetSurvivesReload(t *testing.T) {
+	var cur, peak atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r) // /tokenize: no calibration
+			return
+		}
+		n := cur.Add(1)
+		defer cur.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		io.Copy(io.Discard, r.Body)
+		select {
+		case <-time.After(1500 * time.Millisecond):
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}))
+	defer srv.Close()
+	e := probe.NewEngine(probe.Options{Observer: newRecorder()})
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		e.Shutdown(ctx)
+	}()
+	if err := e.Apply(loadConfig(t, simpleWorkload, 8, 2, srv.URL+"/v1", "constant", 40, 8)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond) // 8 in flight, the rest dropped
+	// A changed rate replaces the runner while its 8 requests still run.
+	if err := e.Apply(loadConfig(t, simpleWorkload, 8, 2, srv.URL+"/v1", "constant", 41, 8)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(600 * time.Millisecond)
+	if p := peak.Load(); p > 8 {
+		t.Errorf("the server had %d requests in flight at once, max_inflight is 8", p)
+	}
+	if got, want := e.Status()[0].Inflight, cur.Load(); got != want {
+		t.Errorf("in-flight gauge %d, the server has %d", got, want)
+	}
 }

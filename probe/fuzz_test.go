@@ -8,9 +8,14 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
+	"unicode/utf8"
+
+	commoncfg "github.com/prometheus/common/config"
 )
 
 // Fuzz targets. `go test` runs them over their seed corpus; run one with
@@ -166,6 +171,83 @@ func FuzzEncodeBody(f *testing.F) {
 		msgs, _ := got["messages"].([]any)
 		if len(msgs) != 1 || msgs[0].(map[string]any)["content"] != want || got["model"] != want || got[want] != want {
 			t.Fatalf("body %s does not carry %q", body, want)
+		}
+	})
+}
+
+// statusTransport answers every request with the given status, headers
+// and body, without a network.
+type statusTransport struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (s statusTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	return &http.Response{StatusCode: s.status, Header: s.header, Body: io.NopCloser(bytes.NewReader(s.body)), Request: r}, nil
+}
+
+// FuzzClientHTTPError runs the client's non-2xx path on arbitrary status
+// codes, headers and error bodies that may quote the request's secret:
+// the outcome is http_error with the status in its type, the message is
+// bounded, valid UTF-8 and free of the secret, and Retry-After is sane.
+func FuzzClientHTTPError(f *testing.F) {
+	const secret = "sk-fuzz-credential-0123456789"
+	for _, b := range []string{
+		`{"error":{"message":"Incorrect API key provided: ` + secret + `"}}`,
+		`{"error":"rate limited"}`, `{"message":"old vllm"}`, `{"detail":"fastapi"}`,
+		"<html>502 Bad Gateway</html>", "plain text error", "",
+		`{"error":{"message":"` + strings.Repeat("x", 5000) + secret + `"}}`,
+		`{"error":{"message":{"nested":true}}}`, "\xff\xfe binary",
+	} {
+		f.Add(uint16(401), "120", "application/json", []byte(b), uint16(0))
+		f.Add(uint16(429), "Wed, 21 Oct 2015 07:28:00 GMT", "text/plain", []byte(b), uint16(7))
+	}
+	f.Add(uint16(503), "-5", "", []byte(strings.Repeat("a", 4090)+secret), uint16(4090))
+	redactor := NewRedactor(commoncfg.HTTPClientConfig{Authorization: &commoncfg.Authorization{Type: "Bearer", Credentials: secret}})
+	f.Fuzz(func(t *testing.T, status uint16, retryAfter, contentType string, body []byte, at uint16) {
+		code := 100 + int(status)%500
+		if code >= 200 && code < 400 {
+			code += 200 // 2xx is the stream path, 3xx the redirect path
+		}
+		// The server quotes the secret somewhere in its body.
+		pos := int(at) % (len(body) + 1)
+		quoted := append(append(append([]byte{}, body[:pos]...), secret...), body[pos:]...)
+		c, err := NewClient(ClientConfig{
+			BaseURL: "http://fuzz.invalid/v1",
+			HTTPClient: &http.Client{Transport: statusTransport{status: code, body: quoted,
+				header: http.Header{"Retry-After": {retryAfter}, "Content-Type": {contentType}}}},
+			Redactor: redactor,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := &Result{}
+		c.Do(context.Background(), chatRequest(), res)
+		if res.Outcome != OutcomeHTTPError || res.ErrorType != "http_"+strconv.Itoa(code) || res.StatusCode != code {
+			t.Fatalf("status %d: outcome %s/%s status %d", code, res.Outcome, res.ErrorType, res.StatusCode)
+		}
+		if !utf8.ValidString(res.Error) || len(res.Error) > maxErrorMessage+16 {
+			t.Fatalf("message %d bytes, valid UTF-8 %v", len(res.Error), utf8.ValidString(res.Error))
+		}
+		// Neither the secret, nor what a length limit left of it (its
+		// beginning at the end of the message). The body itself may hold
+		// pieces of it elsewhere: those are the server's words, not a cut.
+		if strings.Contains(res.Error, secret) {
+			t.Fatalf("the secret survived: %q", res.Error)
+		}
+		tail := strings.TrimSuffix(res.Error, "…")
+		for k := redactMinPartial; k < len(secret); k++ {
+			if strings.HasSuffix(tail, secret[:k]) {
+				t.Fatalf("a cut secret survived: %q", res.Error)
+			}
+		}
+		if res.RetryAfter < 0 || res.RetryAfter > 366*24*time.Hour {
+			t.Fatalf("Retry-After %q -> %v", retryAfter, res.RetryAfter)
 		}
 	})
 }

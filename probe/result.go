@@ -39,6 +39,51 @@ const (
 // DropReasons lists every drop reason, in a stable order.
 var DropReasons = [...]DropReason{DropInflightLimit, DropLate, DropShutdown}
 
+// Anomaly is a set of server anomalies (see AnomalyKinds).
+type Anomaly uint8
+
+const (
+	// AnomalyCachedExceedsPrompt: usage reported more cached prompt tokens
+	// than prompt tokens (CachedTokens is clamped to PromptTokens).
+	AnomalyCachedExceedsPrompt Anomaly = 1 << iota
+	// AnomalyOutputExceedsMaxTokens: the server generated more tokens
+	// than max_tokens allowed (a server that ignores it; see too_many_tokens).
+	AnomalyOutputExceedsMaxTokens
+	// AnomalyInvalidUsage: a usage count was negative (it is ignored).
+	AnomalyInvalidUsage
+)
+
+// AnomalyKinds names every anomaly, in a stable order: the values of the
+// `kind` label of llmprobe_server_anomalies_total.
+var AnomalyKinds = [...]struct {
+	Anomaly Anomaly
+	Name    string
+}{
+	{AnomalyCachedExceedsPrompt, "cached_exceeds_prompt"},
+	{AnomalyOutputExceedsMaxTokens, "output_exceeds_max_tokens"},
+	{AnomalyInvalidUsage, "invalid_usage"},
+}
+
+// Has reports whether a is in the set.
+func (s Anomaly) Has(a Anomaly) bool { return s&a != 0 }
+
+// FinishReasons are the bounded values a server's finish_reason is
+// exported as (the `reason` label of llmprobe_finish_reasons_total): the
+// OpenAI values, "other" for any other string (llm-d's cache_threshold,
+// a gateway's own), "none" when the stream carried none.
+var FinishReasons = [...]string{"stop", "length", "tool_calls", "content_filter", "function_call", "other", "none"}
+
+// FinishReasonLabel maps a server's finish_reason to one of FinishReasons.
+func FinishReasonLabel(s string) string {
+	switch s {
+	case "":
+		return "none"
+	case "stop", "length", "tool_calls", "content_filter", "function_call":
+		return s
+	}
+	return "other"
+}
+
 // ConversationOutcome says how a multi-turn conversation ended. The values
 // are the `outcome` label of llmprobe_conversations_total.
 type ConversationOutcome string
@@ -108,9 +153,14 @@ type Result struct {
 	ScheduleLag time.Duration
 	ClientWait  time.Duration
 	ConnReused  bool
-	DNS         time.Duration // 0 when no lookup happened
-	Connect     time.Duration // TCP connect, 0 when reused
-	TLS         time.Duration // TLS handshake, 0 when reused or plain
+	// Retries counts re-sends of this request on a new connection because
+	// the server had closed the kept-alive one before the request reached
+	// it (by the client or by Go's transport); never after a byte of the
+	// request was accepted.
+	Retries int
+	DNS     time.Duration // 0 when no lookup happened
+	Connect time.Duration // TCP connect, 0 when reused
+	TLS     time.Duration // TLS handshake, 0 when reused or plain
 
 	// Warmup is true for requests started during the warm-up period; they
 	// are counted but not mixed into latency histograms.
@@ -137,6 +187,10 @@ type Result struct {
 	CachedTokens         int
 	UsageReported        bool
 	CachedTokensReported bool
+	// Anomalies are things the server reported that cannot be right
+	// (cached tokens above the prompt, more output than max_tokens, negative
+	// counts); what could be corrected was (cached tokens are clamped).
+	Anomalies Anomaly
 
 	// What the workload planned.
 	PlannedPromptTokens int

@@ -27,6 +27,7 @@ type runner struct {
 	arrivals     Arrivals
 	client       *Client
 	httpClient   *http.Client
+	redactor     *Redactor // the target's secrets, for what servers say in logs
 	synth        *PromptSynth
 	lengths      *lengthModel
 	perArrival   float64 // expected requests per arrival (multi-turn classes)
@@ -41,12 +42,17 @@ type runner struct {
 	maxInflight int64
 	saturation  config.Saturation
 
-	inflight  atomic.Int64
+	// inflight is the target's in-flight budget, shared with the runner a
+	// reload replaced (whose requests still run), so that max_inflight
+	// holds across a reload.
+	inflight  *atomic.Int64
 	scheduled atomic.Uint64
 	sent      atomic.Uint64
 	dropped   [len(DropReasons)]atomic.Uint64
 	outcomes  [len(Outcomes)]atomic.Uint64
 	win       *window
+
+	historyWarned atomic.Bool // a conversation passed MaxHistoryBytes (logged once)
 
 	satMu     sync.Mutex
 	saturated bool
@@ -157,12 +163,16 @@ func (r *runner) admit(c *Class, planned time.Time) bool {
 		r.drop(c, DropLate, now)
 		return false
 	}
-	if r.inflight.Load() >= r.maxInflight {
-		r.drop(c, DropInflightLimit, now)
-		return false
+	for {
+		n := r.inflight.Load()
+		if n >= r.maxInflight {
+			r.drop(c, DropInflightLimit, now)
+			return false
+		}
+		if r.inflight.CompareAndSwap(n, n+1) {
+			return true
+		}
 	}
-	r.inflight.Add(1)
-	return true
 }
 
 // schedule counts an arrival of class c whose planned instant has come.
@@ -229,7 +239,8 @@ func (r *runner) exchange(p *prepared, planned time.Time) *Result {
 func (r *runner) calibrate(ctx context.Context) {
 	p, b, err := calibrateWithTokenize(ctx, r.httpClient, r.spec.Target.URL, r.model, r.api, r.synth)
 	if err != nil {
-		r.logger.Info("no usable /tokenize endpoint; prompt lengths are calibrated from reported usage", "target", r.name, "reason", err)
+		r.logger.Info("no usable /tokenize endpoint; prompt lengths are calibrated from reported usage", "target", r.name,
+			"reason", r.redactor.Scrub(err.Error()))
 		return
 	}
 	r.lengths.setExact(p, b)

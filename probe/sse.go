@@ -97,6 +97,9 @@ type SSEReader struct {
 	lastID []byte
 	hasID  bool
 	retry  time.Duration
+
+	total  int64 // bytes read from src
+	fields int   // SSE fields and comments seen (unknown field names excluded)
 }
 
 // NewSSEReader returns a reader of events from src. maxLine bounds a line and
@@ -125,6 +128,14 @@ func (p *SSEReader) Reset(src io.Reader, maxLine int) {
 		lastID:  lastID[:0],
 	}
 }
+
+// BytesRead is the number of bytes read from the source so far.
+func (p *SSEReader) BytesRead() int64 { return p.total }
+
+// Fields is the number of SSE fields (data, event, id, retry) and comment
+// lines seen so far; lines with other field names do not count. A body
+// with bytes but no field is not an event stream.
+func (p *SSEReader) Fields() int { return p.fields }
 
 // Retry returns the reconnection time set by the last valid `retry:` field,
 // 0 when none was seen.
@@ -297,6 +308,7 @@ func (p *SSEReader) fill() error {
 		}
 		if n > 0 {
 			p.w += n
+			p.total += int64(n)
 			p.readAt = time.Now()
 		}
 		if err != nil {
@@ -314,6 +326,7 @@ func (p *SSEReader) fill() error {
 // field processes one non-empty line.
 func (p *SSEReader) field(line []byte) error {
 	if line[0] == ':' {
+		p.fields++
 		return nil // comment (keep-alive)
 	}
 	name, value := line, []byte(nil)
@@ -325,16 +338,20 @@ func (p *SSEReader) field(line []byte) error {
 	}
 	switch string(name) {
 	case "data":
+		p.fields++
 		return p.addData(value)
 	case "event":
+		p.fields++
 		p.evType = append(p.evType[:0], value...)
 		p.hasType = true
 	case "id":
+		p.fields++
 		if bytes.IndexByte(value, 0) < 0 {
 			p.lastID = append(p.lastID[:0], value...)
 			p.hasID = true
 		}
 	case "retry":
+		p.fields++
 		if ms, ok := parseDigits(value); ok {
 			p.retry = time.Duration(ms) * time.Millisecond
 		}
@@ -480,6 +497,7 @@ const maxJSONDepth = 10000
 
 var (
 	errMalformedJSON = errors.New("malformed JSON")
+	errTooDeep       = errors.New("JSON nests deeper than the limit")
 	errNotObject     = errors.New("JSON value is not an object")
 )
 
@@ -494,6 +512,9 @@ type jsonString struct {
 type tokenUsage struct {
 	prompt, completion, cached          int
 	hasPrompt, hasCompletion, hasCached bool
+	// bad*: the field held a number that is not a count (negative,
+	// fractional, above 1e9); has* is false then.
+	badPrompt, badCompletion, badCached bool
 }
 
 // streamChunk is what the client takes from one chunk. Slices alias the
@@ -528,8 +549,9 @@ type chunkDecoder struct {
 }
 
 // decode parses data into d.c. It returns errMalformedJSON (offset in
-// d.errAt) when data is not valid JSON and errNotObject when it is valid
-// JSON but not an object.
+// d.errAt) when data is not valid JSON, errTooDeep when it nests deeper
+// than maxJSONDepth, and errNotObject when it is valid JSON but not an
+// object.
 func (d *chunkDecoder) decode(data []byte) error {
 	s := &d.s
 	s.b, s.i = data, 0
@@ -538,25 +560,28 @@ func (d *chunkDecoder) decode(data []byte) error {
 	s.ws()
 	if s.i < len(s.b) && s.b[s.i] != '{' {
 		if err := s.skip(0); err != nil {
-			return d.fail()
+			return d.fail(err)
 		}
 		if s.ws(); s.i != len(s.b) {
-			return d.fail()
+			return d.fail(errMalformedJSON)
 		}
 		return errNotObject
 	}
 	s.i++ // '{' (or past the end of an empty payload, which objectStart rejects)
 	if err := d.top(); err != nil {
-		return d.fail()
+		return d.fail(err)
 	}
 	if s.ws(); s.i != len(s.b) {
-		return d.fail()
+		return d.fail(errMalformedJSON)
 	}
 	return nil
 }
 
-func (d *chunkDecoder) fail() error {
+func (d *chunkDecoder) fail(err error) error {
 	d.errAt = d.s.i
+	if err == errTooDeep {
+		return errTooDeep
+	}
 	return errMalformedJSON
 }
 
@@ -727,11 +752,11 @@ func (d *chunkDecoder) usage() error {
 	for ; more && err == nil; k, more, err = s.objectNext(err) {
 		switch string(d.key(k)) {
 		case "prompt_tokens":
-			u.prompt, u.hasPrompt, err = s.countValue(2)
+			u.prompt, u.hasPrompt, u.badPrompt, err = s.usageCount(2)
 		case "completion_tokens":
-			u.completion, u.hasCompletion, err = s.countValue(2)
+			u.completion, u.hasCompletion, u.badCompletion, err = s.usageCount(2)
 		case "prompt_tokens_details":
-			u.cached, u.hasCached = 0, false
+			u.cached, u.hasCached, u.badCached = 0, false, false
 			s.ws()
 			if s.i >= len(s.b) || s.b[s.i] != '{' {
 				err = s.skip(2)
@@ -743,7 +768,7 @@ func (d *chunkDecoder) usage() error {
 			dk, dmore, err = s.objectStart()
 			for ; dmore && err == nil; dk, dmore, err = s.objectNext(err) {
 				if string(d.key(dk)) == "cached_tokens" {
-					u.cached, u.hasCached, err = s.countValue(3)
+					u.cached, u.hasCached, u.badCached, err = s.usageCount(3)
 				} else {
 					err = s.skip(3)
 				}
@@ -878,6 +903,15 @@ func (s *jsonScanner) countValue(depth int) (int, bool, error) {
 	}
 	n, ok := parseCount(s.b[start:s.i])
 	return n, ok, nil
+}
+
+// usageCount is countValue that also says whether the value was a number
+// that is not a count (a server anomaly, not an absent field).
+func (s *jsonScanner) usageCount(depth int) (n int, ok, bad bool, err error) {
+	s.ws()
+	num := s.i < len(s.b) && (s.b[s.i] == '-' || isDigit(s.b[s.i]))
+	n, ok, err = s.countValue(depth)
+	return n, ok, num && !ok && err == nil, err
 }
 
 // strSpecial marks the bytes that end the fast path of a string scan:
@@ -1028,7 +1062,7 @@ func (s *jsonScanner) skip(depth int) error {
 			open := s.b[s.i]
 			s.i++
 			if depth+len(s.stack)+1 > maxJSONDepth {
-				return errMalformedJSON
+				return errTooDeep
 			}
 			if open == '{' {
 				s.stack = append(s.stack, '}')

@@ -425,7 +425,7 @@ func TestDecodeChunk(t *testing.T) {
 		{"usage null", `{"choices":[{"delta":{"content":"x"}}],"usage":null}`, want{tokens: true, texts: "x"}},
 		{"usage float counts",
 			`{"usage":{"prompt_tokens":5.0,"completion_tokens":1e1,"prompt_tokens_details":{"cached_tokens":-1}}}`,
-			want{usage: &tokenUsage{prompt: 5, completion: 10, hasPrompt: true, hasCompletion: true}}},
+			want{usage: &tokenUsage{prompt: 5, completion: 10, hasPrompt: true, hasCompletion: true, badCached: true}}},
 		{"escapes and unicode",
 			`{"choices":[{"delta":{"content":"a\"b\\c\n\u00e9\ud83d\ude00 é 日本"}}]}`,
 			want{tokens: true, texts: "a\"b\\c\né😀 é 日本"}},
@@ -564,19 +564,22 @@ func refChunk(data []byte) (c refResult, isObject, ok bool) {
 			}
 		}
 	}
-	count := func(m map[string]any, k string) (int, bool) {
+	// count returns the count, whether it is one, and whether the field
+	// held a number that is not a count (negative, fractional, huge).
+	count := func(m map[string]any, k string) (int, bool, bool) {
 		f, ok := m[k].(float64)
 		if !ok {
-			return 0, false
+			return 0, false, false
 		}
-		return countFromFloat(f, true)
+		n, ok := countFromFloat(f, true)
+		return n, ok, !ok
 	}
 	if u, ok := top["usage"].(map[string]any); ok {
 		c.hasUsage = true
-		c.usage.prompt, c.usage.hasPrompt = count(u, "prompt_tokens")
-		c.usage.completion, c.usage.hasCompletion = count(u, "completion_tokens")
+		c.usage.prompt, c.usage.hasPrompt, c.usage.badPrompt = count(u, "prompt_tokens")
+		c.usage.completion, c.usage.hasCompletion, c.usage.badCompletion = count(u, "completion_tokens")
 		if d, ok := u["prompt_tokens_details"].(map[string]any); ok {
-			c.usage.cached, c.usage.hasCached = count(d, "cached_tokens")
+			c.usage.cached, c.usage.hasCached, c.usage.badCached = count(d, "cached_tokens")
 		}
 	}
 	if e, ok := top["error"]; ok && e != nil {
