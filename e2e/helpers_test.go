@@ -346,7 +346,7 @@ func startSim(t *testing.T, flags ...string) (*process, string) {
 func startDaemon(t *testing.T, configFile string, flags ...string) (*process, string) {
 	t.Helper()
 	return startServer(t, "llmprobe run", "/-/ready", nil, func(addr string) []string {
-		return append([]string{"run", "--config.file=" + configFile, "--web.listen-address=" + addr, "--log.level=debug"}, flags...)
+		return append([]string{"run", "--config.file=" + configFile, "--web.listen-address=" + addr, "--web.enable-lifecycle", "--log.level=debug"}, flags...)
 	})
 }
 

@@ -54,6 +54,7 @@ const (
 	labelClass   = "class"
 	labelOutcome = "outcome"
 	labelReason  = "reason"
+	labelKind    = "kind"
 	exemplarKey  = "trace_id"
 )
 
@@ -64,6 +65,8 @@ var (
 	requestsLabels     = []string{labelTarget, labelModel, labelClass, labelOutcome}
 	droppedLabels      = []string{labelTarget, labelReason}
 	conversationLabels = []string{labelTarget, labelClass, labelOutcome}
+	anomalyLabels      = []string{labelTarget, labelKind}
+	finishLabels       = []string{labelTarget, labelClass, labelReason}
 	hitRatioDesc       = prometheus.NewDesc(namespace+"_prefix_cache_hit_ratio", "Observed prefix-cache hit ratio: server-reported cached prompt tokens / prompt tokens, over the sliding global.hit_ratio_window, of requests whose server reported cached tokens. Absent while the window holds no such request.", targetClassLabels, nil)
 	defaultRatioWindow = time.Duration(config.DefaultGlobal.HitRatioWindow)
 )
@@ -94,6 +97,9 @@ type Metrics struct {
 	lengthError                            *prometheus.HistogramVec // target, class
 	lengthMismatch                         *prometheus.CounterVec   // target, class
 	conversations                          *prometheus.CounterVec   // target, class, outcome
+	retries                                *prometheus.CounterVec   // target
+	anomalies                              *prometheus.CounterVec   // target, kind
+	finishReasons                          *prometheus.CounterVec   // target, class, reason
 
 	mu    sync.Mutex // serialises SetConfig
 	state atomic.Pointer[metricsState]
@@ -111,6 +117,8 @@ type targetSeries struct {
 	name, model             string
 	scheduleLag, clientWait prometheus.Observer
 	dropped                 [len(probe.DropReasons)]prometheus.Counter
+	retries                 prometheus.Counter
+	anomalies               [len(probe.AnomalyKinds)]prometheus.Counter
 	classes                 map[string]*classSeries
 	classOrder              []string
 }
@@ -124,6 +132,7 @@ type classSeries struct {
 	promptTokensHist, outputTokensHist prometheus.Observer
 	lengthError                        prometheus.Observer
 	lengthMismatch                     prometheus.Counter
+	finishReasons                      [len(probe.FinishReasons)]prometheus.Counter
 	hit                                *ratioWindow
 	// conversations is set only for multi-turn classes.
 	conversations *[len(probe.ConversationOutcomes)]prometheus.Counter
@@ -198,7 +207,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		lengthMismatch: prometheus.NewCounterVec(counterOpts("prompt_length_mismatch_total",
 			"Requests whose server-reported prompt length differs from the planned one by more than 2%."), targetClassLabels),
 		conversations: prometheus.NewCounterVec(counterOpts("conversations_total",
-			"Multi-turn conversations that ended, by outcome: completed (every turn succeeded), failed (a turn did not succeed), dropped (a turn could not be sent)."), conversationLabels),
+			"Multi-turn conversations that ended, by outcome: completed (every turn succeeded), failed (a turn did not succeed, or the history passed its bound), dropped (a turn could not be sent)."), conversationLabels),
+		retries: prometheus.NewCounterVec(counterOpts("client_retries_total",
+			"Requests re-sent on a new connection because the server had closed the kept-alive one before the request reached it (never after the server accepted a byte of it)."), targetLabels),
+		anomalies: prometheus.NewCounterVec(counterOpts("server_anomalies_total",
+			"Responses whose server reported something that cannot be right, by kind: cached_exceeds_prompt (clamped), output_exceeds_max_tokens, invalid_usage (a count that is not one; ignored)."), anomalyLabels),
+		finishReasons: prometheus.NewCounterVec(counterOpts("finish_reasons_total",
+			"Requests that got a response stream, by the server's finish_reason: stop, length, tool_calls, content_filter, function_call, other (any other value), none (the stream carried none)."), finishLabels),
 		now: time.Now,
 	}
 	m.state.Store(&metricsState{targets: map[string]*targetSeries{}, window: defaultRatioWindow})
@@ -215,7 +230,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.scheduled, m.sent, m.requests, m.dropped,
 		m.promptTokens, m.outputTokens, m.cachedToks, m.usageEstimated,
 		m.promptTokensHist, m.outputTokensHist, m.lengthError, m.lengthMismatch,
-		m.conversations,
+		m.conversations, m.retries, m.anomalies, m.finishReasons,
 	}
 }
 
@@ -249,6 +264,10 @@ func (m *Metrics) SetConfig(cfg *config.Config) {
 		}
 		for i, r := range probe.DropReasons {
 			ts.dropped[i] = m.dropped.WithLabelValues(t.Name, string(r))
+		}
+		ts.retries = m.retries.WithLabelValues(t.Name)
+		for i, a := range probe.AnomalyKinds {
+			ts.anomalies[i] = m.anomalies.WithLabelValues(t.Name, a.Name)
 		}
 		for _, c := range w.Classes {
 			if c == nil {
@@ -303,7 +322,7 @@ func (m *Metrics) deletePartial(l prometheus.Labels, vecs ...partialDeleter) {
 }
 
 func (m *Metrics) allVecs() []partialDeleter {
-	return append(m.classVecs(), m.scheduleLag, m.clientWait, m.dropped)
+	return append(m.classVecs(), m.scheduleLag, m.clientWait, m.dropped, m.retries, m.anomalies)
 }
 
 // modelVecs carry a model label.
@@ -313,7 +332,7 @@ func (m *Metrics) modelVecs() []partialDeleter {
 
 // classVecs carry a class label.
 func (m *Metrics) classVecs() []partialDeleter {
-	return append(m.modelVecs(), m.scheduled, m.sent, m.promptTokensHist, m.outputTokensHist, m.lengthError, m.lengthMismatch, m.conversations)
+	return append(m.modelVecs(), m.scheduled, m.sent, m.promptTokensHist, m.outputTokensHist, m.lengthError, m.lengthMismatch, m.conversations, m.finishReasons)
 }
 
 func (m *Metrics) newClassSeries(target, model, class string) *classSeries {
@@ -335,6 +354,9 @@ func (m *Metrics) newClassSeries(target, model, class string) *classSeries {
 	}
 	for i, o := range probe.Outcomes {
 		cs.requests[i] = m.requests.WithLabelValues(target, model, class, string(o))
+	}
+	for i, r := range probe.FinishReasons {
+		cs.finishReasons[i] = m.finishReasons.WithLabelValues(target, class, r)
 	}
 	return cs
 }
@@ -422,6 +444,21 @@ func (m *Metrics) Observe(r *probe.Result) {
 		if o == r.Outcome {
 			cs.requests[i].Inc()
 			break
+		}
+	}
+	addCount(ts.retries, r.Retries)
+	for i, a := range probe.AnomalyKinds {
+		if r.Anomalies.Has(a.Anomaly) {
+			ts.anomalies[i].Inc()
+		}
+	}
+	if r.StatusCode >= 200 && r.StatusCode <= 299 {
+		label := probe.FinishReasonLabel(r.FinishReason)
+		for i, fr := range probe.FinishReasons {
+			if fr == label {
+				cs.finishReasons[i].Inc()
+				break
+			}
 		}
 	}
 

@@ -30,8 +30,12 @@ type WebOptions struct {
 	Recent *Recent
 	// Metrics supplies the observed prefix-cache hit ratio per class.
 	Metrics *Metrics
-	// Reloader serves POST /-/reload and /config.
+	// Reloader serves POST /-/reload (with EnableLifecycle) and /config.
 	Reloader *Reloader
+	// EnableLifecycle turns on POST /-/reload, as Prometheus'
+	// --web.enable-lifecycle does; off, it answers 403 (SIGHUP still
+	// reloads).
+	EnableLifecycle bool
 	// Ready reports readiness for /-/ready (always ready if nil).
 	Ready func() bool
 	// Version is shown in the page header.
@@ -54,7 +58,8 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 //	/metrics     Prometheus exposition (OpenMetrics negotiated: exemplars need it)
 //	/-/healthy   200 while the process serves HTTP
 //	/-/ready     200 when o.Ready() says so, else 503
-//	/-/reload    POST or PUT: reload the configuration; 200, or 500 with the error
+//	/-/reload    POST or PUT, with EnableLifecycle: reload the configuration; 200,
+//	             or 500 with the error (403 without EnableLifecycle)
 //	/            status page: per-target load, harness health, recent requests
 //	/config      the running configuration, secrets hidden
 func NewHandler(o WebOptions) http.Handler {
@@ -79,7 +84,15 @@ func NewHandler(o WebOptions) http.Handler {
 	mux.HandleFunc("PUT /-/reload", w.reload)
 	mux.HandleFunc("GET /{$}", w.status)
 	mux.HandleFunc("GET /config", w.config)
-	return mux
+	// A browser must not be able to make another site's page post to
+	// /-/reload (or any future state-changing endpoint): cross-origin
+	// requests with unsafe methods are refused (Sec-Fetch-Site, or Origin
+	// against Host). curl and other non-browser clients send neither.
+	csrf := http.NewCrossOriginProtection()
+	csrf.SetDenyHandler(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+		writeText(rw, http.StatusForbidden, "cross-origin request refused")
+	}))
+	return csrf.Handler(mux)
 }
 
 type web struct {
@@ -110,6 +123,10 @@ func (w *web) ready(rw http.ResponseWriter, _ *http.Request) {
 }
 
 func (w *web) reload(rw http.ResponseWriter, _ *http.Request) {
+	if !w.o.EnableLifecycle {
+		writeText(rw, http.StatusForbidden, "Lifecycle API is not enabled (start with --web.enable-lifecycle, or send SIGHUP).")
+		return
+	}
 	if w.o.Reloader == nil {
 		writeText(rw, http.StatusServiceUnavailable, "configuration reload is not available")
 		return
@@ -144,7 +161,7 @@ type pageData struct {
 type statusPage struct {
 	pageData
 	Targets []targetView
-	Reload  bool
+	Reload  bool // POST /-/reload is enabled
 }
 
 type targetView struct {
@@ -173,7 +190,7 @@ type classView struct {
 func (w *web) status(rw http.ResponseWriter, _ *http.Request) {
 	page := statusPage{
 		pageData: pageData{Title: "Status", Version: w.o.Version, Now: time.Now()},
-		Reload:   w.o.Reloader != nil,
+		Reload:   w.o.Reloader != nil && w.o.EnableLifecycle,
 	}
 	var cfg *config.Config
 	if w.o.Reloader != nil {

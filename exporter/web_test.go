@@ -47,6 +47,8 @@ func newWebFixture(t *testing.T) *webFixture {
 		Reloader: f.reloader,
 		Ready:    f.ready.Load,
 		Version:  "1.2.3-test",
+
+		EnableLifecycle: true,
 	}))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -227,8 +229,9 @@ func TestConfigPageHidesSecrets(t *testing.T) {
 
 func TestHandlerWithoutOptionalParts(t *testing.T) {
 	srv := httptest.NewServer(NewHandler(WebOptions{
-		Gatherer: prometheus.NewRegistry(),
-		Status:   func() []probe.TargetStatus { return nil },
+		Gatherer:        prometheus.NewRegistry(),
+		Status:          func() []probe.TargetStatus { return nil },
+		EnableLifecycle: true,
 	}))
 	defer srv.Close()
 	f := &webFixture{srv: srv}
@@ -243,5 +246,42 @@ func TestHandlerWithoutOptionalParts(t *testing.T) {
 	}
 	if code, _, body := f.do(t, "GET", "/", nil); code != 200 || !strings.Contains(body, "No target is running") {
 		t.Errorf("/ without targets = %d", code)
+	}
+}
+
+// TestReloadNeedsLifecycleAndSameOrigin: POST /-/reload is off unless
+// enabled (Prometheus' --web.enable-lifecycle), and a browser on another
+// site cannot make it reload even then.
+func TestReloadNeedsLifecycleAndSameOrigin(t *testing.T) {
+	f := newWebFixture(t)
+	off := httptest.NewServer(NewHandler(WebOptions{Gatherer: f.reg, Reloader: f.reloader}))
+	defer off.Close()
+	running := f.reloader.Current()
+	resp, err := http.Post(off.URL+"/-/reload", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "--web.enable-lifecycle") || f.reloader.Current() != running {
+		t.Errorf("POST /-/reload without the lifecycle API = %d %q", resp.StatusCode, body)
+	}
+
+	for _, h := range []map[string]string{
+		{"Sec-Fetch-Site": "cross-site"},
+		{"Sec-Fetch-Site": "same-site"},
+		{"Origin": "http://evil.example"},
+		{"Origin": "null"},
+	} {
+		code, _, body := f.do(t, "POST", "/-/reload", h)
+		if code != http.StatusForbidden || f.reloader.Current() != running {
+			t.Errorf("cross-origin POST /-/reload %v = %d %q (reloaded: %v)", h, code, body, f.reloader.Current() != running)
+		}
+	}
+	// The status page's own form, and curl, still work.
+	for _, h := range []map[string]string{{"Sec-Fetch-Site": "same-origin"}, {"Origin": f.srv.URL}, nil} {
+		if code, _, body := f.do(t, "POST", "/-/reload", h); code != http.StatusOK {
+			t.Errorf("same-origin POST /-/reload %v = %d %q", h, code, body)
+		}
 	}
 }

@@ -37,6 +37,7 @@ type runOptions struct {
 	configFile string
 	demo       bool
 	replicas   int
+	lifecycle  bool
 	web        *web.FlagConfig
 }
 
@@ -46,6 +47,7 @@ func registerRun(app *kingpin.Application) command {
 	cmd.Flag("config.file", "llmprobe configuration file.").Default("llmprobe.yml").StringVar(&o.configFile)
 	cmd.Flag("demo", "Start the built-in simulator on a loopback port and probe it with the embedded demo configuration (--config.file is ignored).").BoolVar(&o.demo)
 	cmd.Flag("probe.replicas", "Number of llmprobe replicas sharing every target's rate: this process sends rate/replicas (sum the replicas in Prometheus).").Default("1").Envar("LLMPROBE_REPLICAS").IntVar(&o.replicas)
+	cmd.Flag("web.enable-lifecycle", "Enable configuration reload over HTTP (POST /-/reload), as Prometheus' flag of the same name; SIGHUP reloads either way.").BoolVar(&o.lifecycle)
 	o.web = kingpinflag.AddFlags(cmd, ":9477")
 	return command{
 		clause: cmd,
@@ -151,6 +153,8 @@ func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
 			Reloader: reloader,
 			Ready:    ready.Load,
 			Version:  version.Version,
+
+			EnableLifecycle: o.lifecycle,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}

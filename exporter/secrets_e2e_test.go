@@ -1,0 +1,184 @@
+package exporter
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/otlptest"
+	"github.com/llmprobe/llmprobe/probe"
+)
+
+// Secrets of TestSecretsAreNeverRepublished's configuration.
+const (
+	echoBearer   = "sk-echo-bearer-5f1e2d3c4b5a69788796"
+	echoHeader   = "xk-echo-header-a1b2c3d4e5f60718293a"
+	echoPassword = "echo-basic-password-0f9e8d7c6b5a"
+	echoFileKey  = "fk-echo-file-key-77665544332211aa"
+)
+
+// syncBuffer is a log sink shared by the daemon's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestSecretsAreNeverRepublished runs the daemon's wiring against a server
+// that quotes every request header back in every way it can (401 bodies,
+// error events, response ids and models, /tokenize errors) and checks
+// that no configured secret, nor its base64 form, appears in /metrics,
+// the status page, /config, the debug log or the spans a real OTLP
+// receiver got.
+func TestSecretsAreNeverRepublished(t *testing.T) {
+	clearOTelEnv(t)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+	var n atomic.Int64
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		var quoted strings.Builder
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				fmt.Fprintf(&quoted, "%s: %s [%s] ", k, v, base64.StdEncoding.EncodeToString([]byte(v)))
+			}
+		}
+		q, _ := json.Marshal(quoted.String())
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/tokenize"):
+			http.Error(w, "tokenize refused for "+quoted.String(), http.StatusForbidden)
+		case n.Add(1)%3 == 0:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintf(w, `{"error":{"message":%s}}`, q)
+		case n.Load()%3 == 1:
+			w.Header().Set("Content-Type", "text/event-stream")
+			id, _ := json.Marshal(r.Header.Get("Authorization"))
+			model, _ := json.Marshal(r.Header.Get("X-Api-Key"))
+			fmt.Fprintf(w, "data: {\"id\":%s,\"model\":%s,\"choices\":[{\"delta\":{\"content\":\"hi\"},\"finish_reason\":%s}]}\n\n", id, model, model)
+			io.WriteString(w, "data: [DONE]\n\n")
+		default:
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\nevent: error\ndata: {\"error\":{\"message\":%s}}\n\n", q)
+		}
+	}))
+	defer echo.Close()
+
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "key"), echoFileKey+"\n")
+	path := filepath.Join(dir, "llmprobe.yml")
+	writeFile(t, path, fmt.Sprintf(`
+global: {warmup: 0s, recent_requests: 20}
+workloads:
+  w:
+    classes:
+      - {name: chat, prompt_tokens: 32, output_tokens: 4}
+targets:
+  - name: bearer
+    url: %[1]s/v1
+    model: m
+    workload: w
+    arrival: {process: constant, rate: 20}
+    http_client_config:
+      authorization: {credentials: %[2]s}
+      http_headers:
+        X-Api-Key: {secrets: [%[3]s]}
+        X-File-Key: {files: [key]}
+  - name: basic
+    url: %[1]s/v1
+    model: m
+    workload: w
+    arrival: {process: constant, rate: 20}
+    http_client_config:
+      basic_auth: {username: probe, password: %[4]s}
+`, echo.URL, echoBearer, echoHeader, echoPassword))
+
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	recv := otlptest.Start(t)
+	insecure := true
+	tr, err := NewTracing(context.Background(), TracingOptions{Config: config.Tracing{Endpoint: recv.Addr, Insecure: &insecure, RecordContent: true}, ServiceName: "llmprobe", Logger: logger})
+	if err != nil || tr == nil {
+		t.Fatalf("tracing: %v %v", tr, err)
+	}
+	reg := prometheus.NewRegistry()
+	metrics := NewMetrics(reg)
+	recent := NewRecent(logger)
+	engine := probe.NewEngine(probe.Options{Logger: logger, Observer: probe.Observers{metrics, recent},
+		Tracer: tr.Tracer(), Propagator: tr.Propagator(), RecordContent: true})
+	reg.MustRegister(NewStatusCollector(engine.Status))
+	reloader := NewReloader(fileLoader(path), logger, reg, Infallible(metrics.SetConfig), Infallible(recent.SetConfig), engine.Apply)
+	srv := httptest.NewServer(NewHandler(WebOptions{Logger: logger, Gatherer: reg, Status: engine.Status, Recent: recent,
+		Metrics: metrics, Reloader: reloader, EnableLifecycle: true}))
+	defer srv.Close()
+	f := &webFixture{srv: srv}
+	if err := reloader.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for n.Load() < 60 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	_, _, exposition := f.do(t, "GET", "/metrics", map[string]string{"Accept": "application/openmetrics-text;version=1.0.0"})
+	_, _, page := f.do(t, "GET", "/", nil)
+	_, _, cfgPage := f.do(t, "GET", "/config", nil)
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := engine.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	var spans strings.Builder
+	for _, s := range recv.Spans() {
+		spans.WriteString(protojson.Format(s.Span))
+	}
+	if n.Load() < 30 || recv.Count() < 30 {
+		t.Fatalf("too little traffic to judge: %d requests, %d spans", n.Load(), recv.Count())
+	}
+	// The failures really happened and were recorded, redacted.
+	for _, want := range []string{"http_401", "error_event", "[secret]"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the status page lacks %q", want)
+		}
+	}
+	if !strings.Contains(logs.String(), "[secret]") {
+		t.Error("the debug log shows no redacted failure")
+	}
+	for name, text := range map[string]string{"/metrics": exposition, "/": page, "/config": cfgPage, "log": logs.String(), "spans": spans.String()} {
+		for _, sec := range []string{echoBearer, echoHeader, echoPassword, echoFileKey, "probe:" + echoPassword} {
+			for _, form := range []string{sec, sec[:16], base64.StdEncoding.EncodeToString([]byte(sec)), base64.StdEncoding.EncodeToString([]byte(sec))[:16]} {
+				if i := strings.Index(text, form); i >= 0 {
+					t.Errorf("%s shows secret %q (as %q): ...%s...", name, sec, form, text[max(i-80, 0):min(i+80, len(text))])
+				}
+			}
+		}
+	}
+}
