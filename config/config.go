@@ -18,6 +18,7 @@ import (
 
 	commoncfg "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
 )
 
 // Config is the whole configuration file.
@@ -113,6 +114,8 @@ type Class struct {
 	Prefix       *Prefix  `yaml:"prefix,omitempty"`
 	Sampling     Sampling `yaml:"sampling"`
 	Turns        *Turns   `yaml:"turns,omitempty"`
+
+	decodeErrs []string // see Config.takeDecodeErrors
 }
 
 // dists lists the class's distributions (for anchoring relative files).
@@ -124,11 +127,13 @@ func (c *Class) dists() []*Dist {
 	return d
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler.
+// UnmarshalYAML implements yaml.Unmarshaler. Problems are kept, not
+// returned (see Config.takeDecodeErrors).
 func (c *Class) UnmarshalYAML(unmarshal func(any) error) error {
 	*c = Class{Weight: 1, Sampling: DefaultSampling}
 	type plain Class
-	return decodePlain(unmarshal, (*plain)(c))
+	c.decodeErrs = typeErrorLines(decodePlain(unmarshal, (*plain)(c)))
+	return nil
 }
 
 // Prefix describes shared prompt prefixes (system prompts) reused across
@@ -214,8 +219,16 @@ type Target struct {
 	MaxInflight int `yaml:"max_inflight"`
 	// RequestTimeout overrides global.request_timeout when set.
 	RequestTimeout model.Duration `yaml:"request_timeout,omitempty"`
+	// IdleTimeout (idle_conn_timeout) closes idle keep-alive
+	// connections. It must stay below the server's own keep-alive
+	// timeout (uvicorn, hence vLLM, and llama.cpp close idle connections
+	// after 5s), or a request can be written to a connection the server
+	// has just closed. See IdleConnTimeout.
+	IdleTimeout model.Duration `yaml:"idle_conn_timeout"`
 	// HTTPClientConfig holds auth (bearer, basic, OAuth2, secrets from
-	// files), TLS, proxy and extra headers (http_headers).
+	// files), TLS, proxy and extra headers (http_headers). Unlike
+	// prometheus/common's default, redirects are not followed unless
+	// follow_redirects is true (and then only to the same host).
 	HTTPClientConfig commoncfg.HTTPClientConfig `yaml:"http_client_config"`
 	// ExtraBody is merged into every request body (e.g. ignore_eos).
 	ExtraBody map[string]any `yaml:"extra_body,omitempty"`
@@ -233,6 +246,8 @@ type Target struct {
 	// WorkloadFrom refits the workload's length distributions from the
 	// served model's own histograms (nil: the workload as configured).
 	WorkloadFrom *WorkloadFrom `yaml:"workload_from,omitempty"`
+
+	decodeErrs []string // see Config.takeDecodeErrors
 }
 
 // Tokenize and prompt format values.
@@ -246,18 +261,80 @@ const (
 // DefaultMaxInflight applies when a target sets no max_inflight.
 const DefaultMaxInflight = 64
 
-// UnmarshalYAML implements yaml.Unmarshaler.
+// DefaultIdleConnTimeout applies when a target sets no idle_conn_timeout:
+// below the 5s after which uvicorn (vLLM) and llama.cpp close idle
+// connections. MaxIdleConnTimeout bounds it.
+const (
+	DefaultIdleConnTimeout = 4 * time.Second
+	MaxIdleConnTimeout     = 10 * time.Minute
+)
+
+// DefaultTargetHTTPClientConfig is prometheus/common's default, except
+// that redirects are not followed: a redirect is a failure unless the
+// target sets follow_redirects: true.
+var DefaultTargetHTTPClientConfig = func() commoncfg.HTTPClientConfig {
+	c := commoncfg.DefaultHTTPClientConfig
+	c.FollowRedirects = false
+	return c
+}()
+
+// UnmarshalYAML implements yaml.Unmarshaler. Problems are kept, not
+// returned (see Config.takeDecodeErrors).
 func (t *Target) UnmarshalYAML(unmarshal func(any) error) error {
 	*t = Target{
 		API:              APIChat,
 		Tokenize:         TokenizeAuto,
 		PromptFormat:     PromptFormatText,
+		Arrival:          Arrival{Process: ProcessPoisson, Burstiness: 1},
 		MaxInflight:      DefaultMaxInflight,
-		HTTPClientConfig: commoncfg.DefaultHTTPClientConfig,
+		IdleTimeout:      model.Duration(DefaultIdleConnTimeout),
+		HTTPClientConfig: DefaultTargetHTTPClientConfig,
 	}
 	type plain Target
-	return decodePlain(unmarshal, (*plain)(t))
+	t.decodeErrs = typeErrorLines(decodePlain(unmarshal, (*plain)(t)))
+	// prometheus/common's UnmarshalYAML starts over from its own default,
+	// which follows redirects: keep ours unless the file says.
+	var ref nodeRef
+	if err := unmarshal(&ref); err == nil && !setsKey(ref.node, "http_client_config", "follow_redirects") {
+		t.HTTPClientConfig.FollowRedirects = false
+	}
+	return nil
 }
+
+// setsKey reports whether mapping n sets the key at path (through
+// aliases and merge keys).
+func setsKey(n *yaml.Node, path ...string) bool { return setsKeyDepth(n, 0, path) }
+
+func setsKeyDepth(n *yaml.Node, depth int, path []string) bool {
+	n = resolveAlias(n)
+	if n == nil || n.Kind != yaml.MappingNode || len(path) == 0 || depth > 100 {
+		return false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		switch {
+		case k.Tag == "!!merge":
+			if mv := resolveAlias(v); mv != nil && mv.Kind == yaml.SequenceNode {
+				for _, m := range mv.Content {
+					if setsKeyDepth(m, depth+1, path) {
+						return true
+					}
+				}
+			} else if setsKeyDepth(v, depth+1, path) {
+				return true
+			}
+		case k.Value == path[0]:
+			if len(path) == 1 || setsKeyDepth(v, depth+1, path[1:]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// IdleConnTimeout is how long an idle keep-alive connection to the target
+// is kept.
+func (t *Target) IdleConnTimeout() time.Duration { return time.Duration(t.IdleTimeout) }
 
 // Timeout is the effective request timeout of t under g.
 func (t *Target) Timeout(g Global) time.Duration {
@@ -423,7 +500,7 @@ func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 			errs.add(path+".prompt_format", "%q needs api: completions (chat messages are text)", PromptFormatIDs)
 		}
 		if w := c.Workloads[t.Workload]; w != nil && slices.ContainsFunc(w.Classes, func(cl *Class) bool { return cl != nil && cl.Turns != nil }) {
-			errs.add(path+".prompt_format", "%q cannot carry multi-turn history (workload %q has turns); use text", PromptFormatIDs, t.Workload)
+			errs.addDep(path+".prompt_format", "workloads."+t.Workload, "%q cannot carry multi-turn history (workload %q has turns); use text", PromptFormatIDs, t.Workload)
 		}
 	default:
 		errs.add(path+".prompt_format", "must be %q or %q, got %q", PromptFormatText, PromptFormatIDs, t.PromptFormat)
@@ -432,7 +509,7 @@ func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 	case t.Workload == "":
 		errs.add(path+".workload", "required")
 	case c.Workloads[t.Workload] == nil:
-		errs.add(path+".workload", "unknown workload %q (defined: %s)", t.Workload, strings.Join(sortedKeys(c.Workloads), ", "))
+		errs.addDep(path+".workload", "workloads."+t.Workload, "unknown workload %q (defined: %s)", t.Workload, someKeys(c.Workloads, 10))
 	}
 	a := t.Arrival
 	switch a.Process {
@@ -440,8 +517,13 @@ func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 	default:
 		errs.add(path+".arrival.process", "must be one of poisson, gamma, constant; got %q", a.Process)
 	}
-	if !(a.Rate > 0) || math.IsInf(a.Rate, 0) {
+	switch {
+	case !(a.Rate > 0) || math.IsInf(a.Rate, 0):
 		errs.add(path+".arrival.rate", "must be a positive number of requests per second, got %v", a.Rate)
+	case a.Rate > MaxArrivalRate:
+		// Beyond it the arrival timeline is a busy loop; the rate is the
+		// target's total, which replicas share.
+		errs.add(path+".arrival.rate", "must be at most %d requests per second, got %v (for more, split the load over several targets)", MaxArrivalRate, a.Rate)
 	}
 	switch {
 	case !(a.Burstiness > 0) || math.IsInf(a.Burstiness, 0):
@@ -454,6 +536,9 @@ func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 	}
 	if t.RequestTimeout < 0 {
 		errs.add(path+".request_timeout", "must not be negative")
+	}
+	if d := t.IdleConnTimeout(); d <= 0 || d > MaxIdleConnTimeout {
+		errs.add(path+".idle_conn_timeout", "must be more than 0s and at most %v, got %v", model.Duration(MaxIdleConnTimeout), t.IdleTimeout)
 	}
 	if err := t.HTTPClientConfig.Validate(); err != nil {
 		errs.add(path+".http_client_config", "%v", err)
@@ -482,6 +567,15 @@ func redactURLError(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// someKeys lists m's keys, at most n of them.
+func someKeys[V any](m map[string]V, n int) string {
+	keys := sortedKeys(m)
+	if len(keys) > n {
+		return fmt.Sprintf("%s and %d more", strings.Join(keys[:n], ", "), len(keys)-n)
+	}
+	return strings.Join(keys, ", ")
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -58,7 +58,7 @@ func (d *Dist) UnmarshalYAML(unmarshal func(any) error) error {
 	}
 	*d = Dist{}
 	type plain Dist
-	return unmarshal((*plain)(d))
+	return decodePlain(unmarshal, (*plain)(d))
 }
 
 // MarshalYAML writes a fixed distribution as a bare number.
@@ -107,8 +107,9 @@ var distParams = map[string][]string{
 	DistEmpirical: {"quantiles", "file", "field"},
 }
 
-// build validates the parameters and constructs the sampler.
-func (d *Dist) build() error {
+// build validates the parameters and constructs the sampler; samples
+// files are read through the load's cache.
+func (d *Dist) build(files map[[2]string]samplesRead) error {
 	allowed, ok := distParams[d.Kind]
 	if !ok {
 		if d.Kind == "" {
@@ -180,11 +181,7 @@ func (d *Dist) build() error {
 			})
 			s, err = dist.Empirical(points)
 		case d.File != "" && d.Quantiles == nil:
-			var values []float64
-			values, err = dist.ReadSamplesFile(d.resolve(d.File), d.Field)
-			if err == nil {
-				s, err = dist.FromSamples(values)
-			}
+			s, err = readSamples(files, d.resolve(d.File), d.Field)
 		default:
 			return errors.New(`dist empirical needs either "quantiles" or "file"`)
 		}
@@ -222,7 +219,7 @@ func (d *Dist) validateLength(errs *fieldErrors, path string, least float64) {
 		errs.add(path, "required")
 		return
 	}
-	if err := d.build(); err != nil {
+	if err := d.build(errs.samples); err != nil {
 		errs.add(path, "%v", err)
 		return
 	}

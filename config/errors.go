@@ -18,6 +18,12 @@ type Error struct {
 	Column int
 	Path   string // field path, e.g. targets[0].arrival.rate
 	Msg    string
+
+	// scope is what failed to decode (a decoding error's field, or the
+	// mapping whose decoding stopped); deps are the paths a validation
+	// error's judgement rests on besides its own (a target's workload).
+	scope string
+	deps  []string
 }
 
 func (e *Error) Error() string {
@@ -54,218 +60,207 @@ func (es Errors) Error() string {
 	return strings.Join(msgs, "\n")
 }
 
+// unscoped is the scope of a decoding error the index could not attach
+// to a field: it hides no validation error.
+const unscoped = "\x00"
+
 // fieldErrors collects validation problems by field path; positions are
 // attached afterwards from the YAML node index.
 type fieldErrors struct {
 	errs []*Error
+	// samples caches the samples files read while validating, so a file
+	// that many classes share is read once per load.
+	samples map[[2]string]samplesRead
 }
 
 func (f *fieldErrors) add(path, format string, args ...any) {
 	f.errs = append(f.errs, &Error{Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
-// position is where a field path's key (or sequence item) sits.
-type position struct{ line, col int }
-
-// nodeIndex maps field paths (targets[0].arrival.rate) to positions, and
-// remembers scalar values to find a field from an error quoting it.
-type nodeIndex struct {
-	pos    map[string]position
-	values map[string][]string // scalar value -> paths holding it
-}
-
-func indexNodes(root *yaml.Node) nodeIndex {
-	idx := nodeIndex{pos: map[string]position{}, values: map[string][]string{}}
-	var walk func(n *yaml.Node, path string)
-	walk = func(n *yaml.Node, path string) {
-		switch n.Kind {
-		case yaml.DocumentNode:
-			for _, c := range n.Content {
-				walk(c, path)
-			}
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				k, v := n.Content[i], n.Content[i+1]
-				p := k.Value
-				if path != "" {
-					p = path + "." + k.Value
-				}
-				idx.pos[p] = position{k.Line, k.Column}
-				if v.Kind == yaml.ScalarNode {
-					idx.values[v.Value] = append(idx.values[v.Value], p)
-				}
-				walk(v, p)
-			}
-		case yaml.SequenceNode:
-			for i, c := range n.Content {
-				p := fmt.Sprintf("%s[%d]", path, i)
-				idx.pos[p] = position{c.Line, c.Column}
-				if c.Kind == yaml.ScalarNode {
-					idx.values[c.Value] = append(idx.values[c.Value], p)
-				}
-				walk(c, p)
-			}
-		case yaml.AliasNode:
-			if n.Alias != nil {
-				walk(n.Alias, path)
-			}
-		}
-	}
-	walk(root, "")
-	return idx
-}
-
-// locate finds the position of path, or of its nearest ancestor present
-// in the file (a missing required field points at its parent).
-func (idx nodeIndex) locate(path string) position {
-	for p := path; p != ""; p = parentPath(p) {
-		if pos, ok := idx.pos[p]; ok {
-			return pos
-		}
-	}
-	return position{}
-}
-
-func parentPath(p string) string {
-	i := strings.LastIndexAny(p, ".[")
-	if i <= 0 {
-		return ""
-	}
-	return p[:i]
-}
-
-// pathAtLine finds the field path whose key sits at line (and, when name
-// is not empty, whose last element is name).
-func (idx nodeIndex) pathAtLine(line int, name string) string {
-	best := ""
-	for p, pos := range idx.pos {
-		if pos.line != line {
-			continue
-		}
-		if name != "" && !strings.HasSuffix(p, "."+name) && p != name {
-			continue
-		}
-		if best == "" || len(p) > len(best) || (len(p) == len(best) && p < best) {
-			best = p
-		}
-	}
-	return best
-}
-
-// valuePath finds the field holding scalar value v nearest at or after
-// line (the start of the mapping whose decoding failed).
-func (idx nodeIndex) valuePath(v string, line int) (string, bool) {
-	best, bestLine := "", 0
-	for _, p := range idx.values[v] {
-		if l := idx.pos[p].line; l >= line && (best == "" || l < bestLine) {
-			best, bestLine = p, l
-		}
-	}
-	return best, best != ""
+// addDep adds an error whose judgement also rests on the value at dep.
+func (f *fieldErrors) addDep(path, dep, format string, args ...any) {
+	f.add(path, format, args...)
+	f.errs[len(f.errs)-1].deps = []string{dep}
 }
 
 var (
-	unknownFieldRE = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)
-	typeErrorRE    = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+) `(.*)` into (\\S+)$")
-	lineRE         = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-	quotedRE       = regexp.MustCompile(`"([^"]+)"`)
+	unknownFieldRE = regexp.MustCompile(`(?s)^line (\d+): field (.*) not found in type \S+$`)
+	alreadySetRE   = regexp.MustCompile(`(?s)^line (\d+): field (.*) already set in type \S+$`)
+	duplicateKeyRE = regexp.MustCompile(`^line (\d+): mapping key (".*") already defined at line (\d+)$`)
+	typeErrorRE    = regexp.MustCompile("(?s)^line (\\d+): cannot unmarshal (.*?)(?: `(.*)`)? into (.+)$")
+	// goTypeRE is the end of a yaml message that names a Go type.
+	goTypeRE = regexp.MustCompile(`(?s) (?:into|in type) \S.*$`)
+	lineRE   = regexp.MustCompile(`(?s)^(?:yaml: )?line (\d+): (.*)$`)
 )
 
-// nodeError carries the position of the mapping whose decoding failed
-// with an error yaml does not position itself (an UnmarshalYAML of a
-// library type such as model.Duration or HTTPClientConfig's own checks).
-type nodeError struct {
-	line, col int
-	err       error
-}
-
-func (e *nodeError) Error() string { return e.err.Error() }
-func (e *nodeError) Unwrap() error { return e.err }
-
-// nodePos captures the position of the node being decoded. (Decoding into
-// a yaml.Node through the callback would treat Node as a struct and trip
-// over unknown-field checks; a yaml.Unmarshaler receives the node as is.)
-type nodePos struct{ line, col int }
-
-func (p *nodePos) UnmarshalYAML(n *yaml.Node) error {
-	p.line, p.col = n.Line, n.Column
-	return nil
-}
-
-// decodePlain decodes the current node into v (a `plain` alias) and
-// attaches the node's position to errors yaml left unpositioned.
-func decodePlain(unmarshal func(any) error, v any) error {
-	var n nodePos
-	if err := unmarshal(&n); err != nil {
-		return err
-	}
-	err := unmarshal(v)
-	if err == nil {
-		return nil
-	}
-	var te *yaml.TypeError
-	var ne *nodeError
-	if errors.As(err, &te) || errors.As(err, &ne) {
-		return err
-	}
-	return &nodeError{line: n.line, col: n.col, err: err}
-}
-
-// translate turns a yaml decoding error into positioned Errors that name
-// fields as the config author wrote them, not Go types.
-func translate(err error, file string, idx nodeIndex) Errors {
-	var ne *nodeError
-	if errors.As(err, &ne) {
-		e := &Error{File: file, Line: ne.line, Column: ne.col, Msg: ne.err.Error()}
-		e.Path = parentPath(idx.pathAtLine(ne.line, ""))
-		// Refine to the exact field when the message quotes its value.
-		if m := quotedRE.FindStringSubmatch(e.Msg); m != nil {
-			if p, ok := idx.valuePath(m[1], ne.line); ok {
-				e.Path = p
-				pos := idx.pos[p]
-				e.Line, e.Column = pos.line, pos.col
-			}
-		}
-		return Errors{e}
-	}
-	var lines []string
-	if te, ok := err.(*yaml.TypeError); ok {
-		lines = te.Errors
-	} else {
-		lines = []string{err.Error()}
-	}
+// translate turns yaml's decoding errors (and ours, see posLine) into
+// positioned Errors that name fields as the config author wrote them,
+// not Go types.
+func translate(lines []string, file string, idx nodeIndex) Errors {
 	out := make(Errors, 0, len(lines))
+	used := map[string]int{} // yaml line -> candidates already taken by an identical line
 	for _, l := range lines {
-		e := &Error{File: file}
+		e := &Error{File: file, scope: unscoped}
+		nth := used[l]
+		used[l]++
+		if pos, scope, msg, ok := parsePosLine(l); ok {
+			e.Msg = msg
+			e.Line, e.Column = pos.line, pos.col
+			if p, ok := idx.valueAt[pos]; ok {
+				e.Path, e.scope = p, p
+				if kp, ok := idx.pos[p]; ok {
+					e.Line, e.Column = kp.line, kp.col
+				}
+			}
+			if scope == scopeMapping && strings.HasPrefix(msg, "a merge (<<)") {
+				if kp, ok := idx.pos[joinPath(e.Path, "<<")]; ok {
+					e.Path, e.Line, e.Column = joinPath(e.Path, "<<"), kp.line, kp.col
+				}
+			}
+			out = append(out, e)
+			continue
+		}
 		switch {
 		case unknownFieldRE.MatchString(l):
 			m := unknownFieldRE.FindStringSubmatch(l)
 			e.Line, _ = strconv.Atoi(m[1])
-			e.Path = idx.pathAtLine(e.Line, m[2])
+			n := idx.find(e.Line, nth, func(n indexed) int {
+				if !n.key || n.value != m[2] {
+					return 0
+				}
+				if n.unknown {
+					return 2
+				}
+				return 1
+			})
+			e.setNode(n, idx)
 			e.Msg = fmt.Sprintf("unknown field %q", m[2])
+		case alreadySetRE.MatchString(l):
+			m := alreadySetRE.FindStringSubmatch(l)
+			e.Line, _ = strconv.Atoi(m[1])
+			n := idx.find(e.Line, nth, func(n indexed) int { return b2i(n.key && n.value == m[2]) })
+			e.setNode(n, idx)
+			if n != nil {
+				e.scope = parentPath(e.Path)
+			}
+			e.Msg = fmt.Sprintf("key %q is set twice", m[2])
+		case duplicateKeyRE.MatchString(l):
+			// yaml decodes nothing of a mapping with a duplicate key.
+			m := duplicateKeyRE.FindStringSubmatch(l)
+			e.Line, _ = strconv.Atoi(m[1])
+			key, _ := strconv.Unquote(m[2])
+			n := idx.find(e.Line, nth, func(n indexed) int { return b2i(n.key && n.value == key) })
+			e.setNode(n, idx)
+			if n != nil {
+				e.scope = parentPath(e.Path)
+			}
+			e.Msg = fmt.Sprintf("mapping key %s already defined at line %s", m[2], m[3])
 		case typeErrorRE.MatchString(l):
 			m := typeErrorRE.FindStringSubmatch(l)
 			e.Line, _ = strconv.Atoi(m[1])
-			e.Path = idx.pathAtLine(e.Line, "")
-			e.Msg = fmt.Sprintf("cannot use %s %q as %s", yamlKind(m[2]), m[3], goKind(m[4]))
+			tag, text := strings.TrimPrefix(strings.TrimPrefix(m[2], "!"), "!"), m[3]
+			n := idx.find(e.Line, nth, func(n indexed) int {
+				switch {
+				case tag == "seq" && n.kind != yaml.SequenceNode,
+					tag == "map" && n.kind != yaml.MappingNode,
+					tag != "seq" && tag != "map" && (n.kind != yaml.ScalarNode || !truncatedMatch(text, n.value)):
+					return 0
+				case mayFail(n.typ, tag):
+					return 2
+				}
+				return 1
+			})
+			e.setNode(n, idx)
+			want := goKind(m[4])
+			if n != nil {
+				if d := describe(n.typ); d != "" {
+					want = d
+				}
+			}
+			switch {
+			case n != nil && n.key && n.kind != yaml.ScalarNode:
+				e.Msg = "a key must be a scalar, not a list or a mapping"
+			case n != nil && n.key:
+				e.Msg = fmt.Sprintf("key %s must be %s", quoteValue(n.value), want)
+			case tag == "seq" || tag == "map":
+				e.Msg = fmt.Sprintf("cannot use %s as %s", yamlKind(tag), want)
+			case n != nil:
+				e.Msg = fmt.Sprintf("cannot use %s %s as %s", yamlKind(tag), quoteValue(n.value), want)
+			default:
+				e.Msg = fmt.Sprintf("cannot use %s %s as %s", yamlKind(tag), quoteValue(text), want)
+			}
 		case lineRE.MatchString(l):
 			m := lineRE.FindStringSubmatch(l)
 			e.Line, _ = strconv.Atoi(m[1])
-			e.Path = idx.pathAtLine(e.Line, "")
-			e.Msg = m[2]
+			e.setNode(idx.find(e.Line, nth, func(n indexed) int { return b2i(n.key) }), idx)
+			e.Msg = goTypeRE.ReplaceAllString(m[2], "")
 		default:
-			e.Msg = strings.TrimPrefix(l, "yaml: ")
+			e.Msg = goTypeRE.ReplaceAllString(fatalMessage(errors.New(l)), "")
 		}
-		if e.Line > 0 {
-			if pos, ok := idx.pos[e.Path]; ok && pos.line == e.Line {
-				e.Column = pos.col
-			} else {
-				e.Column = 1
-			}
+		if e.Line > 0 && e.Column == 0 {
+			e.Column = 1
 		}
 		out = append(out, e)
 	}
 	return out
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// find returns the node on line that rank scores highest (0: not a
+// candidate), in document order among equals, skipping the first skip
+// of them (the same message twice on a line is about two nodes).
+func (idx nodeIndex) find(line, skip int, rank func(indexed) int) *indexed {
+	var best []*indexed
+	bestRank := 0
+	nodes := idx.lines[line]
+	for i := range nodes {
+		switch r := rank(nodes[i]); {
+		case r == 0 || r < bestRank:
+		case r > bestRank:
+			best, bestRank = []*indexed{&nodes[i]}, r
+		default:
+			best = append(best, &nodes[i])
+		}
+	}
+	if len(best) == 0 {
+		return nil
+	}
+	return best[min(skip, len(best)-1)]
+}
+
+// setNode names e after node n (nil: only the line is known). Errors sit
+// at the field's key, as validation errors do.
+func (e *Error) setNode(n *indexed, idx nodeIndex) {
+	if n == nil {
+		return
+	}
+	e.Path, e.scope, e.Column = n.path, n.path, n.col
+	if p, ok := idx.pos[n.path]; ok && !n.key {
+		e.Line, e.Column = p.line, p.col
+	}
+}
+
+// truncatedMatch reports whether yaml's rendering of a value in a type
+// error (cut to 7 characters and "..." beyond 10) is value's.
+func truncatedMatch(text, value string) bool {
+	if prefix, ok := strings.CutSuffix(text, "..."); ok && len(value) > 10 {
+		return strings.HasPrefix(value, prefix)
+	}
+	return text == value
+}
+
+// quoteValue quotes a value from the file for a message, shortened.
+func quoteValue(v string) string {
+	if r := []rune(v); len(r) > 40 {
+		v = string(r[:37]) + "..."
+	}
+	return strconv.Quote(v)
 }
 
 func yamlKind(tag string) string {
@@ -280,26 +275,33 @@ func yamlKind(tag string) string {
 		return "number"
 	case "bool":
 		return "boolean"
+	case "null":
+		return "null"
+	case "timestamp":
+		return "timestamp"
+	case "binary":
+		return "binary"
 	}
-	return tag
+	return "value"
 }
 
+// goKind says what a Go type holds, for the rare error the index cannot
+// attach to a field; never the Go type itself.
 func goKind(t string) string {
+	t = strings.TrimLeft(t, "*")
 	switch {
 	case strings.HasPrefix(t, "float"):
 		return "a number"
 	case strings.HasPrefix(t, "int"), strings.HasPrefix(t, "uint"):
 		return "an integer"
 	case t == "bool":
-		return "a boolean (true/false)"
+		return "a boolean (true or false)"
 	case t == "string":
 		return "a string"
 	case t == "model.Duration", t == "time.Duration":
 		return "a duration (e.g. 30s, 5m)"
 	case strings.HasPrefix(t, "[]"):
 		return "a list"
-	case strings.HasPrefix(t, "map"), strings.Contains(t, "."):
-		return "a mapping"
 	}
-	return t
+	return "a mapping"
 }

@@ -2,42 +2,163 @@ package config
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
 
-// LoadFile reads, decodes and validates a configuration file. On error it
-// returns Errors (or a read error) naming the file, line and field of
-// every problem.
+// LoadFile reads, decodes and validates a configuration file, and checks
+// that the files it names (credentials, certificates) can be read. On
+// error it returns Errors (or a read error) naming the file, line and
+// field of every problem.
 func LoadFile(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return Load(data, path)
+	return load(data, path, true)
+}
+
+// LoadFileContext is LoadFile that gives way to ctx: it returns ctx.Err()
+// as soon as ctx is done (SIGTERM while a file blocks: a FIFO, a hung
+// network file system). The abandoned load finishes in the background.
+func LoadFileContext(ctx context.Context, path string) (*Config, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	type result struct {
+		cfg *Config
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		cfg, err := LoadFile(path)
+		done <- result{cfg, err}
+	}()
+	select {
+	case r := <-done:
+		return r.cfg, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// readFile reads at most MaxFileSize bytes of path: a larger file, or
+// one that never ends (/dev/zero), is refused after MaxFileSize+1. The
+// buffer grows to at most that, not to the next power of two.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size := 64 << 10
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		size = int(min(fi.Size(), MaxFileSize)) + 1
+	}
+	r := io.LimitReader(f, MaxFileSize+1)
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(2*cap(buf), MaxFileSize+1))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF || len(buf) > MaxFileSize {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(buf) > MaxFileSize {
+		return nil, tooLarge(path)
+	}
+	return buf, nil
+}
+
+var unknownAnchorRE = regexp.MustCompile(`unknown anchor '(.*)' referenced`)
+
+// locateAlias finds the first use of alias *name in data.
+func locateAlias(data []byte, name string) (line, col int) {
+	ref := []byte("*" + name)
+	for off := 0; ; {
+		i := bytes.Index(data[off:], ref)
+		if i < 0 {
+			return 0, 0
+		}
+		end := off + i + len(ref)
+		if end == len(data) || bytes.IndexByte([]byte(" \t\r\n,[]{}"), data[end]) >= 0 {
+			start := off + i
+			line = 1 + bytes.Count(data[:start], []byte("\n"))
+			return line, 1 + utf8.RuneCount(data[bytes.LastIndexByte(data[:start], '\n')+1:start])
+		}
+		off = end
+	}
+}
+
+func tooLarge(file string) Errors {
+	return Errors{{File: file, Msg: fmt.Sprintf("larger than %d MiB, the limit for a configuration file", MaxFileSize>>20)}}
 }
 
 // Load decodes and validates a configuration held in memory; file names it
 // in errors and anchors relative paths (credentials_file, samples files).
+// Unlike LoadFile it does not check the files an http_client_config
+// names: a configuration checked here may be meant for another machine
+// (a manifest, a pod's secrets).
 func Load(data []byte, file string) (*Config, error) {
+	return load(data, file, false)
+}
+
+func load(data []byte, file string, checkFiles bool) (*Config, error) {
+	if len(data) > MaxFileSize {
+		return nil, tooLarge(file)
+	}
+	if denseValues(data) > 2*MaxNodes {
+		return nil, Errors{{File: file, Msg: fmt.Sprintf("more than %d values, the limit for a configuration file", MaxNodes)}}
+	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, translate(err, file, nodeIndex{})
+		errs := translate(typeErrorLines(err), file, nodeIndex{})
+		if m := unknownAnchorRE.FindStringSubmatch(err.Error()); m != nil && len(errs) == 1 {
+			// yaml does not say where.
+			errs[0].Line, errs[0].Column = locateAlias(data, m[1])
+			errs[0].Msg = fmt.Sprintf("alias *%s refers to no anchor (define &%s before it)", m[1], m[1])
+		}
+		return nil, errs
 	}
-	if len(root.Content) == 0 {
+	if len(root.Content) == 0 || root.Content[0].ShortTag() == "!!null" {
 		return nil, Errors{{File: file, Msg: "empty configuration"}}
 	}
+	if n := countNodes(&root, MaxNodes); n > MaxNodes {
+		return nil, Errors{{File: file, Msg: fmt.Sprintf("more than %d values, the limit for a configuration file", MaxNodes)}}
+	}
 	idx := indexNodes(&root)
+	if errs := checkShape(&root, idx, file); len(errs) > 0 {
+		return nil, errs
+	}
+	root = yaml.Node{} // the decoder parses its own
 
-	cfg := &Config{}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return nil, translate(err, file, idx)
+	cfg, err := decodeYAML(data)
+	errs := checkWholeNumbers(idx, file)
+	var te *yaml.TypeError
+	switch {
+	case err == nil:
+	case errors.As(err, &te):
+		errs = append(errs, translate(te.Errors, file, idx)...)
+	default:
+		// Decoding could not go on: what was decoded means nothing.
+		return nil, Errors{{File: file, Msg: fatalMessage(err)}}
 	}
 	cfg.Source = file
 
@@ -66,14 +187,60 @@ func Load(data []byte, file string) (*Config, error) {
 		}
 	}
 
-	var fe fieldErrors
+	fe := fieldErrors{samples: map[[2]string]samplesRead{}}
 	cfg.validate(&fe)
-	if len(fe.errs) > 0 {
-		for _, e := range fe.errs {
-			pos := idx.locate(e.Path)
-			e.File, e.Line, e.Column = file, pos.line, pos.col
+	if checkFiles {
+		cfg.checkFiles(&fe, idx)
+	}
+	decoding := errs
+	for _, e := range fe.errs {
+		if decodedBadly(e, decoding) {
+			continue
 		}
-		return nil, Errors(fe.errs)
+		pos := idx.locate(e.Path)
+		e.File, e.Line, e.Column = file, pos.line, pos.col
+		errs = append(errs, e)
+	}
+	if len(errs) > 0 {
+		return nil, report(errs, file)
 	}
 	return cfg, nil
+}
+
+// decodedBadly reports whether validation error e is about something
+// that failed to decode: its field did (it has the default, not what the
+// file says), something inside it did (a distribution one of whose
+// parameters did), or something its judgement rests on did (the workload
+// a target names).
+func decodedBadly(e *Error, decoding Errors) bool {
+	for _, d := range decoding {
+		if d.scope == unscoped {
+			continue // not attached to a field
+		}
+		for _, p := range append([]string{e.Path}, e.deps...) {
+			if under(p, d.scope) || under(d.scope, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// report sorts errors by position (the file's problems top to bottom),
+// drops duplicates (an aliased value decodes once per alias) and keeps at
+// most MaxReportedErrors.
+func report(errs Errors, file string) Errors {
+	slices.SortStableFunc(errs, func(a, b *Error) int {
+		if a.Line != b.Line {
+			return a.Line - b.Line
+		}
+		return a.Column - b.Column
+	})
+	errs = slices.CompactFunc(errs, func(a, b *Error) bool {
+		return a.Line == b.Line && a.Column == b.Column && a.Path == b.Path && a.Msg == b.Msg
+	})
+	if n := len(errs) - MaxReportedErrors; n > 0 {
+		errs = append(errs[:MaxReportedErrors:MaxReportedErrors], &Error{File: file, Msg: fmt.Sprintf("%d more errors not shown", n)})
+	}
+	return errs
 }

@@ -84,7 +84,7 @@ func TestTracingBad(t *testing.T) {
 		{`{sampling_ratio: -0.1}`, `tracing.sampling_ratio: must be in [0, 1], got -0.1`},
 		{`{service_name: " "}`, `tracing.service_name: must be a printable, non-blank name`},
 		{`{endpont: "otel:4317"}`, `tracing.endpont: unknown field "endpont"`},
-		{`{record_content: maybe}`, `cannot use string "maybe" as a boolean (true/false)`},
+		{`{record_content: maybe}`, `cannot use string "maybe" as a boolean (true or false)`},
 	} {
 		_, err := Load([]byte(tracingBase+"tracing: "+tc.section+"\n"), "t.yml")
 		if err == nil {

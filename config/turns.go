@@ -1,10 +1,10 @@
 package config
 
 import (
-	"errors"
 	"time"
 
 	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
 )
 
 // Turns makes a class multi-turn: each arrival on the timeline starts a
@@ -23,7 +23,7 @@ type Turns struct {
 func (t *Turns) validate(errs *fieldErrors, path string) {
 	if !t.Count.IsSet() {
 		errs.add(path+".count", "required")
-	} else if err := t.Count.build(); err != nil {
+	} else if err := t.Count.build(errs.samples); err != nil {
 		errs.add(path+".count", "%v", err)
 	} else if t.Count.Kind == DistFixed && *t.Count.Value < 1 {
 		errs.add(path+".count", "must be at least 1 turn, got %v", *t.Count.Value)
@@ -31,7 +31,7 @@ func (t *Turns) validate(errs *fieldErrors, path string) {
 	if !t.ThinkTime.IsSet() {
 		t.ThinkTime = DurationDist{Dist: Dist{Kind: DistFixed, Value: new(float64)}}
 	}
-	if err := t.ThinkTime.build(); err != nil {
+	if err := t.ThinkTime.build(errs.samples); err != nil {
 		errs.add(path+".think_time", "%v", err)
 	} else if t.ThinkTime.Sampler().Quantile(0) < 0 {
 		errs.add(path+".think_time", "can draw negative durations; set min: 0s")
@@ -84,11 +84,17 @@ func duration(s *float64) *model.Duration {
 
 // UnmarshalYAML implements yaml.Unmarshaler.
 func (d *DurationDist) UnmarshalYAML(unmarshal func(any) error) error {
+	var ref nodeRef
+	if err := unmarshal(&ref); err != nil {
+		return err
+	}
 	var s string
 	if err := unmarshal(&s); err == nil {
 		v, err := model.ParseDuration(s)
 		if err != nil {
-			return errors.New(err.Error() + ` (a duration like "5s", or a mapping with "dist")`)
+			// A type error, positioned: any other error would stop the
+			// decoding of the whole file.
+			return &yaml.TypeError{Errors: []string{posLine(ref.node, scopeField, durationMessage(s, true))}}
 		}
 		*d = DurationDist{Dist{Kind: DistFixed, Value: seconds(&v)}}
 		return nil

@@ -144,7 +144,7 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64) (*runner, erro
 	if err != nil {
 		return nil, err
 	}
-	httpClient, err := NewHTTPClient(t.HTTPClientConfig, t.Name, 4*time.Second) // TODO(lead): t.IdleConnTimeout()
+	httpClient, err := NewHTTPClient(t.HTTPClientConfig, t.Name, t.IdleConnTimeout())
 	if err != nil {
 		return nil, fmt.Errorf("http_client_config: %w", err)
 	}

@@ -16,16 +16,21 @@ func registerCheckConfig(app *kingpin.Application) command {
 	files := cmd.Arg("file", "Configuration files to check.").Required().Strings()
 	return command{
 		clause: cmd,
-		run: func(_ context.Context, _ *slog.Logger) error {
-			return checkConfigs(*files)
+		run: func(ctx context.Context, _ *slog.Logger) error {
+			return checkConfigs(ctx, *files)
 		},
 	}
 }
 
-func checkConfigs(files []string) error {
+// checkConfigs checks every file. ctx (cancelled on SIGTERM/SIGINT) stops
+// it even while a file blocks (a FIFO, a hung network file system).
+func checkConfigs(ctx context.Context, files []string) error {
 	failed := 0
 	for _, f := range files {
-		cfg, err := config.LoadFile(f)
+		cfg, err := config.LoadFileContext(ctx, f)
+		if ctx.Err() != nil {
+			return fmt.Errorf("check-config interrupted at %s: %w", f, ctx.Err())
+		}
 		if err != nil {
 			failed++
 			fmt.Fprintf(os.Stderr, "FAILED: %s\n%v\n", f, err)

@@ -67,7 +67,9 @@ func registerRun(app *kingpin.Application) command {
 func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
 	logger.Info("starting llmprobe", "version", version.Info(), "build_context", version.BuildContext())
 
-	load := func() (*config.Config, error) { return config.LoadFile(o.configFile) }
+	// A load gives way to SIGTERM/SIGINT (a FIFO, a hung network file
+	// system): ctx is cancelled by them.
+	load := func() (*config.Config, error) { return config.LoadFileContext(ctx, o.configFile) }
 	if o.demo {
 		srv, base, simTracing, err := startDemoSim(ctx, logger)
 		if err != nil {

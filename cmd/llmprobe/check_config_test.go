@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestCheckConfigCancelled: check-config stops on SIGTERM/SIGINT (its
+// context) even when a file blocks (a FIFO nobody writes).
+func TestCheckConfigCancelled(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo.yml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := checkConfigs(ctx, []string{fifo})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v, want the context's", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("returned after %v", d)
+	}
+	if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+		w.Close()
+	}
+}
+
+// TestCheckConfigMissingCredentials: a credentials file that does not
+// exist fails check-config (it used to pass, and every request then
+// failed with a misleading connect_error).
+func TestCheckConfigMissingCredentials(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "llmprobe.yml")
+	cfg := `workloads: {w: {classes: [{name: c, prompt_tokens: 1, output_tokens: 1}]}}
+targets:
+  - name: t
+    url: http://127.0.0.1:8000/v1
+    model: m
+    workload: w
+    arrival: {rate: 1}
+    http_client_config: {authorization: {credentials_file: token}}
+`
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := Main([]string{"check-config", file}); code != 1 {
+		t.Errorf("check-config exited %d, want 1", code)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := Main([]string{"check-config", file}); code != 0 {
+		t.Errorf("check-config exited %d with the file present, want 0", code)
+	}
+}
