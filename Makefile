@@ -3,6 +3,7 @@
 #   make run     the daemon probing the built-in simulator (embedded demo config)
 #   make test    everything CI runs: vet, race tests, promtool checks, real Prometheus e2e
 #   make bench   benchmarks that print figures (harness capacity, simulator cost, ...)
+#   make soak    an hour of the daemon against the simulator; fails on drift (docs/soak.md)
 
 GO        ?= go
 BIN       := $(CURDIR)/bin
@@ -22,7 +23,7 @@ LDFLAGS  := -X github.com/prometheus/common/version.Version=$(VERSION) \
 export PROMTOOL PROMETHEUS
 TEST_ENV := LLMPROBE_REQUIRE_TOOLS=1
 
-.PHONY: all build run test test-short lint tools bench dashboards clean
+.PHONY: all build run test test-short lint tools bench dashboards clean soak
 
 all: build
 
@@ -54,6 +55,20 @@ bench: build
 
 dashboards:
 	$(GO) run ./dashboards/generate
+
+# Soak: the daemon against the simulator for SOAK_DURATION at SOAK_RATE
+# req/s, scraped every SOAK_INTERVAL; fails on memory or goroutine drift,
+# failed or dropped requests, or a rate shortfall (docs/soak.md). Not part
+# of `make test`. SOAK_TIMEOUT must exceed SOAK_DURATION by 5 minutes.
+SOAK_DURATION ?= 1h
+SOAK_RATE     ?= 200
+SOAK_INTERVAL ?= 30s
+SOAK_TIMEOUT  ?= 3h
+
+soak: build
+	LLMPROBE_SOAK=1 LLMPROBE_SOAK_BINARY=$(BIN)/llmprobe SOAK_DURATION=$(SOAK_DURATION) \
+		SOAK_RATE=$(SOAK_RATE) SOAK_INTERVAL=$(SOAK_INTERVAL) \
+		$(GO) test -run '^TestSoak$$' -count=1 -v -timeout $(SOAK_TIMEOUT) ./soak/
 
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,12 @@
+package soak
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// setParentDeathSignal has the kernel kill a started process when the test
+// binary dies (a test timeout, a crash), so no daemon is left running.
+func setParentDeathSignal(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
