@@ -227,8 +227,11 @@ func check(n *yaml.Node, t reflect.Type) verdict {
 		return verdict{} // not a scalar: a type error, reported by the decoding
 	}
 	// prometheus/common's types: its type errors come from the real
-	// decoding, with unknown fields checked.
-	err := n.Decode(reflect.New(t).Interface())
+	// decoding, with unknown fields checked. Decode as the real decoding
+	// does, unknown fields refused (Node.Decode does not refuse them): an
+	// unknown field is a type error there, and the type's own checks that
+	// would follow (HTTPClientConfig.Validate) are not reached.
+	err := decodeKnownFields(n, reflect.New(t).Interface())
 	var te *yaml.TypeError
 	if err == nil || errors.As(err, &te) {
 		return verdict{}
@@ -238,6 +241,21 @@ func check(n *yaml.Node, t reflect.Type) verdict {
 		at = nil
 	}
 	return verdict{at: at, msg: fatalMessage(err)}
+}
+
+// decodeKnownFields decodes n into v with unknown fields refused.
+func decodeKnownFields(n *yaml.Node, v any) error {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	if err := enc.Encode(n); err != nil {
+		return n.Decode(v)
+	}
+	if err := enc.Close(); err != nil {
+		return n.Decode(v)
+	}
+	dec := yaml.NewDecoder(&buf)
+	dec.KnownFields(true)
+	return dec.Decode(v)
 }
 
 var diagnosed sync.Map // reflect.Type -> bool

@@ -240,3 +240,28 @@ func TestTooManyErrors(t *testing.T) {
 		t.Errorf("summary = %q, want %q", got, want)
 	}
 }
+
+// TestUnknownFieldsInHTTPClientConfig: an unknown key inside an
+// http_client_config is reported where it is, even when prometheus/common's
+// own checks of the same block would also fail (as its decoding reports
+// unknown fields first).
+func TestUnknownFieldsInHTTPClientConfig(t *testing.T) {
+	doc := `workloads:
+  w: {classes: [{name: c, prompt_tokens: 1, output_tokens: 1}]}
+targets:
+  - name: t
+    url: http://127.0.0.1:1/v1
+    model: m
+    workload: w
+    arrival: {rate: 1}
+    http_client_config:
+      basic_auth: {username: u, password: p, passwrd: p}
+      authorization: {credentials: c, credential: c}
+`
+	_, err := Load([]byte(doc), "x.yml")
+	want := "x.yml:10:46: targets[0].http_client_config.basic_auth.passwrd: unknown field \"passwrd\"\n" +
+		"x.yml:11:39: targets[0].http_client_config.authorization.credential: unknown field \"credential\""
+	if err == nil || err.Error() != want {
+		t.Fatalf("got\n%v\nwant\n%s", err, want)
+	}
+}
