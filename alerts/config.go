@@ -85,6 +85,9 @@ type Config struct {
 	// (at least once in every SaturatedFor window) before
 	// LLMProbeHarnessSaturated fires.
 	SaturatedFor model.Duration
+	// OverloadedFor is the same for llmprobe_target_overloaded and
+	// LLMProbeTargetOverloaded.
+	OverloadedFor model.Duration
 
 	// NotProbedWindow and NotProbedMinExpected: LLMProbeTargetNotProbed
 	// fires when a target whose requested rate predicts at least
@@ -140,6 +143,7 @@ func DefaultConfig() Config {
 		AchievedRatio: 0.95,
 		AchievedFor:   model.Duration(15 * time.Minute),
 		SaturatedFor:  model.Duration(5 * time.Minute),
+		OverloadedFor: model.Duration(10 * time.Minute),
 
 		NotProbedWindow:      model.Duration(15 * time.Minute),
 		NotProbedMinExpected: 10,
@@ -168,7 +172,7 @@ func (c Config) Validate() error {
 	}
 	for name, d := range map[string]model.Duration{
 		"LongWindow": c.LongWindow, "ShortWindow": c.ShortWindow, "NotProbedWindow": c.NotProbedWindow,
-		"SaturatedFor": c.SaturatedFor,
+		"SaturatedFor": c.SaturatedFor, "OverloadedFor": c.OverloadedFor,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))

@@ -42,12 +42,13 @@ const (
 	AlertTargetNotProbed            = "LLMProbeTargetNotProbed"
 	AlertAchievedRateBelowRequested = "LLMProbeAchievedRateBelowRequested"
 	AlertHarnessSaturated           = "LLMProbeHarnessSaturated"
+	AlertTargetOverloaded           = "LLMProbeTargetOverloaded"
 	AlertPrefixCacheHitRatioLow     = "LLMProbePrefixCacheHitRatioLow"
 	AlertConfigReloadFailed         = "LLMProbeConfigReloadFailed"
 )
 
 // SignalLabel is the label every llmprobe alert carries to say what it is
-// about: latency, errors, harness, probe, cache or config. The documented
+// about: latency, errors, harness, load, probe, cache or config. The documented
 // Alertmanager inhibit rule silences SignalLabel="latency" alerts of a
 // target while LLMProbeHarnessSaturated fires for it.
 const SignalLabel = "llmprobe_signal"
@@ -330,7 +331,8 @@ func (c Config) AlertingRules() RuleGroup {
 		Annotations: c.annotations(AlertAchievedRateBelowRequested,
 			"llmprobe sends only {{ $value | humanizePercentage }} of the requests scheduled for {{ $labels.target }}.",
 			fmt.Sprintf("Over the last %s llmprobe sent {{ $value | humanizePercentage }} of the requests its arrival timeline scheduled for "+
-				"target {{ $labels.target }} (threshold %s); the rest were dropped (see llmprobe_requests_dropped_total by reason). "+
+				"target {{ $labels.target }} (threshold %s); the rest were dropped (see llmprobe_requests_dropped_total by reason: "+
+				"inflight_limit is the target's doing, late the harness'). "+
 				"The measured latencies describe a lighter load than configured.", long, percent(c.AchievedRatio))),
 	})
 
@@ -342,8 +344,21 @@ func (c Config) AlertingRules() RuleGroup {
 		Annotations: c.annotations(AlertHarnessSaturated,
 			"llmprobe cannot keep up with the schedule for {{ $labels.target }}: its numbers are not trustworthy.",
 			fmt.Sprintf("llmprobe_harness_saturated has been 1 for target {{ $labels.target }} repeatedly over the last %s: "+
-				"the harness itself sends late or falls short of its schedule, so measured latency includes the harness's own delay. "+
+				"the harness itself sends late, falls short of its schedule or timestamps late because it is starved of CPU "+
+				"(llmprobe_harness_saturation_reason says which), so measured latency includes the harness's own delay. "+
 				"Latency alerts for this target are inhibited while this fires.", win(c.SaturatedFor))),
+	})
+
+	rules = append(rules, Rule{
+		Alert:  AlertTargetOverloaded,
+		Expr:   fmt.Sprintf("max by (target) (max_over_time(llmprobe_target_overloaded%s[%s])) > 0", sel, win(c.OverloadedFor)),
+		For:    win(c.OverloadedFor),
+		Labels: labels("warning", "load"),
+		Annotations: c.annotations(AlertTargetOverloaded,
+			"{{ $labels.target }} does not absorb the offered load: requests over max_inflight are dropped.",
+			fmt.Sprintf("llmprobe_target_overloaded has been 1 for target {{ $labels.target }} repeatedly over the last %s: "+
+				"so many requests were still running that arrivals over max_inflight were dropped. The target is too slow for the offered load; "+
+				"the latency llmprobe measures is right (its latency alerts stay armed) but describes less load than configured.", win(c.OverloadedFor))),
 	})
 
 	rules = append(rules, Rule{

@@ -66,15 +66,30 @@ type Global struct {
 	Seed uint64 `yaml:"seed"`
 }
 
-// Saturation holds the thresholds of the harness' self-judgement.
+// Saturation holds the thresholds of the verdicts: the harness' judgement
+// of its own numbers, and whether the target absorbs the load. Every rule
+// is a count with a minimum of evidence (MinEvents), so that one outlier
+// at a low rate flags nothing (docs/metrics.md, "The verdicts").
 type Saturation struct {
-	// Window over which lag and shortfall are judged.
+	// Window over which the verdicts are judged.
 	Window model.Duration `yaml:"window"`
-	// MaxLag is the highest acceptable p99 schedule lag within Window.
+	// MaxLag: a send later than this after its planned instant is late.
 	MaxLag model.Duration `yaml:"max_lag"`
-	// MaxShortfall is the highest acceptable fraction of scheduled requests
-	// that were not sent (dropped) within Window.
+	// MaxLateRatio is the highest acceptable share of late sends (and of
+	// scheduling waits, throttled CPU periods) within Window: 0.01 makes
+	// the rule "p99 lag above max_lag".
+	MaxLateRatio float64 `yaml:"max_late_ratio"`
+	// MaxShortfall is the highest acceptable share of scheduled requests
+	// dropped within Window: as late (the harness) or over max_inflight
+	// (the target, judged apart).
 	MaxShortfall float64 `yaml:"max_shortfall"`
+	// MinEvents is the evidence every rule needs: at least this many late
+	// sends, drops, long waits or throttled periods within Window.
+	MinEvents int `yaml:"min_events"`
+	// MaxInflation is the most the harness' timestamps may be late because
+	// the process is starved of CPU (Go scheduler, OS run queue, CPU
+	// quota) before its numbers are flagged.
+	MaxInflation model.Duration `yaml:"max_inflation"`
 }
 
 // DefaultGlobal is applied before the file's global section is decoded.
@@ -88,7 +103,10 @@ var DefaultGlobal = Global{
 	Saturation: Saturation{
 		Window:       model.Duration(time.Minute),
 		MaxLag:       model.Duration(50 * time.Millisecond),
+		MaxLateRatio: 0.01,
 		MaxShortfall: 0.02,
+		MinEvents:    5,
+		MaxInflation: model.Duration(10 * time.Millisecond),
 	},
 }
 
@@ -371,6 +389,13 @@ func (c *Config) validate(errs *fieldErrors) {
 	positiveDuration(errs, "global.shutdown_grace_period", g.ShutdownGracePeriod, true)
 	positiveDuration(errs, "global.saturation.window", g.Saturation.Window, false)
 	positiveDuration(errs, "global.saturation.max_lag", g.Saturation.MaxLag, false)
+	positiveDuration(errs, "global.saturation.max_inflation", g.Saturation.MaxInflation, false)
+	if s := g.Saturation.MaxLateRatio; !(s >= 0 && s < 1) {
+		errs.add("global.saturation.max_late_ratio", "must be in [0, 1), got %v", s)
+	}
+	if n := g.Saturation.MinEvents; n < 1 || n > 1_000_000 {
+		errs.add("global.saturation.min_events", "must be in [1, 1000000], got %d", n)
+	}
 	if s := g.Saturation.MaxShortfall; !(s >= 0 && s < 1) {
 		errs.add("global.saturation.max_shortfall", "must be in [0, 1), got %v", s)
 	}

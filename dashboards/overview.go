@@ -80,30 +80,51 @@ func Overview(cfg alerts.Config) (dashboard.Dashboard, error) {
 	d.b.WithVariable(traceDatasourceVar())
 
 	d.row("Harness health: can these numbers be trusted?")
-	d.add(d.stat("Harness", "1 when llmprobe cannot keep its own schedule (send lag or shortfall over its threshold). "+
-		"While SATURATED the latency below includes the harness's own delay: do not trust it, and latency alerts are inhibited.",
-		"none", 6, 5,
+	d.add(d.stat("Harness", "1 when llmprobe cannot deliver or time the load: late sends, late drops, or timestamps inflated by CPU starvation, judged by counts with a minimum of evidence. "+
+		"While SATURATED the latency below includes the harness's own delay: do not trust it, and latency alerts are inhibited. Saturation reasons says why.",
+		"none", 5, 5,
 		q{expr: fmt.Sprintf("max by (target) (llmprobe_harness_saturated%s)", s.target), legend: "{{target}}"},
 	).Mappings(valueMap([3]string{"0", "OK", "green"}, [3]string{"1", "SATURATED: numbers not trustworthy", "red"})).
 		NoValue("no data: is llmprobe scraped?"))
-	d.add(d.stat("Warm-up", "1 while a target is in its warm-up period after start or reload: its requests are sent but kept out of the latency histograms.",
+	d.add(d.stat("Target load", "1 when the target does not absorb the offered load: arrivals over max_inflight are dropped because requests are still running. "+
+		"The numbers are right (latency alerts stay armed); the load is lighter than configured.",
 		"none", 4, 5,
+		q{expr: fmt.Sprintf("max by (target) (llmprobe_target_overloaded%s)", s.target), legend: "{{target}}"},
+	).Mappings(valueMap([3]string{"0", "absorbed", "green"}, [3]string{"1", "OVERLOADED", "orange"})))
+	d.add(d.stat("Warm-up", "1 while a target is in its warm-up period after start or reload: its requests are sent but kept out of the latency histograms.",
+		"none", 3, 5,
 		q{expr: fmt.Sprintf("max by (target) (llmprobe_warmup%s)", s.target), legend: "{{target}}"},
 	).Mappings(valueMap([3]string{"0", "measuring", "green"}, [3]string{"1", "warming up", "blue"})))
 	d.add(d.stat("Sent / scheduled", fmt.Sprintf("Requests actually sent over requests the arrival timeline scheduled, over the dashboard's time range. "+
-		"Below %s the harness is dropping requests: the measured load is lighter than configured.", alerts.FormatFloat(cfg.AchievedRatio*100)+"%"),
-		"percentunit", 5, 5,
+		"Below %s requests are being dropped: the measured load is lighter than configured.", alerts.FormatFloat(cfg.AchievedRatio*100)+"%"),
+		"percentunit", 4, 5,
 		q{expr: fmt.Sprintf("sum by (target) (increase(llmprobe_requests_sent_total%s[%s]))\n/\nsum by (target) (increase(llmprobe_requests_scheduled_total%s[%s]))",
 			s.targetClass, rangeWin, s.targetClass, rangeWin), legend: "{{target}}"},
 	).Decimals(1).Thresholds(thresholds(step(nil, "red"), step(ptr(cfg.AchievedRatio), "green"))))
 	d.add(d.stat("Dropped", "Scheduled requests never sent over the dashboard's time range, by target (inflight_limit, late, shutdown: see the dropped panel).",
-		"short", 5, 5,
+		"short", 4, 5,
 		q{expr: fmt.Sprintf("round(sum by (target) (increase(llmprobe_requests_dropped_total%s[%s])))", s.target, rangeWin), legend: "{{target}}"},
 	).Thresholds(thresholds(step(nil, "green"), step(ptr(1.0), "red"))))
 	d.add(d.stat("Config reload", "Whether llmprobe's last configuration reload succeeded. After a failed reload it keeps running the previous configuration.",
 		"none", 4, 5,
 		q{expr: fmt.Sprintf("min(llmprobe_config_last_reload_successful%s)", s.all), legend: "last reload"},
 	).Mappings(valueMap([3]string{"1", "OK", "green"}, [3]string{"0", "FAILED", "red"})))
+
+	d.add(d.ts("Saturation reasons",
+		"Which rule makes the harness flag its numbers (1 while it holds): late_sends, late_drops (the arrival loop), sched_latency (the Go scheduler), "+
+			"cpu_contention (other processes on its CPUs), cpu_throttled (its CPU quota). docs/metrics.md explains each.",
+		"none", 12, 7,
+		q{expr: fmt.Sprintf("max by (target, reason) (llmprobe_harness_saturation_reason%s)", s.target), legend: "{{target}} {{reason}}"},
+	))
+	d.add(d.ts("Timestamp inflation",
+		"How late llmprobe may timestamp stream events because its process is starved of CPU, per instance: the estimate the verdict uses, "+
+			"the Go scheduler's p99 wait, the OS run-queue wait per timeslice, and the share of CPU-quota periods throttled.",
+		"s", 12, 7,
+		q{expr: fmt.Sprintf("max by (instance) (llmprobe_harness_timestamp_inflation_seconds%s)", s.all), legend: "{{instance}} estimate"},
+		q{expr: alerts.HistogramQuantile(0.99, "llmprobe_harness_sched_latency_seconds", []string{"instance"}, s.all, rateWin), legend: "{{instance}} Go scheduler p99"},
+		q{expr: fmt.Sprintf("sum by (instance) (rate(llmprobe_harness_runqueue_wait_seconds_total%s[%s]))\n/\nsum by (instance) (rate(llmprobe_harness_timeslices_total%s[%s]))",
+			s.all, rateWin, s.all, rateWin), legend: "{{instance}} run-queue wait per timeslice"},
+	))
 
 	d.add(d.ts("Requested, scheduled and sent rate",
 		"Requested: the configured rate (summed over replicas). Scheduled: arrivals the open-loop timeline produced. Sent: requests actually written. "+

@@ -84,6 +84,12 @@ func newContractExposition() *contractExposition {
 	hitRatio := gauge("llmprobe_prefix_cache_hit_ratio", "target", "class")
 	intent := gauge("llmprobe_prefix_reuse_target_ratio", "target", "class")
 	saturated := gauge("llmprobe_harness_saturated", "target")
+	reasons := gauge("llmprobe_harness_saturation_reason", "target", "reason")
+	overloaded := gauge("llmprobe_target_overloaded", "target")
+	inflation := gauge("llmprobe_harness_timestamp_inflation_seconds")
+	sched := hist("llmprobe_harness_sched_latency_seconds", prometheus.ExponentialBuckets(1e-6, 10, 8))
+	runqueue := counter("llmprobe_harness_runqueue_wait_seconds_total")
+	timeslices := counter("llmprobe_harness_timeslices_total")
 	warmup := gauge("llmprobe_warmup", "target")
 	reloadOK := gauge("llmprobe_config_last_reload_successful")
 	reloadTS := gauge("llmprobe_config_last_reload_success_timestamp_seconds")
@@ -105,6 +111,11 @@ func newContractExposition() *contractExposition {
 	}
 	rate.WithLabelValues(simTarget).Set(10)
 	saturated.WithLabelValues(simTarget).Set(0)
+	for _, r := range []string{"late_sends", "late_drops", "sched_latency", "cpu_contention", "cpu_throttled"} {
+		reasons.WithLabelValues(simTarget, r).Set(0)
+	}
+	overloaded.WithLabelValues(simTarget).Set(0)
+	inflation.WithLabelValues().Set(0.0002)
 	warmup.WithLabelValues(simTarget).Set(0)
 	reloadOK.WithLabelValues().Set(1)
 	reloadTS.WithLabelValues().SetToCurrentTime()
@@ -147,6 +158,9 @@ func newContractExposition() *contractExposition {
 			dropped.WithLabelValues(simTarget, "inflight_limit").Inc()
 		}
 		inflight.WithLabelValues(simTarget).Set(float64(i % 4))
+		sched.WithLabelValues().Observe(2e-5 * float64(1+i%5))
+		runqueue.WithLabelValues().Add(0.001)
+		timeslices.WithLabelValues().Add(50)
 	}
 	return &contractExposition{reg: reg, tick: tick}
 }

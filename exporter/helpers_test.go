@@ -1,6 +1,7 @@
 package exporter
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -219,6 +220,19 @@ func testStatus() []probe.TargetStatus {
 			},
 		},
 	}
+}
+
+// testHarness reports inflation figures from a machine with schedstat and
+// a throttled cgroup.
+func testHarness() (probe.HarnessStats, probe.HarnessTotals, bool) {
+	return probe.HarnessStats{Span: time.Minute, SchedEvents: 1000, SchedOver: 2, SchedP99: 300 * time.Microsecond,
+			HasSchedstat: true, Timeslices: 5000, RunqueueWait: 40 * time.Microsecond,
+			HasCgroup: true, Periods: 600, ThrottledPeriods: 3, ThrottleStall: 20 * time.Millisecond, Inflation: 20 * time.Millisecond},
+		probe.HarnessTotals{
+			SchedBuckets: []float64{1e-6, 1e-5, 1e-4, 1e-3, 1e-2, math.Inf(1)}, SchedCounts: []uint64{500, 300, 150, 40, 9, 1},
+			HasSchedstat: true, RunqueueWait: 2 * time.Second, Timeslices: 100000,
+			HasCgroup: true, Periods: 36000, ThrottledPeriods: 30, Throttled: 600 * time.Millisecond,
+		}, true
 }
 
 func fileLoader(path string) func() (*config.Config, error) {

@@ -98,6 +98,7 @@ type Metrics struct {
 	lengthMismatch                         *prometheus.CounterVec   // target, class
 	conversations                          *prometheus.CounterVec   // target, class, outcome
 	retries                                *prometheus.CounterVec   // target
+	coalesced                              *prometheus.CounterVec   // target
 	anomalies                              *prometheus.CounterVec   // target, kind
 	finishReasons                          *prometheus.CounterVec   // target, class, reason
 
@@ -118,6 +119,7 @@ type targetSeries struct {
 	scheduleLag, clientWait prometheus.Observer
 	dropped                 [len(probe.DropReasons)]prometheus.Counter
 	retries                 prometheus.Counter
+	coalesced               prometheus.Counter
 	anomalies               [len(probe.AnomalyKinds)]prometheus.Counter
 	classes                 map[string]*classSeries
 	classOrder              []string
@@ -210,6 +212,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Multi-turn conversations that ended, by outcome: completed (every turn succeeded), failed (a turn did not succeed, or the history passed its bound), dropped (a turn could not be sent)."), conversationLabels),
 		retries: prometheus.NewCounterVec(counterOpts("client_retries_total",
 			"Requests re-sent on a new connection because the server had closed the kept-alive one before the request reached it (never after the server accepted a byte of it)."), targetLabels),
+		coalesced: prometheus.NewCounterVec(counterOpts("harness_coalesced_chunks_total",
+			"Token-bearing stream events that arrived in the same read as the previous one (an ITL of 0: the bytes had queued up). Over llmprobe_itl_seconds_count it is the share of gaps the client could not time; with a high llmprobe_harness_timestamp_inflation_seconds it means the client reads late, alone it may be the server or a proxy batching."), targetLabels),
 		anomalies: prometheus.NewCounterVec(counterOpts("server_anomalies_total",
 			"Responses whose server reported something that cannot be right, by kind: cached_exceeds_prompt (clamped), output_exceeds_max_tokens, invalid_usage (a count that is not one; ignored)."), anomalyLabels),
 		finishReasons: prometheus.NewCounterVec(counterOpts("finish_reasons_total",
@@ -230,7 +234,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.scheduled, m.sent, m.requests, m.dropped,
 		m.promptTokens, m.outputTokens, m.cachedToks, m.usageEstimated,
 		m.promptTokensHist, m.outputTokensHist, m.lengthError, m.lengthMismatch,
-		m.conversations, m.retries, m.anomalies, m.finishReasons,
+		m.conversations, m.retries, m.coalesced, m.anomalies, m.finishReasons,
 	}
 }
 
@@ -266,6 +270,7 @@ func (m *Metrics) SetConfig(cfg *config.Config) {
 			ts.dropped[i] = m.dropped.WithLabelValues(t.Name, string(r))
 		}
 		ts.retries = m.retries.WithLabelValues(t.Name)
+		ts.coalesced = m.coalesced.WithLabelValues(t.Name)
 		for i, a := range probe.AnomalyKinds {
 			ts.anomalies[i] = m.anomalies.WithLabelValues(t.Name, a.Name)
 		}
@@ -322,7 +327,7 @@ func (m *Metrics) deletePartial(l prometheus.Labels, vecs ...partialDeleter) {
 }
 
 func (m *Metrics) allVecs() []partialDeleter {
-	return append(m.classVecs(), m.scheduleLag, m.clientWait, m.dropped, m.retries, m.anomalies)
+	return append(m.classVecs(), m.scheduleLag, m.clientWait, m.dropped, m.retries, m.coalesced, m.anomalies)
 }
 
 // modelVecs carry a model label.
@@ -447,6 +452,7 @@ func (m *Metrics) Observe(r *probe.Result) {
 		}
 	}
 	addCount(ts.retries, r.Retries)
+	addCount(ts.coalesced, r.CoalescedChunks)
 	for i, a := range probe.AnomalyKinds {
 		if r.Anomalies.Has(a.Anomaly) {
 			ts.anomalies[i].Inc()

@@ -32,7 +32,7 @@ func fullRegistry(t testing.TB) (*prometheus.Registry, *Metrics) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
-	reg.MustRegister(NewStatusCollector(testStatus))
+	reg.MustRegister(NewStatusCollector(testStatus), NewHarnessCollector(testHarness))
 	NewReloader(fileLoader("unused.yml"), nil, reg)
 	reg.MustRegister(versioncollector.NewCollector("llmprobe")) // as the daemon does
 	m.SetConfig(mustConfig(t, testConfigYAML))

@@ -1,6 +1,7 @@
 package exporter
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,7 +15,11 @@ var (
 	targetRateDesc = prometheus.NewDesc(namespace+"_target_request_rate",
 		"Requested mean arrival rate of this process (its share when replicas split a target), in requests per second.", targetLabels, nil)
 	saturatedDesc = prometheus.NewDesc(namespace+"_harness_saturated",
-		"1 while the harness cannot deliver the requested load (schedule lag p99 or shortfall over its threshold within the saturation window): this target's numbers are not trustworthy.", targetLabels, nil)
+		"1 while the harness cannot deliver or time the requested load (late sends, late drops, or timestamps inflated by CPU starvation, judged by counts over the saturation window): this target's numbers are not trustworthy. llmprobe_harness_saturation_reason says why.", targetLabels, nil)
+	saturationReasonDesc = prometheus.NewDesc(namespace+"_harness_saturation_reason",
+		"1 for each reason the harness is saturated: late_sends, late_drops, sched_latency, cpu_contention, cpu_throttled; 0 otherwise.", []string{labelTarget, labelReason}, nil)
+	overloadedDesc = prometheus.NewDesc(namespace+"_target_overloaded",
+		"1 while the target does not absorb the offered load: over the saturation window, enough arrivals were dropped because max_inflight requests were still running. The measurements are right; the load is not delivered. It never inhibits the latency alerts.", targetLabels, nil)
 	warmupDesc = prometheus.NewDesc(namespace+"_warmup",
 		"1 while the target is in its warm-up period (after start or a config change); its requests are kept out of the latency histograms.", targetLabels, nil)
 	reuseTargetDesc = prometheus.NewDesc(namespace+"_prefix_reuse_target_ratio",
@@ -46,6 +51,8 @@ func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- inflightDesc
 	ch <- targetRateDesc
 	ch <- saturatedDesc
+	ch <- saturationReasonDesc
+	ch <- overloadedDesc
 	ch <- warmupDesc
 	ch <- reuseTargetDesc
 	ch <- refitsDesc
@@ -62,6 +69,10 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(s.Inflight), s.Name)
 		ch <- prometheus.MustNewConstMetric(targetRateDesc, prometheus.GaugeValue, s.RequestedRate, s.Name)
 		ch <- prometheus.MustNewConstMetric(saturatedDesc, prometheus.GaugeValue, boolValue(s.Saturated), s.Name)
+		for _, r := range probe.SaturationReasons {
+			ch <- prometheus.MustNewConstMetric(saturationReasonDesc, prometheus.GaugeValue, boolValue(slices.Contains(s.SaturationReasons, r)), s.Name, string(r))
+		}
+		ch <- prometheus.MustNewConstMetric(overloadedDesc, prometheus.GaugeValue, boolValue(s.Overloaded), s.Name)
 		ch <- prometheus.MustNewConstMetric(warmupDesc, prometheus.GaugeValue, boolValue(s.Warmup), s.Name)
 		for _, cl := range s.Classes {
 			ch <- prometheus.MustNewConstMetric(reuseTargetDesc, prometheus.GaugeValue, cl.ReuseIntent, s.Name, cl.Name)

@@ -26,6 +26,9 @@ type WebOptions struct {
 	Gatherer prometheus.Gatherer
 	// Status is read by the status page, typically (*probe.Engine).Status.
 	Status func() []probe.TargetStatus
+	// Harness supplies the process' measurement-inflation figures,
+	// typically (*probe.Engine).Harness (optional).
+	Harness func() (probe.HarnessStats, probe.HarnessTotals, bool)
 	// Recent supplies the status page's recent requests and failures.
 	Recent *Recent
 	// Metrics supplies the observed prefix-cache hit ratio per class.
@@ -160,8 +163,10 @@ type pageData struct {
 
 type statusPage struct {
 	pageData
-	Targets []targetView
-	Reload  bool // POST /-/reload is enabled
+	Targets    []targetView
+	Reload     bool // POST /-/reload is enabled
+	Harness    probe.HarnessStats
+	HasHarness bool
 }
 
 type targetView struct {
@@ -199,6 +204,9 @@ func (w *web) status(rw http.ResponseWriter, _ *http.Request) {
 	var statuses []probe.TargetStatus
 	if w.o.Status != nil {
 		statuses = w.o.Status()
+	}
+	if w.o.Harness != nil {
+		page.Harness, _, page.HasHarness = w.o.Harness()
 	}
 	for _, s := range statuses {
 		v := targetView{TargetStatus: s, KeepsRecent: w.o.Recent != nil}

@@ -281,7 +281,7 @@ func resetMeasurements(r *Result) {
 	r.Start, r.ClientWait, r.ConnReused, r.Retries = time.Time{}, 0, false, 0
 	r.DNS, r.Connect, r.TLS = 0, 0, 0
 	r.Outcome, r.ErrorType, r.Error, r.StatusCode, r.RetryAfter = "", "", "", 0, 0
-	r.FirstToken, r.TTFT, r.E2E, r.TPOT, r.ITLs, r.Chunks = false, 0, 0, 0, itls, 0
+	r.FirstToken, r.TTFT, r.E2E, r.TPOT, r.ITLs, r.Chunks, r.CoalescedChunks = false, 0, 0, 0, itls, 0, 0
 	r.PromptTokens, r.OutputTokens, r.CachedTokens = 0, 0, 0
 	r.UsageReported, r.CachedTokensReported, r.Anomalies = false, false, 0
 	r.FinishReason, r.ResponseModel, r.ResponseID, r.TraceID, r.Completion = "", "", "", "", ""
@@ -540,6 +540,9 @@ loop:
 				spanFirstToken(span, first)
 			} else {
 				res.ITLs = append(res.ITLs, ev.Time.Sub(last))
+				if ev.Time.Equal(last) {
+					res.CoalescedChunks++
+				}
 			}
 			last = ev.Time
 			chunks++

@@ -59,6 +59,14 @@ type Engine struct {
 	// a replaced runner's requests still count against max_inflight.
 	budgets map[string]*atomic.Int64
 	closed  bool
+
+	// harness samples the process' measurement-inflation figures once a
+	// second for every runner's verdict; started by the first Apply.
+	harness     *harnessMonitor
+	stopHarness context.CancelFunc
+	harnessDone chan struct{}
+
+	arrivalHook func(planned time.Time) // tests: see runner.arrivalHook
 }
 
 // NewEngine returns an engine with no targets; Apply starts them.
@@ -86,6 +94,7 @@ func (e *Engine) Apply(cfg *config.Config) error {
 	if e.closed {
 		return errors.New("engine is shut down")
 	}
+	e.startHarness(time.Duration(cfg.Global.Saturation.Window))
 	next := map[string]*runner{}
 	var fresh []*runner
 	for _, t := range cfg.Targets {
@@ -125,6 +134,48 @@ func (e *Engine) Apply(cfg *config.Config) error {
 	}
 	e.runners = next
 	return nil
+}
+
+// startHarness starts sampling the harness figures (once), sized for the
+// judgement window.
+func (e *Engine) startHarness(window time.Duration) {
+	if e.harness != nil {
+		e.harness.resize(window)
+		return
+	}
+	e.harness = newHarnessMonitor(window)
+	ctx, cancel := context.WithCancel(context.Background())
+	e.stopHarness, e.harnessDone = cancel, make(chan struct{})
+	go func() {
+		defer close(e.harnessDone)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				e.harness.sample(now)
+			}
+		}
+	}()
+}
+
+// Harness returns the process' measurement-inflation figures over the
+// judgement window and since start; ok is false before the first Apply.
+func (e *Engine) Harness() (window HarnessStats, total HarnessTotals, ok bool) {
+	e.mu.Lock()
+	m := e.harness
+	bound := time.Duration(config.DefaultGlobal.Saturation.MaxInflation)
+	for _, r := range e.runners {
+		bound = r.judgement.maxInflation
+		break
+	}
+	e.mu.Unlock()
+	if m == nil {
+		return HarnessStats{}, HarnessTotals{}, false
+	}
+	return m.stats(bound), m.totals(), true
 }
 
 // retire stops a runner that a reload removed or replaced: scheduling
@@ -193,6 +244,7 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64) (*runner, erro
 		perArrival:   wl.requestsPerArrival(),
 		promptFormat: format,
 		obs:          e.opts.Observer,
+		arrivalHook:  e.arrivalHook,
 		logger:       e.opts.Logger,
 		seed:         seed ^ h.Sum64(),
 		start:        now,
@@ -201,8 +253,9 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64) (*runner, erro
 		maxInflight:  int64(t.MaxInflight),
 		inflight:     budget,
 		redactor:     redactor,
-		saturation:   g.Saturation,
-		win:          newWindow(time.Duration(g.Saturation.Window)),
+		judgement:    newJudgement(g.Saturation),
+		harness:      e.harness,
+		win:          newWindow(time.Duration(g.Saturation.Window), time.Duration(g.Saturation.MaxLag)),
 		reqCtx:       reqCtx,
 		cancelReqs:   cancelReqs,
 	}
@@ -260,6 +313,10 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	for _, r := range rs {
 		r.cancelReqs()
 		r.httpClient.CloseIdleConnections()
+	}
+	if e.stopHarness != nil {
+		e.stopHarness()
+		<-e.harnessDone
 	}
 	return err
 }

@@ -405,7 +405,11 @@ func TestEngineFaultOutcomes(t *testing.T) {
 	}
 }
 
-func TestEngineFlagsSaturationAndDrops(t *testing.T) {
+// TestEngineTellsOverloadFromSaturation: requests dropped because
+// max_inflight requests are still running say the target is too slow,
+// not that the harness is: the target is flagged overloaded, the harness
+// is not flagged saturated (which would silence the latency alerts).
+func TestEngineTellsOverloadFromSaturation(t *testing.T) {
 	_, url := startSim(t, func(c *sim.Config) {
 		c.DecodeBase = 20 * time.Millisecond
 		c.DecodePerSeq = 0
@@ -424,8 +428,12 @@ func TestEngineFlagsSaturationAndDrops(t *testing.T) {
 	defer cancel()
 	_ = e.Shutdown(ctx)
 
-	if !st.Saturated || !strings.Contains(st.SaturationReason, "not sent") {
-		t.Errorf("saturated=%v reason=%q, want flagged for shortfall", st.Saturated, st.SaturationReason)
+	// (The inflation reasons judge the whole test process, which a loaded
+	// machine or the race detector may starve: only the send side is this
+	// test's business.)
+	if slices.Contains(st.SaturationReasons, probe.ReasonLateDrops) || slices.Contains(st.SaturationReasons, probe.ReasonLateSends) ||
+		!st.Overloaded || !strings.Contains(st.OverloadReason, "max_inflight") {
+		t.Errorf("saturation %v (%q) overloaded=%v (%q), want overloaded and no send-side saturation", st.SaturationReasons, st.SaturationReason, st.Overloaded, st.OverloadReason)
 	}
 	if st.Dropped[probe.DropInflightLimit] < 20 || rec.dropped[probe.DropInflightLimit] == 0 {
 		t.Errorf("inflight_limit drops: status %d, observer %d", st.Dropped[probe.DropInflightLimit], rec.dropped[probe.DropInflightLimit])

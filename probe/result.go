@@ -179,6 +179,11 @@ type Result struct {
 	TPOT       time.Duration   // (E2E-TTFT)/(OutputTokens-1), 0 when OutputTokens < 2
 	ITLs       []time.Duration // gaps between consecutive token-bearing events
 	Chunks     int             // token-bearing events received
+	// CoalescedChunks are token-bearing events that arrived in the same
+	// read as the previous one (so their ITL is 0): the bytes had queued
+	// up. Alone that may be the server or a proxy batching; with a high
+	// harness inflation it means the client reads late.
+	CoalescedChunks int
 
 	// Token counts. *Reported say whether the server's usage provided the
 	// number; otherwise it was estimated (prompt: planned; output: chunks).

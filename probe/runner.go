@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -40,7 +39,8 @@ type runner struct {
 	warmupUntil time.Time
 	lateAfter   time.Duration
 	maxInflight int64
-	saturation  config.Saturation
+	judgement   judgement
+	harness     *harnessMonitor // the process' inflation figures; nil in some tests
 
 	// inflight is the target's in-flight budget, shared with the runner a
 	// reload replaced (whose requests still run), so that max_inflight
@@ -54,10 +54,13 @@ type runner struct {
 
 	historyWarned atomic.Bool // a conversation passed MaxHistoryBytes (logged once)
 
-	satMu     sync.Mutex
-	saturated bool
-	satReason string
-	last      windowStats
+	// arrivalHook, when set (tests), runs when an arrival's planned instant
+	// has come, before it is admitted: a stall of the arrival loop.
+	arrivalHook func(planned time.Time)
+
+	satMu   sync.Mutex
+	verdict verdict
+	last    windowStats
 
 	stopSched  context.CancelFunc // stops the arrival loop and the judge
 	reqCtx     context.Context    // in-flight requests; cancelled after the grace period
@@ -137,6 +140,9 @@ func (r *runner) arrivalLoop(ctx context.Context) {
 		if !sl.until(ctx, next) {
 			return
 		}
+		if r.arrivalHook != nil {
+			r.arrivalHook(next)
+		}
 		class := r.workload.Load().Pick(rng)
 		if !r.admit(class, next) {
 			continue
@@ -188,7 +194,7 @@ func (r *runner) drop(c *Class, reason DropReason, now time.Time) {
 			r.dropped[i].Add(1)
 		}
 	}
-	r.win.dropped(now)
+	r.win.dropped(now, reason)
 	r.obs.Dropped(r.name, c.Name, reason)
 }
 
@@ -265,22 +271,26 @@ func (r *runner) judgeLoop(ctx context.Context) {
 
 func (r *runner) judge(now time.Time) {
 	st := r.win.stats(now, r.start)
-	reason := ""
-	switch {
-	case st.lagP99 > time.Duration(r.saturation.MaxLag):
-		reason = fmt.Sprintf("schedule lag p99 %v over %v (max_lag %v)", st.lagP99, st.span, time.Duration(r.saturation.MaxLag))
-	case st.scheduled > 0 && float64(st.dropped)/float64(st.scheduled) > r.saturation.MaxShortfall:
-		reason = fmt.Sprintf("%d of %d scheduled requests not sent over %v (max_shortfall %.1f%%)", st.dropped, st.scheduled, st.span, 100*r.saturation.MaxShortfall)
+	var h HarnessStats
+	if r.harness != nil {
+		h = r.harness.stats(r.judgement.maxInflation)
 	}
+	v := r.judgement.judgeWindow(st, h)
 	r.satMu.Lock()
-	was := r.saturated
-	r.saturated, r.satReason, r.last = reason != "", reason, st
+	was := r.verdict
+	r.verdict, r.last = v, st
 	r.satMu.Unlock()
 	switch {
-	case reason != "" && !was:
-		r.logger.Warn("harness cannot deliver the requested load; its numbers for this target are flagged", "target", r.name, "reason", reason)
-	case reason == "" && was:
-		r.logger.Info("harness delivers the requested load again", "target", r.name)
+	case v.saturated() && !was.saturated():
+		r.logger.Warn("harness cannot deliver or time the requested load; its numbers for this target are flagged", "target", r.name, "reasons", v.reasons, "reason", v.detail)
+	case !v.saturated() && was.saturated():
+		r.logger.Info("harness delivers and times the requested load again", "target", r.name)
+	}
+	switch {
+	case v.overloaded && !was.overloaded:
+		r.logger.Warn("target does not absorb the offered load: requests over max_inflight are dropped", "target", r.name, "reason", v.overload)
+	case !v.overloaded && was.overloaded:
+		r.logger.Info("target absorbs the offered load again", "target", r.name)
 	}
 }
 
@@ -314,8 +324,16 @@ type TargetStatus struct {
 	LagP99        time.Duration
 	Window        time.Duration
 
-	Saturated        bool
-	SaturationReason string
+	// Saturated: the harness cannot deliver or time the load; its numbers
+	// are suspect (SaturationReasons say why, SaturationReason in words).
+	Saturated         bool
+	SaturationReason  string
+	SaturationReasons []SaturationReason
+	// Overloaded: the target does not absorb the load (drops over
+	// max_inflight); the numbers are right, the load is not delivered.
+	Overloaded     bool
+	OverloadReason string
+	LateSends      uint64 // sends later than max_lag, over the window
 	// Refit is set for targets that follow production (workload_from).
 	Refit  *RefitStatus
 	Warmup bool
@@ -331,30 +349,34 @@ type ClassStatus struct {
 
 func (r *runner) status(now time.Time) TargetStatus {
 	r.satMu.Lock()
-	sat, reason, st := r.saturated, r.satReason, r.last
+	v, st := r.verdict, r.last
 	r.satMu.Unlock()
 	s := TargetStatus{
-		Name:             r.name,
-		Model:            r.model,
-		API:              r.api,
-		URL:              r.url,
-		Workload:         r.spec.Target.Workload,
-		Process:          r.arrivals.String(),
-		RequestedRate:    r.arrivals.Rate() * r.perArrival,
-		ArrivalRate:      r.arrivals.Rate(),
-		Scheduled:        r.scheduled.Load(),
-		Sent:             r.sent.Load(),
-		Dropped:          map[DropReason]uint64{},
-		Outcomes:         map[Outcome]uint64{},
-		Inflight:         r.inflight.Load(),
-		MaxInflight:      r.maxInflight,
-		LagP50:           st.lagP50,
-		LagP99:           st.lagP99,
-		Window:           st.span,
-		Saturated:        sat,
-		SaturationReason: reason,
-		Warmup:           now.Before(r.warmupUntil),
-		Since:            r.start,
+		Name:              r.name,
+		Model:             r.model,
+		API:               r.api,
+		URL:               r.url,
+		Workload:          r.spec.Target.Workload,
+		Process:           r.arrivals.String(),
+		RequestedRate:     r.arrivals.Rate() * r.perArrival,
+		ArrivalRate:       r.arrivals.Rate(),
+		Scheduled:         r.scheduled.Load(),
+		Sent:              r.sent.Load(),
+		Dropped:           map[DropReason]uint64{},
+		Outcomes:          map[Outcome]uint64{},
+		Inflight:          r.inflight.Load(),
+		MaxInflight:       r.maxInflight,
+		LagP50:            st.lagP50,
+		LagP99:            st.lagP99,
+		Window:            st.span,
+		Saturated:         v.saturated(),
+		SaturationReason:  v.detail,
+		SaturationReasons: v.reasons,
+		Overloaded:        v.overloaded,
+		OverloadReason:    v.overload,
+		LateSends:         st.late,
+		Warmup:            now.Before(r.warmupUntil),
+		Since:             r.start,
 	}
 	if st.span > 0 {
 		s.AchievedRate = float64(st.sent) / st.span.Seconds()

@@ -38,7 +38,8 @@ type slot struct {
 	sec       int64 // unix second this slot holds; other values mean stale
 	scheduled uint32
 	sent      uint32
-	dropped   uint32
+	late      uint32 // sent more than the window's late bound after planned
+	dropped   [len(DropReasons)]uint32
 	lag       [lagBuckets]uint32
 }
 
@@ -48,11 +49,12 @@ type slot struct {
 type window struct {
 	mu    sync.Mutex
 	slots []slot
+	late  time.Duration // a send this late is counted as late
 }
 
-func newWindow(d time.Duration) *window {
+func newWindow(d, late time.Duration) *window {
 	n := max(int(d/time.Second), 1)
-	return &window{slots: make([]slot, n)}
+	return &window{slots: make([]slot, n), late: late}
 }
 
 func (w *window) at(now time.Time) *slot {
@@ -70,9 +72,14 @@ func (w *window) scheduled(now time.Time) {
 	w.mu.Unlock()
 }
 
-func (w *window) dropped(now time.Time) {
+func (w *window) dropped(now time.Time, reason DropReason) {
 	w.mu.Lock()
-	w.at(now).dropped++
+	s := w.at(now)
+	for i, r := range DropReasons {
+		if r == reason {
+			s.dropped[i]++
+		}
+	}
 	w.mu.Unlock()
 }
 
@@ -80,6 +87,9 @@ func (w *window) sent(now time.Time, lag time.Duration) {
 	w.mu.Lock()
 	s := w.at(now)
 	s.sent++
+	if lag > w.late {
+		s.late++
+	}
 	s.lag[lagBucket(lag)]++
 	w.mu.Unlock()
 }
@@ -88,6 +98,9 @@ func (w *window) sent(now time.Time, lag time.Duration) {
 type windowStats struct {
 	span                     time.Duration // covered so far (shorter right after start)
 	scheduled, sent, dropped uint64
+	late                     uint64        // sends later than the window's late bound
+	droppedLate              uint64        // dropped: not sendable in time (the harness)
+	droppedInflight          uint64        // dropped: max_inflight reached (the target)
 	lagP50, lagP99, lagMax   time.Duration // bucket upper bounds
 }
 
@@ -105,7 +118,16 @@ func (w *window) stats(now time.Time, since time.Time) windowStats {
 		}
 		st.scheduled += uint64(s.scheduled)
 		st.sent += uint64(s.sent)
-		st.dropped += uint64(s.dropped)
+		st.late += uint64(s.late)
+		for j, r := range DropReasons {
+			st.dropped += uint64(s.dropped[j])
+			switch r {
+			case DropLate:
+				st.droppedLate += uint64(s.dropped[j])
+			case DropInflightLimit:
+				st.droppedInflight += uint64(s.dropped[j])
+			}
+		}
 		for j, c := range s.lag {
 			lag[j] += uint64(c)
 		}

@@ -126,7 +126,7 @@ func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
 		Propagator:    propagator,
 		RecordContent: tracing != nil && initial.Tracing.RecordContent,
 	})
-	reg.MustRegister(exporter.NewStatusCollector(engine.Status))
+	reg.MustRegister(exporter.NewStatusCollector(engine.Status), exporter.NewHarnessCollector(engine.Harness))
 
 	// Metrics learn a config's label sets before the engine starts sending
 	// for it, so no early event of a new target is lost.
@@ -150,6 +150,7 @@ func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
 			Logger:   logger,
 			Gatherer: reg,
 			Status:   engine.Status,
+			Harness:  engine.Harness,
 			Recent:   recent,
 			Metrics:  metrics,
 			Reloader: reloader,

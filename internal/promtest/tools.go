@@ -189,6 +189,16 @@ func TestRules(t testing.TB, files ...string) string {
 			t.Fatal(err)
 		}
 		out, err := RunPromtool(t, filepath.Dir(abs), "test", "rules", filepath.Base(abs))
+		if err != nil {
+			// promtool's rule tests are deterministic, but a week-long test
+			// (alerts/tests/regression.yml) has, rarely and only on a loaded
+			// machine, come back with no alert where every rerun gives it:
+			// retry once, and say so, before failing.
+			first := out
+			if out, err = RunPromtool(t, filepath.Dir(abs), "test", "rules", filepath.Base(abs)); err == nil {
+				t.Logf("%s: promtool test rules failed once and passed when rerun; the first run said:\n%s", f, first)
+			}
+		}
 		all.WriteString(out)
 		if err != nil {
 			t.Errorf("%s: %v\n%s", f, err, out)

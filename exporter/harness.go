@@ -1,0 +1,97 @@
+package exporter
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmprobe/llmprobe/probe"
+)
+
+// The harness' own measurement-inflation figures (process-wide, no
+// labels): what could make its timestamps late. See probe/harness.go.
+var (
+	schedLatencyDesc = prometheus.NewDesc(namespace+"_harness_sched_latency_seconds",
+		"Time goroutines spent runnable before they ran (the Go scheduler; runtime/metrics /sched/latencies:seconds): how late a goroutine that reads a stream event can timestamp it when the process is starved.", nil, nil)
+	runqueueWaitDesc = prometheus.NewDesc(namespace+"_harness_runqueue_wait_seconds_total",
+		"Time the process' threads spent waiting for a CPU in the OS run queue (/proc/self/task/*/schedstat). Divided by llmprobe_harness_timeslices_total: the mean wait per timeslice.", nil, nil)
+	timeslicesDesc = prometheus.NewDesc(namespace+"_harness_timeslices_total",
+		"Timeslices the process' threads ran (/proc/self/task/*/schedstat).", nil, nil)
+	throttledDesc = prometheus.NewDesc(namespace+"_harness_cpu_throttled_seconds_total",
+		"Time the process' cgroup was stopped by its CPU quota (cgroup cpu.stat throttled_usec, or throttled_time on cgroup v1).", nil, nil)
+	throttledPeriodsDesc = prometheus.NewDesc(namespace+"_harness_cpu_throttled_periods_total",
+		"CPU-quota enforcement periods in which the process' cgroup was throttled (cpu.stat nr_throttled).", nil, nil)
+	periodsDesc = prometheus.NewDesc(namespace+"_harness_cpu_periods_total",
+		"CPU-quota enforcement periods of the process' cgroup (cpu.stat nr_periods).", nil, nil)
+	inflationDesc = prometheus.NewDesc(namespace+"_harness_timestamp_inflation_seconds",
+		"Estimate of how late the harness timestamps events over the saturation window: the largest of the Go scheduler's p99 wait, the mean OS run-queue wait per timeslice and (when throttled) the mean stall per throttled CPU period.", nil, nil)
+)
+
+// harnessCollector exports the engine's inflation figures at scrape time.
+type harnessCollector struct {
+	harness func() (probe.HarnessStats, probe.HarnessTotals, bool)
+}
+
+// NewHarnessCollector returns a collector of the harness' inflation
+// figures (llmprobe_harness_sched_latency_seconds, _runqueue_wait_*,
+// _cpu_throttled_*, _timestamp_inflation_seconds), typically over
+// (*probe.Engine).Harness. Series whose source the machine lacks (no
+// schedstat, no cgroup CPU controller) are left out.
+func NewHarnessCollector(harness func() (probe.HarnessStats, probe.HarnessTotals, bool)) prometheus.Collector {
+	return harnessCollector{harness: harness}
+}
+
+// Describe implements prometheus.Collector.
+func (c harnessCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{schedLatencyDesc, runqueueWaitDesc, timeslicesDesc, throttledDesc, throttledPeriodsDesc, periodsDesc, inflationDesc} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c harnessCollector) Collect(ch chan<- prometheus.Metric) {
+	w, t, ok := c.harness()
+	if !ok {
+		return
+	}
+	if h := schedHistogram(t); h != nil {
+		ch <- h
+	}
+	if t.HasSchedstat {
+		ch <- prometheus.MustNewConstMetric(runqueueWaitDesc, prometheus.CounterValue, t.RunqueueWait.Seconds())
+		ch <- prometheus.MustNewConstMetric(timeslicesDesc, prometheus.CounterValue, float64(t.Timeslices))
+	}
+	if t.HasCgroup {
+		ch <- prometheus.MustNewConstMetric(throttledDesc, prometheus.CounterValue, t.Throttled.Seconds())
+		ch <- prometheus.MustNewConstMetric(throttledPeriodsDesc, prometheus.CounterValue, float64(t.ThrottledPeriods))
+		ch <- prometheus.MustNewConstMetric(periodsDesc, prometheus.CounterValue, float64(t.Periods))
+	}
+	ch <- prometheus.MustNewConstMetric(inflationDesc, prometheus.GaugeValue, w.Inflation.Seconds())
+}
+
+// schedHistogram maps the runtime's fine buckets onto harnessBuckets: a
+// runtime bucket counts towards the first classic bound at or above its
+// upper edge, so the cumulative counts stay exact at every bound.
+func schedHistogram(t probe.HarnessTotals) prometheus.Metric {
+	if len(t.SchedCounts) == 0 || len(t.SchedCounts) != len(t.SchedBuckets) {
+		return nil
+	}
+	cum := make(map[float64]uint64, len(harnessBuckets))
+	var total uint64
+	var sum float64
+	prevUpper := 0.0
+	for i, c := range t.SchedCounts {
+		upper := t.SchedBuckets[i]
+		total += c
+		// The runtime gives no sum: estimate it from bucket midpoints
+		// (finite ones), enough for a mean on a dashboard.
+		if c > 0 && upper < 1e300 {
+			sum += float64(c) * (prevUpper + upper) / 2
+		}
+		prevUpper = upper
+		for _, b := range harnessBuckets {
+			if upper <= b {
+				cum[b] += c
+			}
+		}
+	}
+	return prometheus.MustNewConstHistogram(schedLatencyDesc, total, sum, cum)
+}

@@ -1,0 +1,250 @@
+package probe
+
+import (
+	"math"
+	"runtime/metrics"
+	"sync"
+	"time"
+)
+
+// Measurement inflation: can the harness' timestamps be trusted?
+//
+// The client timestamps a stream event when its goroutine reads it. If the
+// process is starved of CPU, that goroutine runs late and every TTFT and
+// ITL it measures is inflated, while sends can still look punctual. Three
+// things starve it, and each is measured where it happens:
+//
+//   - the Go scheduler (more runnable goroutines than GOMAXPROCS):
+//     runtime/metrics /sched/latencies:seconds, the time goroutines spend
+//     runnable before they run;
+//   - the OS (other processes on the same CPUs): the run-queue wait of the
+//     process' threads, /proc/self/task/*/schedstat (Linux), as a mean per
+//     timeslice;
+//   - a CPU quota (Kubernetes limits): the cgroup's cpu.stat, v2
+//     (nr_periods, nr_throttled, throttled_usec) or v1 (throttled_time),
+//     as the stall per throttled period.
+//
+// A harnessMonitor samples all three once a second into a ring of
+// cumulative readings, so that any window's figures are one subtraction.
+// It is process-wide: every target's verdict uses the same figures.
+
+// harnessSample is one cumulative reading.
+type harnessSample struct {
+	at time.Time
+	// Go scheduler latency histogram (runtime/metrics' buckets).
+	sched []uint64
+	// OS: run-queue wait and timeslices of the process' threads.
+	runqueueWait time.Duration
+	timeslices   uint64
+	hasSchedstat bool
+	// cgroup CPU controller.
+	periods, throttledPeriods uint64
+	throttled                 time.Duration
+	hasCgroup                 bool
+}
+
+// HarnessStats are the inflation figures over a window.
+type HarnessStats struct {
+	Span time.Duration // covered by the readings (shorter right after start)
+
+	// Go scheduler: scheduling events, how many waited longer than the
+	// bound asked for, and the p99 wait (bucket upper bound).
+	SchedEvents, SchedOver uint64
+	SchedP99               time.Duration
+
+	// OS: mean run-queue wait per timeslice, over Timeslices timeslices;
+	// HasSchedstat is false where the kernel does not say.
+	RunqueueWait time.Duration
+	Timeslices   uint64
+	HasSchedstat bool
+
+	// cgroup: CPU periods, throttled periods and the mean stall per
+	// throttled period; HasCgroup is false without a CPU controller.
+	Periods, ThrottledPeriods uint64
+	ThrottleStall             time.Duration
+	HasCgroup                 bool
+
+	// Inflation is the estimate of how late the harness' timestamps are:
+	// the largest of SchedP99, RunqueueWait and (when periods were
+	// throttled) ThrottleStall.
+	Inflation time.Duration
+}
+
+// HarnessTotals are the cumulative counters since the process started,
+// for export as Prometheus counters and histograms.
+type HarnessTotals struct {
+	// SchedBuckets are the upper bounds (seconds) of SchedCounts' buckets;
+	// the last is +Inf.
+	SchedBuckets []float64
+	SchedCounts  []uint64
+
+	RunqueueWait time.Duration
+	Timeslices   uint64
+	HasSchedstat bool
+
+	Periods, ThrottledPeriods uint64
+	Throttled                 time.Duration
+	HasCgroup                 bool
+}
+
+const schedLatencyMetric = "/sched/latencies:seconds"
+
+// harnessMonitor keeps a ring of one-second readings covering a window.
+type harnessMonitor struct {
+	mu      sync.Mutex
+	ring    []harnessSample
+	next    int
+	n       int
+	buckets []float64 // runtime/metrics' bucket boundaries (len(counts)+1)
+	os      osReader
+	rm      []metrics.Sample
+}
+
+// osReader reads the OS-specific sources (harness_linux.go).
+type osReader interface {
+	// read fills the schedstat and cgroup fields of s.
+	read(s *harnessSample)
+}
+
+func newHarnessMonitor(window time.Duration) *harnessMonitor {
+	m := &harnessMonitor{
+		ring: make([]harnessSample, max(int(window/time.Second), 1)+1),
+		os:   newOSReader(),
+		rm:   []metrics.Sample{{Name: schedLatencyMetric}},
+	}
+	m.sample(time.Now())
+	return m
+}
+
+// resize makes the ring cover window, keeping the newest readings.
+func (m *harnessMonitor) resize(window time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := max(int(window/time.Second), 1) + 1
+	if n == len(m.ring) {
+		return
+	}
+	ring := make([]harnessSample, n)
+	keep := min(m.n, n)
+	for i := range keep {
+		ring[keep-1-i] = m.ring[(m.next-1-i+2*len(m.ring))%len(m.ring)]
+	}
+	m.ring, m.n, m.next = ring, keep, keep%n
+}
+
+// sample takes one reading.
+func (m *harnessMonitor) sample(now time.Time) {
+	metrics.Read(m.rm)
+	s := harnessSample{at: now}
+	if v := m.rm[0].Value; v.Kind() == metrics.KindFloat64Histogram {
+		h := v.Float64Histogram()
+		s.sched = append([]uint64(nil), h.Counts...)
+		m.mu.Lock()
+		if m.buckets == nil {
+			m.buckets = append([]float64(nil), h.Buckets...)
+		}
+		m.mu.Unlock()
+	}
+	m.os.read(&s)
+	m.mu.Lock()
+	m.ring[m.next] = s
+	m.next = (m.next + 1) % len(m.ring)
+	m.n = min(m.n+1, len(m.ring))
+	m.mu.Unlock()
+}
+
+// stats returns the figures between the oldest and the newest reading,
+// counting scheduling events longer than bound as over.
+func (m *harnessMonitor) stats(bound time.Duration) HarnessStats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var st HarnessStats
+	if m.n < 2 {
+		return st
+	}
+	newest := m.ring[(m.next-1+len(m.ring))%len(m.ring)]
+	oldest := m.ring[(m.next-m.n+len(m.ring))%len(m.ring)]
+	st.Span = newest.at.Sub(oldest.at)
+
+	if len(newest.sched) == len(oldest.sched) && len(m.buckets) == len(newest.sched)+1 {
+		delta := make([]uint64, len(newest.sched))
+		for i := range delta {
+			delta[i] = sub(newest.sched[i], oldest.sched[i])
+			st.SchedEvents += delta[i]
+		}
+		b := bound.Seconds()
+		var acc uint64
+		rank := uint64(math.Ceil(0.99 * float64(st.SchedEvents)))
+		for i, c := range delta {
+			// Bucket i holds values in [buckets[i], buckets[i+1]).
+			if m.buckets[i] >= b {
+				st.SchedOver += c
+			}
+			acc += c
+			if st.SchedP99 == 0 && st.SchedEvents > 0 && acc >= rank {
+				up := m.buckets[i+1]
+				if math.IsInf(up, 1) {
+					up = m.buckets[i]
+				}
+				st.SchedP99 = secondsDuration(up)
+			}
+		}
+	}
+	if newest.hasSchedstat && oldest.hasSchedstat {
+		st.HasSchedstat = true
+		st.Timeslices = sub(newest.timeslices, oldest.timeslices)
+		if st.Timeslices > 0 {
+			st.RunqueueWait = max(newest.runqueueWait-oldest.runqueueWait, 0) / time.Duration(st.Timeslices)
+		}
+	}
+	if newest.hasCgroup && oldest.hasCgroup {
+		st.HasCgroup = true
+		st.Periods = sub(newest.periods, oldest.periods)
+		st.ThrottledPeriods = sub(newest.throttledPeriods, oldest.throttledPeriods)
+		if st.ThrottledPeriods > 0 {
+			st.ThrottleStall = max(newest.throttled-oldest.throttled, 0) / time.Duration(st.ThrottledPeriods)
+		}
+	}
+	st.Inflation = max(st.SchedP99, st.RunqueueWait)
+	if st.ThrottledPeriods > 0 {
+		st.Inflation = max(st.Inflation, st.ThrottleStall)
+	}
+	return st
+}
+
+// totals returns the newest cumulative reading.
+func (m *harnessMonitor) totals() HarnessTotals {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var t HarnessTotals
+	if m.n == 0 {
+		return t
+	}
+	s := m.ring[(m.next-1+len(m.ring))%len(m.ring)]
+	if len(m.buckets) == len(s.sched)+1 {
+		t.SchedBuckets = m.buckets[1:]
+		t.SchedCounts = s.sched
+	}
+	t.RunqueueWait, t.Timeslices, t.HasSchedstat = s.runqueueWait, s.timeslices, s.hasSchedstat
+	t.Periods, t.ThrottledPeriods, t.Throttled, t.HasCgroup = s.periods, s.throttledPeriods, s.throttled, s.hasCgroup
+	return t
+}
+
+// sub is a-b for counters that may have been reset (a thread that exited
+// takes its schedstat with it): never negative.
+func sub(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
+}
+
+func secondsDuration(s float64) time.Duration {
+	switch {
+	case math.IsInf(s, 1) || s > float64(math.MaxInt64)/1e9:
+		return time.Duration(math.MaxInt64)
+	case s <= 0:
+		return 0
+	}
+	return time.Duration(s * 1e9)
+}

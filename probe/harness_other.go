@@ -1,0 +1,10 @@
+//go:build !linux
+
+package probe
+
+// noOSReader: only the Go scheduler is watched outside Linux.
+type noOSReader struct{}
+
+func newOSReader() osReader { return noOSReader{} }
+
+func (noOSReader) read(*harnessSample) {}

@@ -1,0 +1,90 @@
+package probe
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestParseCPUStat(t *testing.T) {
+	v2 := "usage_usec 1000\nuser_usec 600\nsystem_usec 400\nnr_periods 50\nnr_throttled 5\nthrottled_usec 250000\nnr_bursts 0\nburst_usec 0\n"
+	p, tp, th, ok := parseCPUStat([]byte(v2), true)
+	if !ok || p != 50 || tp != 5 || th != 250*time.Millisecond {
+		t.Errorf("v2: %d %d %v %v", p, tp, th, ok)
+	}
+	v1 := "nr_periods 21\nnr_throttled 21\nthrottled_time 1605199352\nnr_bursts 0\nburst_time 0\n"
+	p, tp, th, ok = parseCPUStat([]byte(v1), false)
+	if !ok || p != 21 || tp != 21 || th != 1605199352 {
+		t.Errorf("v1: %d %d %v %v", p, tp, th, ok)
+	}
+	if _, _, _, ok := parseCPUStat([]byte("usage_usec 5\n"), true); ok {
+		t.Error("a cpu.stat without throttling fields (no CPU controller) parsed")
+	}
+}
+
+func TestFindCPUStat(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeTestFile(t, p, content)
+		return p
+	}
+	write("v1/cpu/kubepods/pod1/cpu.stat", "nr_periods 0\n")
+	write("v2/kubepods.slice/pod2/cpu.stat", "nr_periods 0\n")
+	for _, tc := range []struct {
+		name, cgroup, mountinfo, want string
+		v2                            bool
+	}{
+		{"v2", "0::/kubepods.slice/pod2\n",
+			"30 23 0:26 / " + dir + "/v2 rw,nosuid - cgroup2 cgroup2 rw\n", dir + "/v2/kubepods.slice/pod2/cpu.stat", true},
+		{"v1", "12:cpu,cpuacct:/kubepods/pod1\n1:name=systemd:/x\n0::/\n",
+			"31 23 0:28 / " + dir + "/v1/cpu rw - cgroup cgroup rw,cpu,cpuacct\n40 23 0:29 / " + dir + "/v2 rw - cgroup2 cgroup2 rw\n", dir + "/v1/cpu/kubepods/pod1/cpu.stat", false},
+		{"none", "0::/nowhere\n", "30 23 0:26 / " + dir + "/v2 rw - cgroup2 cgroup2 rw\n", "", false},
+	} {
+		cg, mi := write(tc.name+".cgroup", tc.cgroup), write(tc.name+".mountinfo", tc.mountinfo)
+		got, v2 := findCPUStat(cg, mi)
+		if got != tc.want || v2 != tc.v2 {
+			t.Errorf("%s: %q v2=%v, want %q v2=%v", tc.name, got, v2, tc.want, tc.v2)
+		}
+	}
+}
+
+// TestHarnessMonitorSeesSchedulerLatency: goroutines that queue behind
+// busy ones show up in the Go scheduler figures.
+func TestHarnessMonitorSeesSchedulerLatency(t *testing.T) {
+	prev := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(prev)
+	m := newHarnessMonitor(10 * time.Second)
+	var wg sync.WaitGroup
+	stop := time.Now().Add(300 * time.Millisecond)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				for i := 0; i < 1e6; i++ {
+				}
+				runtime.Gosched()
+			}
+		}()
+	}
+	wg.Wait()
+	m.sample(time.Now())
+	st := m.stats(time.Microsecond)
+	if st.SchedEvents == 0 || st.SchedOver == 0 || st.SchedP99 <= 0 || st.Inflation < st.SchedP99 {
+		t.Fatalf("scheduler figures: %+v", st)
+	}
+	if runtime.GOOS == "linux" && !st.HasSchedstat {
+		t.Errorf("no schedstat on Linux: %+v", st)
+	}
+	tot := m.totals()
+	if len(tot.SchedBuckets) != len(tot.SchedCounts) || len(tot.SchedCounts) == 0 {
+		t.Fatalf("totals: %d buckets, %d counts", len(tot.SchedBuckets), len(tot.SchedCounts))
+	}
+}
