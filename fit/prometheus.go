@@ -173,9 +173,27 @@ func (q *promQuerier) query(ctx context.Context, expr string) (model.Vector, err
 	}
 	vec, ok := v.(model.Vector)
 	if !ok {
-		return nil, fmt.Errorf("prometheus query %s: want an instant vector, got %s", expr, v.Type())
+		return nil, fmt.Errorf("prometheus query %s at %s: want an instant vector, got %s", expr, q.url, valueType(v))
 	}
 	return vec, nil
+}
+
+// valueType names the type of a query result; an answer without a result
+// ({"status": "success"} and no data) gives none.
+func valueType(v model.Value) string {
+	switch x := v.(type) {
+	case nil:
+		return "no result"
+	case *model.Scalar:
+		if x == nil {
+			return "no result"
+		}
+	case *model.String:
+		if x == nil {
+			return "no result"
+		}
+	}
+	return v.Type().String()
 }
 
 // histogram fetches one metric; nil (and no error) when nothing matches.

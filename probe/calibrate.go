@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -29,7 +30,7 @@ import (
 // begin-of-text, the generation prompt; a_0 is what a completions prompt
 // gets, usually a begin-of-text token). A target's lengthModel starts from
 // a prior, is set exactly from the server's /tokenize endpoint when it has
-// one (vLLM, SGLang, the simulator), and keeps learning from the usage
+// one (vLLM, SGLang, llama.cpp, the simulator), and keeps learning from the usage
 // every response reports: a decayed least-squares fit per message count,
 // pulled towards the prior so that a class of fixed length still gives a
 // sensible answer. Planning inverts it: W = (S − a_k) / b.
@@ -162,92 +163,364 @@ func (m *lengthModel) observe(w, k, s int) {
 	m.mu.Unlock()
 }
 
-// tokenizeURL is the server's vLLM-style /tokenize endpoint, at the root
-// next to /v1.
-func tokenizeURL(base string) (string, error) {
+// Tokenizer endpoints. Two dialects are spoken.
+//
+// vLLM (also SGLang and the simulator): POST /tokenize with {"model",
+// "prompt"} (special tokens added, as the completions endpoint does) or
+// {"model", "messages", "add_generation_prompt"} (the chat template
+// applied, as the chat endpoint does) answers {"count", "max_model_len",
+// "tokens"}.
+//
+// llama.cpp's llama-server: POST /tokenize with {"content",
+// "add_special"} answers {"tokens": [...]} (ids, or {"id", "piece"}
+// objects with "with_pieces"); add_special defaults to false, while the
+// completion and chat endpoints tokenize with it (and with special-token
+// parsing, which /tokenize always does). POST /apply-template with
+// {"messages"} answers {"prompt"}: the text the chat endpoint tokenizes.
+// llama-server reads only "content" and ignores other keys, so a
+// vLLM-style request gets {"tokens": []}.
+//
+// The vLLM request goes first, and its answer tells the dialect: a count,
+// or a non-empty token list, is vLLM's; an empty token list without a
+// count (for a prompt that is never empty), or a 400/422 whose body
+// mentions "content", is llama.cpp's. Everything after that uses the
+// detected dialect's requests.
+
+const (
+	dialectVLLM     = "vLLM"
+	dialectLlamaCpp = "llama.cpp"
+
+	maxTokenizeBody   = 4 << 20 // bytes of an answer; more is an error
+	maxTokenizeCount  = 1 << 24 // tokens a plausible answer counts
+	maxTokensPerWord  = 64      // b beyond this is not a tokenizer of words
+	tokenizeExcerpt   = 80      // bytes of a server's body quoted in an error
+	maxTokenizeErrMsg = 160     // bytes of a decoding error quoted
+)
+
+// rootURL is path at the server's root, next to /v1.
+func rootURL(base, path string) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil {
 		return "", err
 	}
-	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/v1") + "/tokenize"
-	u.RawQuery, u.Fragment = "", ""
+	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/v1") + path
+	u.RawPath, u.RawQuery, u.Fragment = "", "", ""
 	return u.String(), nil
 }
 
-// calibrateWithTokenize asks the server's /tokenize how it counts two
-// prompts of different lengths (text, and for chat one and two messages),
-// which gives b, a_0 and the per-message cost exactly.
-func calibrateWithTokenize(ctx context.Context, hc *http.Client, base, model string, api API, synth *PromptSynth) (lengthPrior, float64, error) {
-	u, err := tokenizeURL(base)
-	if err != nil {
-		return lengthPrior{}, 0, err
+// tokenizeAnswer is what a /tokenize answer says.
+type tokenizeAnswer struct {
+	n        int  // tokens counted
+	hasCount bool // the answer carried vLLM's "count"
+}
+
+// tokenList counts the elements of a "tokens" list without keeping them.
+type tokenList struct {
+	n   int
+	set bool
+}
+
+func (l *tokenList) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
 	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return errors.New(`"tokens" is not a list`)
+	}
+	l.set = true
+	for dec.More() {
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		// A token id, or llama.cpp's {"id", "piece"} with with_pieces.
+		if c := v[0]; c != '{' && c != '-' && (c < '0' || c > '9') {
+			return fmt.Errorf("tokens[%d] is neither a token id nor an {id, piece} object", l.n)
+		}
+		if l.n++; l.n > maxTokenizeCount {
+			return fmt.Errorf("more than %d tokens", maxTokenizeCount)
+		}
+	}
+	return nil
+}
+
+// parseTokenizeResponse reads a /tokenize answer of either dialect: the
+// count, or the length of the token list. Errors never quote more than a
+// short, sanitised piece of the body.
+func parseTokenizeResponse(raw []byte) (tokenizeAnswer, error) {
+	var out struct {
+		Count  *int64    `json:"count"`
+		Tokens tokenList `json:"tokens"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field == "" {
+			return tokenizeAnswer{}, fmt.Errorf("the answer is a JSON %s, not an object", shortValue(te.Value))
+		}
+		return tokenizeAnswer{}, errors.New(shortError(err))
+	}
+	switch c := out.Count; {
+	case c != nil && *c < 0:
+		return tokenizeAnswer{}, fmt.Errorf("negative count %d", *c)
+	case c != nil && *c > maxTokenizeCount:
+		return tokenizeAnswer{}, fmt.Errorf("count %d is more than %d tokens", *c, maxTokenizeCount)
+	case c != nil && out.Tokens.set && int64(out.Tokens.n) != *c:
+		return tokenizeAnswer{}, fmt.Errorf("count %d and the %d tokens listed disagree", *c, out.Tokens.n)
+	case c != nil:
+		return tokenizeAnswer{n: int(*c), hasCount: true}, nil
+	case out.Tokens.set:
+		return tokenizeAnswer{n: out.Tokens.n}, nil
+	}
+	return tokenizeAnswer{}, errors.New("the answer has neither count nor tokens")
+}
+
+// parseApplyTemplateResponse reads llama.cpp's /apply-template answer.
+func parseApplyTemplateResponse(raw []byte) (string, error) {
+	var out struct {
+		Prompt *string `json:"prompt"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field == "" {
+			return "", fmt.Errorf("the answer is a JSON %s, not an object", shortValue(te.Value))
+		}
+		return "", errors.New(shortError(err))
+	}
+	switch {
+	case out.Prompt == nil:
+		return "", errors.New("the answer has no prompt")
+	case *out.Prompt == "":
+		return "", errors.New("the templated prompt is empty")
+	}
+	return *out.Prompt, nil
+}
+
+// shortError is a decoding error cut short (a number's text is quoted
+// whole by encoding/json) and sanitised.
+func shortError(err error) string {
+	return cut(err.Error(), maxTokenizeErrMsg)
+}
+
+func shortValue(s string) string {
+	return cut(s, 16)
+}
+
+// excerpt is the start of a server's body for an error message: cut,
+// sanitised, whitespace collapsed.
+func excerpt(raw []byte) string {
+	return strings.Join(strings.Fields(cut(string(raw), tokenizeExcerpt)), " ")
+}
+
+// cut sanitises the first n bytes of s (a rune cut in two becomes a
+// space), marking a cut with an ellipsis.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return sanitizeMessage(s)
+	}
+	return sanitizeMessage(s[:n]) + "…"
+}
+
+func statusError(status int, raw []byte) error {
+	if e := excerpt(raw); e != "" {
+		return fmt.Errorf("HTTP %d: %s", status, e)
+	}
+	return fmt.Errorf("HTTP %d", status)
+}
+
+// tokenizer talks to a server's tokenizer endpoints.
+type tokenizer struct {
+	hc                    *http.Client
+	model                 string
+	tokenizeURL, template string
+}
+
+// post sends a JSON body and returns the answer's status and body.
+func (t *tokenizer) post(ctx context.Context, u string, body map[string]any) ([]byte, int, error) {
+	body["model"] = t.model
+	data, err := json.Marshal(body)
+	if err != nil {
+		return nil, 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(data))
+	if err != nil {
+		return nil, 0, errors.New(sanitizeMessage(err.Error()))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		return nil, 0, errors.New(sanitizeMessage(err.Error()))
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenizeBody+1))
+	if err != nil {
+		return nil, resp.StatusCode, fmt.Errorf("reading the answer: %s", sanitizeMessage(err.Error()))
+	}
+	if len(raw) > maxTokenizeBody {
+		return nil, resp.StatusCode, fmt.Errorf("HTTP %d with an answer over %d bytes", resp.StatusCode, maxTokenizeBody)
+	}
+	return raw, resp.StatusCode, nil
+}
+
+// vllmCount counts a prompt or messages the vLLM way.
+func (t *tokenizer) vllmCount(ctx context.Context, body map[string]any) (tokenizeAnswer, error) {
+	raw, status, err := t.post(ctx, t.tokenizeURL, body)
+	if err != nil {
+		return tokenizeAnswer{}, fmt.Errorf("tokenize: %w", err)
+	}
+	if status != http.StatusOK {
+		return tokenizeAnswer{}, fmt.Errorf("tokenize: %w", statusError(status, raw))
+	}
+	a, err := parseTokenizeResponse(raw)
+	if err != nil {
+		return tokenizeAnswer{}, fmt.Errorf("tokenize: unexpected answer: %w", err)
+	}
+	return a, nil
+}
+
+// llamaCount counts text the way llama-server's completion endpoints do:
+// with special tokens (begin-of-text) added.
+func (t *tokenizer) llamaCount(ctx context.Context, text string) (float64, error) {
+	raw, status, err := t.post(ctx, t.tokenizeURL, map[string]any{"content": text, "add_special": true})
+	if err != nil {
+		return 0, fmt.Errorf("llama.cpp /tokenize: %w", err)
+	}
+	if status != http.StatusOK {
+		return 0, fmt.Errorf("llama.cpp /tokenize: %w", statusError(status, raw))
+	}
+	a, err := parseTokenizeResponse(raw)
+	if err != nil {
+		return 0, fmt.Errorf("llama.cpp /tokenize: unexpected answer: %w", err)
+	}
+	if a.n == 0 {
+		return 0, fmt.Errorf("llama.cpp /tokenize: no tokens for a %d-byte prompt", len(text))
+	}
+	return float64(a.n), nil
+}
+
+// llamaChat counts chat messages the way llama-server's chat endpoint
+// does: the template applied by /apply-template, the prompt tokenized.
+func (t *tokenizer) llamaChat(ctx context.Context, msgs []Message) (float64, error) {
+	raw, status, err := t.post(ctx, t.template, map[string]any{"messages": msgs, "add_generation_prompt": true})
+	if err != nil {
+		return 0, fmt.Errorf("llama.cpp /apply-template: %w", err)
+	}
+	if status != http.StatusOK {
+		return 0, fmt.Errorf("llama.cpp /apply-template: %w", statusError(status, raw))
+	}
+	prompt, err := parseApplyTemplateResponse(raw)
+	if err != nil {
+		return 0, fmt.Errorf("llama.cpp /apply-template: unexpected answer: %w", err)
+	}
+	return t.llamaCount(ctx, prompt)
+}
+
+// detect counts a text prompt with a vLLM request, and with llama.cpp's
+// when the answer says the server is llama-server.
+func (t *tokenizer) detect(ctx context.Context, text string) (string, float64, error) {
+	raw, status, err := t.post(ctx, t.tokenizeURL, map[string]any{"prompt": text})
+	if err != nil {
+		return "", 0, fmt.Errorf("tokenize: %w", err)
+	}
+	switch {
+	case status == http.StatusOK:
+		a, err := parseTokenizeResponse(raw)
+		if err != nil {
+			return "", 0, fmt.Errorf("tokenize: unexpected answer: %w", err)
+		}
+		if a.hasCount || a.n > 0 {
+			return dialectVLLM, float64(a.n), nil
+		}
+		// {"tokens": []} for a non-empty prompt: llama-server ignoring
+		// the "prompt" it does not know.
+	case (status == http.StatusBadRequest || status == http.StatusUnprocessableEntity) &&
+		bytes.Contains(bytes.ToLower(raw), []byte("content")):
+		// A server that insists on llama.cpp's "content".
+	default:
+		return "", 0, fmt.Errorf("tokenize: %w", statusError(status, raw))
+	}
+	n, err := t.llamaCount(ctx, text)
+	if err != nil {
+		return "", 0, err
+	}
+	return dialectLlamaCpp, n, nil
+}
+
+// calibrateWithTokenize asks the server's tokenizer endpoints how it
+// counts two prompts of different lengths (text, and for chat one and two
+// messages), which gives b, a_0 and the per-message cost exactly.
+func calibrateWithTokenize(ctx context.Context, hc *http.Client, base, model string, api API, synth *PromptSynth) (lengthPrior, float64, error) {
+	tu, err := rootURL(base, "/tokenize")
+	if err != nil {
+		return lengthPrior{}, 0, fmt.Errorf("tokenize: %s", sanitizeMessage(err.Error()))
+	}
+	au, _ := rootURL(base, "/apply-template")
+	t := &tokenizer{hc: hc, model: model, tokenizeURL: tu, template: au}
 	ctx, cancel := context.WithTimeout(ctx, tokenizeTimout)
 	defer cancel()
-	count := func(body map[string]any) (float64, error) {
-		body["model"] = model
-		data, _ := json.Marshal(body)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(data))
-		if err != nil {
-			return 0, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(req)
-		if err != nil {
-			return 0, fmt.Errorf("tokenize: %s", sanitizeMessage(err.Error()))
-		}
-		defer resp.Body.Close()
-		raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-		if err != nil {
-			return 0, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return 0, fmt.Errorf("tokenize: HTTP %d", resp.StatusCode)
-		}
-		var out struct {
-			Count  *int  `json:"count"`
-			Tokens []int `json:"tokens"`
-		}
-		if err := json.Unmarshal(raw, &out); err != nil {
-			return 0, fmt.Errorf("tokenize: unexpected response: %v", err)
-		}
-		if out.Count != nil {
-			return float64(*out.Count), nil
-		}
-		if out.Tokens != nil {
-			return float64(len(out.Tokens)), nil
-		}
-		return 0, fmt.Errorf("tokenize: response has neither count nor tokens")
-	}
+
 	r := rand.New(rand.NewPCG(1, 2))
 	const w1, w2 = 64, 320
 	t1 := string(synth.AppendText(nil, r, w1))
 	t2 := string(synth.AppendText(nil, r, w2))
-	s1, err := count(map[string]any{"prompt": t1})
+	dialect, s1, err := t.detect(ctx, t1)
 	if err != nil {
 		return lengthPrior{}, 0, err
 	}
-	s2, err := count(map[string]any{"prompt": t2})
+	var s2 float64
+	if dialect == dialectLlamaCpp {
+		s2, err = t.llamaCount(ctx, t2)
+	} else {
+		var a tokenizeAnswer
+		a, err = t.vllmCount(ctx, map[string]any{"prompt": t2})
+		s2 = float64(a.n)
+	}
 	if err != nil {
 		return lengthPrior{}, 0, err
 	}
 	b := (s2 - s1) / (w2 - w1)
-	if !(b > 0.05) {
-		return lengthPrior{}, 0, fmt.Errorf("tokenize: implausible counts %v and %v", s1, s2)
+	if !(b > 0.05 && b <= maxTokensPerWord) {
+		return lengthPrior{}, 0, fmt.Errorf("tokenize (%s): implausible counts %v and %v for %d and %d words", dialect, s1, s2, w1, w2)
+	}
+	// A template adds tokens; it cannot take away more than rounding
+	// does, and certainly not half of the text.
+	plausible := func(overhead float64, counts string) error {
+		if overhead < -0.5*b*w1 {
+			return fmt.Errorf("tokenize (%s): implausible %s (%.4g template tokens at %.4g tokens per word)", dialect, counts, overhead, b)
+		}
+		return nil
 	}
 	p := lengthPrior{perPrompt: s1 - b*w1}
-	if api == APIChat {
-		c1, err := count(map[string]any{"messages": []Message{{Role: "user", Content: t1}}})
-		if err != nil {
-			return lengthPrior{}, 0, err
-		}
-		c2, err := count(map[string]any{"messages": []Message{{Role: "system", Content: t1}, {Role: "user", Content: t1}}})
-		if err != nil {
-			return lengthPrior{}, 0, err
-		}
-		p.perMessage = (c2 - c1) - b*w1
-		p.perPrompt = c1 - b*w1 - p.perMessage
+	if err := plausible(p.perPrompt, fmt.Sprintf("counts %v and %v for %d and %d words", s1, s2, w1, w2)); err != nil {
+		return lengthPrior{}, 0, err
 	}
+	if api != APIChat {
+		return p, b, nil
+	}
+	one := []Message{{Role: "user", Content: t1}}
+	two := []Message{{Role: "system", Content: t1}, {Role: "user", Content: t1}}
+	var c1, c2 float64
+	if dialect == dialectLlamaCpp {
+		if c1, err = t.llamaChat(ctx, one); err == nil {
+			c2, err = t.llamaChat(ctx, two)
+		}
+	} else {
+		var a1, a2 tokenizeAnswer
+		if a1, err = t.vllmCount(ctx, map[string]any{"messages": one, "add_generation_prompt": true}); err == nil {
+			a2, err = t.vllmCount(ctx, map[string]any{"messages": two, "add_generation_prompt": true})
+		}
+		c1, c2 = float64(a1.n), float64(a2.n)
+	}
+	if err != nil {
+		return lengthPrior{}, 0, err
+	}
+	for k, c := range []float64{c1, c2} {
+		if err := plausible(c-float64(k+1)*b*w1, fmt.Sprintf("count %v for %d chat message(s) of %d words", c, k+1, w1)); err != nil {
+			return lengthPrior{}, 0, err
+		}
+	}
+	p.perMessage = (c2 - c1) - b*w1
+	p.perPrompt = c1 - b*w1 - p.perMessage
 	return p, b, nil
 }
 

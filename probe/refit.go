@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	commoncfg "github.com/prometheus/common/config"
-
 	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/fit"
 )
@@ -49,7 +47,10 @@ func (f *refitter) snapshot() *RefitStatus {
 // A failed refit keeps the previous distributions.
 func (r *runner) refitLoop(ctx context.Context) {
 	src := r.spec.Target.WorkloadFrom.Prometheus
-	hc, err := commoncfg.NewClientFromConfig(src.HTTPClientConfig, r.name+"_workload_from")
+	r.refitRedactor = NewRedactor(src.HTTPClientConfig)
+	// The same redirect policy as the target's client: Prometheus'
+	// credentials never go to another host.
+	hc, err := NewHTTPClient(src.HTTPClientConfig, r.name+"_workload_from", 0)
 	if err != nil {
 		r.refitFailed(fmt.Errorf("http_client_config: %w", err))
 		return
@@ -82,14 +83,9 @@ func (r *runner) refit(ctx context.Context, opts fit.PromOptions, hc *http.Clien
 		}
 		return
 	}
-	prompt, err := res.Prompt.Sampler()
+	prompt, output, err := refitSamplers(res)
 	if err != nil {
-		r.refitFailed(fmt.Errorf("prompt lengths: %w", err))
-		return
-	}
-	output, err := res.Output.Sampler()
-	if err != nil {
-		r.refitFailed(fmt.Errorf("output lengths: %w", err))
+		r.refitFailed(err)
 		return
 	}
 	r.workload.Store(r.workload.Load().withLengths(prompt, output))
@@ -113,13 +109,51 @@ func (r *runner) refit(ctx context.Context, opts fit.PromOptions, hc *http.Clien
 		"output_p50_p90_p99", fmt.Sprintf("%.0f/%.0f/%.0f (was %.0f/%.0f/%.0f)", st.Output[0], st.Output[1], st.Output[2], old.Output[0], old.Output[1], old.Output[2]))
 }
 
+// maxRefitTokens bounds the lengths a refit plans. The histograms come
+// from a server (through Prometheus) and are only as sane as it is: a
+// fit whose table goes beyond this is refused, and the tail a table
+// extrapolates (unbounded when lengths lie in the +Inf bucket) is cut
+// here, so that a bad answer cannot make the probe build prompts of
+// billions of tokens. It is twice the largest context windows commonly
+// served (1M tokens).
+const maxRefitTokens = 1 << 21
+
+// refitSamplers turns a fit of the served model's histograms into the
+// prompt and output length samplers of a refitted workload.
+func refitSamplers(res *fit.Result) (prompt, output dist.Sampler, err error) {
+	build := func(what string, l *fit.Lengths) (dist.Sampler, error) {
+		if l == nil {
+			return nil, fmt.Errorf("%s lengths: none fitted", what)
+		}
+		s, err := l.Sampler()
+		if err != nil {
+			return nil, fmt.Errorf("%s lengths: %w", what, err)
+		}
+		if top := l.Table[len(l.Table)-1]; top.V > maxRefitTokens {
+			return nil, fmt.Errorf("%s lengths: the fitted p%g is %.0f tokens, beyond the %d a refit accepts", what, 100*top.P, top.V, maxRefitTokens)
+		}
+		return dist.Clamp(s, 1, maxRefitTokens), nil
+	}
+	if prompt, err = build("prompt", res.Prompt); err != nil {
+		return nil, nil, err
+	}
+	if output, err = build("output", res.Output); err != nil {
+		return nil, nil, err
+	}
+	return prompt, output, nil
+}
+
 func (r *runner) refitFailed(err error) {
+	// What Prometheus (or a proxy before it) answered may quote the
+	// request: scrub the source's secrets before the status page and the
+	// log show it.
+	msg := sanitizeMessage(r.refitRedactor.Scrub(err.Error()))
 	r.refits.mu.Lock()
 	r.refits.status.Last = time.Now()
 	r.refits.status.Failures++
-	r.refits.status.Error = err.Error()
+	r.refits.status.Error = msg
 	r.refits.mu.Unlock()
-	r.logger.Warn("workload refit failed; keeping the previous length distributions", "target", r.name, "err", err)
+	r.logger.Warn("workload refit failed; keeping the previous length distributions", "target", r.name, "err", msg)
 }
 
 // withLengths returns a copy of w whose classes draw prompt and output

@@ -3,8 +3,11 @@ package probe_test
 import (
 	"context"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,5 +119,74 @@ targets:
 		if r.PlannedPromptTokens > 40 {
 			t.Fatalf("a failed refit changed the workload: planned %d tokens", r.PlannedPromptTokens)
 		}
+	}
+}
+
+// TestWorkloadFromHostilePrometheus: a Prometheus (or a proxy before it)
+// that echoes the request's credentials in its error, or redirects to
+// another host, shows neither the secret on the status page nor sends it
+// on.
+func TestWorkloadFromHostilePrometheus(t *testing.T) {
+	const secret = "prom-token-5e4d3c2b1a09f8e7"
+	var elsewhere atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		http.Error(w, "got "+r.Header.Get("Authorization"), http.StatusForbidden)
+	}))
+	defer other.Close()
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"status":"error","errorType":"bad_data","error":"denied for `+r.Header.Get("Authorization")+`"}`, http.StatusUnauthorized)
+	}))
+	defer echo.Close()
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer redirect.Close()
+	cfg := loadConfig(t, `
+global: {warmup: 0s}
+workloads:
+  small: {classes: [{name: c, prompt_tokens: 16, output_tokens: 4}]}
+targets:
+  - name: echoed
+    url: http://127.0.0.1:1/v1
+    model: m
+    workload: small
+    arrival: {rate: 0.1}
+    workload_from:
+      prometheus: {url: %[1]s, refresh: 1s, http_client_config: {authorization: {credentials: %[3]s}}}
+  - name: redirected
+    url: http://127.0.0.1:1/v1
+    model: m
+    workload: small
+    arrival: {rate: 0.1}
+    workload_from:
+      prometheus: {url: %[2]s, refresh: 1s, http_client_config: {authorization: {credentials: %[3]s}}}
+`, echo.URL, redirect.URL, secret)
+	e := probe.NewEngine(probe.Options{Observer: newRecorder(), Logger: slog.New(slog.DiscardHandler)})
+	if err := e.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		failed := 0
+		for _, s := range e.Status() {
+			if s.Refit != nil && s.Refit.Failures > 0 {
+				failed++
+				if strings.Contains(s.Refit.Error, secret) {
+					t.Fatalf("%s: the refit error shows the secret: %s", s.Name, s.Refit.Error)
+				}
+			}
+		}
+		if failed == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("refits did not fail within 15 s: %+v", e.Status())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Fatalf("the redirect took the Prometheus credentials to another host (%d requests)", n)
 	}
 }

@@ -16,24 +16,27 @@ import (
 // timeline, hands each arrival to its own goroutine (never waiting for
 // responses), and judges whether it delivered the load it was asked for.
 type runner struct {
-	name         string
-	model        string
-	api          API
-	url          string // redacted base URL, for status
-	spec         runnerSpec
-	workload     atomic.Pointer[Workload] // replaced by refits (workload_from)
-	refits       refitter
-	arrivals     Arrivals
-	client       *Client
-	httpClient   *http.Client
-	redactor     *Redactor // the target's secrets, for what servers say in logs
-	synth        *PromptSynth
-	lengths      *lengthModel
-	perArrival   float64 // expected requests per arrival (multi-turn classes)
-	promptFormat promptFormat
-	obs          Observer
-	logger       *slog.Logger
-	seed         uint64
+	name       string
+	model      string
+	api        API
+	url        string // redacted base URL, for status
+	spec       runnerSpec
+	workload   atomic.Pointer[Workload] // replaced by refits (workload_from)
+	refits     refitter
+	arrivals   Arrivals
+	client     *Client
+	httpClient *http.Client
+	redactor   *Redactor // the target's secrets, for what servers say in logs
+	// refitRedactor holds workload_from's Prometheus secrets (set by the
+	// refit loop before its first refit).
+	refitRedactor *Redactor
+	synth         *PromptSynth
+	lengths       *lengthModel
+	perArrival    float64 // expected requests per arrival (multi-turn classes)
+	promptFormat  promptFormat
+	obs           Observer
+	logger        *slog.Logger
+	seed          uint64
 
 	start       time.Time
 	warmupUntil time.Time

@@ -4,10 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // FuzzRequest sends arbitrary bodies (and fault headers) to every POST
@@ -91,6 +97,114 @@ func FuzzRequest(f *testing.F) {
 			}
 		default:
 			t.Fatalf("unexpected status %d: %q", rec.Code, rec.Body.String())
+		}
+	})
+}
+
+// configYAML writes a configuration back as YAML that LoadConfigFile
+// reads: every key, each fault as a mapping of the parameters its kind
+// takes.
+func configYAML(c Config) ([]byte, error) {
+	plain := c
+	plain.Faults, plain.TracerProvider = FaultConfig{}, nil
+	b, err := yaml.Marshal(plain)
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	faults := map[string]any{}
+	for _, s := range c.Faults.specs() {
+		name := s.kind.String()
+		m := map[string]any{"probability": s.spec.Probability}
+		for _, p := range faultParams[name] {
+			switch p {
+			case "after_tokens":
+				m[p] = s.spec.AfterTokens
+			case "duration":
+				m[p] = s.spec.Duration.String()
+			case "retry_after":
+				m[p] = s.spec.RetryAfter.String()
+			}
+		}
+		faults[name] = m
+	}
+	doc["faults"] = faults
+	return yaml.Marshal(doc)
+}
+
+// FuzzLoadConfig parses arbitrary YAML as a simulator configuration: no
+// panic, a bounded time, a configuration that loads is valid, and writing
+// it back and loading it again gives the same configuration.
+func FuzzLoadConfig(f *testing.F) {
+	files, err := filepath.Glob("testdata/*.yml")
+	if err != nil || len(files) == 0 {
+		f.Fatalf("no seed configurations: %v", err)
+	}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	for _, s := range []string{
+		"faults: ~\n",
+		"faults: {}\nmodels: []\n",
+		"models: &m [a, b]\nfaults: {http_500: *m}\n",
+		"a: &a [*a]\n",
+		"faults:\n  stall: {probability: .5, duration: 1h, after_tokens: 0}\n  http_429: {retry_after: -1s}\n",
+		"max_model_len: 16777216\nnum_kv_blocks: 1048576\nblock_size: 16\n",
+		"models: [\"\\u00e9\\t\", 'x: y']\nseed: 18446744073709551615\n",
+		"eos_probability: .nan\nreasoning_fraction: -.inf\n",
+		"prefill_base: 9223372036854775807ns\n",
+		"---\nmodels: [a]\n---\nmodels: [b]\n",
+		"!!binary aGVsbG8=",
+		"? [a, b]\n: c\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 64<<10 {
+			t.Skip("large inputs only slow the fuzzer down")
+		}
+		// A hang would stall the fuzzer silently: crash instead, so that
+		// the input is kept.
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				panic(fmt.Sprintf("parsing %q hung", data))
+			}
+		}()
+		start := time.Now()
+		cfg, err := parseConfig(data)
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("parsing %d bytes took %v", len(data), d)
+		}
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error message")
+			}
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("loaded configuration is invalid: %v", err)
+		}
+		out, err := configYAML(cfg)
+		if err != nil {
+			t.Fatalf("cannot write the configuration back: %v", err)
+		}
+		again, err := parseConfig(out)
+		if err != nil {
+			t.Fatalf("written configuration does not load: %v\n%s", err, out)
+		}
+		if !reflect.DeepEqual(again, cfg) {
+			t.Fatalf("round trip changed the configuration:\n%+v\n%+v\n%s", cfg, again, out)
 		}
 	})
 }
