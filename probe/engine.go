@@ -148,16 +148,7 @@ func (e *Engine) startHarness(window time.Duration) {
 	e.stopHarness, e.harnessDone = cancel, make(chan struct{})
 	go func() {
 		defer close(e.harnessDone)
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-t.C:
-				e.harness.sample(now)
-			}
-		}
+		everySecond(ctx, e.harness.sample)
 	}()
 }
 

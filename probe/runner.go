@@ -260,6 +260,11 @@ func (r *runner) calibrate(ctx context.Context) {
 // judgeLoop re-evaluates, once a second, whether the harness delivered the
 // load it was asked for, and logs every change of verdict.
 func (r *runner) judgeLoop(ctx context.Context) {
+	everySecond(ctx, r.judge)
+}
+
+// everySecond calls f with the time once a second until ctx is done.
+func everySecond(ctx context.Context, f func(time.Time)) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -267,7 +272,7 @@ func (r *runner) judgeLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			r.judge(now)
+			f(now)
 		}
 	}
 }
