@@ -96,7 +96,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		if !(st.Rate > 0) || st.Duration <= 0 {
 			return nil, fmt.Errorf("stage %d: rate and duration must be positive", i+1)
 		}
-		cfg := stageConfig(base, targets, st.Rate, opts.Warmup)
+		cfg := stageConfig(base, targets, st.Rate, st.Duration, opts.Warmup)
 		opts.Logger.Info("bench stage", "stage", i+1, "of", len(opts.Stages), "rate", st.Rate, "duration", st.Duration)
 		srs, err := runStage(ctx, cfg, st, opts)
 		if err != nil {
@@ -117,7 +117,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 }
 
 // stageConfig copies base keeping only targets, each at rate.
-func stageConfig(base *config.Config, targets []*config.Target, rate float64, warmup time.Duration) *config.Config {
+func stageConfig(base *config.Config, targets []*config.Target, rate float64, duration, warmup time.Duration) *config.Config {
 	cfg := *base
 	cfg.Targets = nil
 	for _, t := range targets {
@@ -129,6 +129,8 @@ func stageConfig(base *config.Config, targets []*config.Target, rate float64, wa
 	if warmup >= 0 {
 		cfg.Global.Warmup = modelDuration(warmup)
 	}
+	// The verdicts judge the whole stage (at least a second).
+	cfg.Global.Saturation.Window = modelDuration(max(duration, time.Second).Truncate(time.Second))
 	return &cfg
 }
 
@@ -176,7 +178,7 @@ func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) (
 			// Process CPU is shared by every target of the stage.
 			sr.ClientCPUPer1000 = cpu.Seconds() / float64(col.totalSent()) * 1000
 		}
-		sr.judge(cfg.Global.Saturation)
+		sr.judge(ts)
 		out = append(out, sr)
 	}
 	return out, nil

@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/common/model"
 
-	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/probe"
 )
@@ -84,9 +83,10 @@ type StageReport struct {
 	ReuseIntent        float64 `json:"prefix_reuse_target_ratio"`
 	ClientCPUPer1000   float64 `json:"client_cpu_seconds_per_1000_requests"`
 
-	// Trusted is false when the harness did not deliver the requested
-	// load (drops or schedule lag over the saturation thresholds); the
-	// reasons say why.
+	// Trusted is false when the requested load was not delivered and
+	// measured honestly: the harness was saturated (late sends or drops,
+	// inflated timestamps) or the target overloaded (drops over
+	// max_inflight), by the daemon's rules; the reasons say which.
 	Trusted bool     `json:"trusted"`
 	Reasons []string `json:"untrusted_reasons,omitempty"`
 
@@ -94,23 +94,21 @@ type StageReport struct {
 	weight                     float64
 }
 
-func (s *StageReport) judge(sat config.Saturation) {
+// judge fills the throughput figures and takes the engine's verdicts on
+// the stage (judged over the whole stage: stageConfig sets the saturation
+// window to its duration), so that bench and the daemon flag the same
+// numbers for the same reasons.
+func (s *StageReport) judge(ts probe.TargetStatus) {
 	secs := s.Duration.Seconds()
 	if secs > 0 {
 		s.OutputTokensPerSec = float64(s.outputTokens) / secs
 		s.PromptTokensPerSec = float64(s.promptTokens) / secs
 	}
-	dropped := 0
-	for _, n := range s.Dropped {
-		dropped += n
+	if ts.Saturated {
+		s.Reasons = append(s.Reasons, "harness saturated: "+ts.SaturationReason)
 	}
-	if s.Scheduled > 0 {
-		if f := float64(dropped) / float64(s.Scheduled); f > sat.MaxShortfall {
-			s.Reasons = append(s.Reasons, fmt.Sprintf("%d of %d scheduled requests not sent (%.1f%% > max_shortfall %.1f%%)", dropped, s.Scheduled, 100*f, 100*sat.MaxShortfall))
-		}
-	}
-	if maxLag := time.Duration(sat.MaxLag).Seconds(); s.Lag.P99 > maxLag {
-		s.Reasons = append(s.Reasons, fmt.Sprintf("schedule lag p99 %s > max_lag %s", fmtSeconds(s.Lag.P99), fmtSeconds(maxLag)))
+	if ts.Overloaded {
+		s.Reasons = append(s.Reasons, "target overloaded: "+ts.OverloadReason)
 	}
 	if s.Sent == 0 {
 		s.Reasons = append(s.Reasons, "no request was sent")
