@@ -33,6 +33,7 @@ type benchOptions struct {
 	sim           bool
 	simConfig     string
 	simZero       bool
+	simArgs       []string // further flags of the simulator child
 }
 
 func registerBench(app *kingpin.Application) command {
@@ -74,7 +75,7 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		return errors.New("--config.file is required (or --sim for the embedded demo)")
 	}
 	if o.sim {
-		base, stop, err := startSimChild(ctx, logger, o)
+		base, stop, _, err := startSimChild(ctx, logger, o)
 		if err != nil {
 			return err
 		}
@@ -137,15 +138,16 @@ func parseStages(specs []string, def time.Duration) ([]bench.Stage, error) {
 }
 
 // startSimChild runs `llmprobe sim` as a child process, so the simulator's
-// CPU is not counted as the harness', and waits until it is healthy.
-func startSimChild(ctx context.Context, logger *slog.Logger, o *benchOptions) (string, func(), error) {
+// CPU is not counted as the harness', and waits until it is healthy. It
+// returns the base URL, a stop function and the child's pid.
+func startSimChild(ctx context.Context, logger *slog.Logger, o *benchOptions) (string, func(), int, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return "", nil, err
+		return "", nil, 0, err
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", nil, err
+		return "", nil, 0, err
 	}
 	addr := l.Addr().String()
 	l.Close()
@@ -156,15 +158,16 @@ func startSimChild(ctx context.Context, logger *slog.Logger, o *benchOptions) (s
 	if o.simZero {
 		args = append(args, "--sim.zero-latency")
 	}
+	args = append(args, o.simArgs...)
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return "", nil, 0, err
 	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
 	stop := func() {
 		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
@@ -182,12 +185,17 @@ func startSimChild(ctx context.Context, logger *slog.Logger, o *benchOptions) (s
 				break
 			}
 		}
+		select {
+		case <-done:
+			return "", nil, 0, fmt.Errorf("the simulator exited before it was healthy (its error is above)")
+		default:
+		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			stop()
-			return "", nil, fmt.Errorf("the simulator did not become healthy at %s", base)
+			return "", nil, 0, fmt.Errorf("the simulator did not become healthy at %s", base)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	logger.Info("simulator started in a child process", "url", base, "pid", cmd.Process.Pid)
-	return base, stop, nil
+	return base, stop, cmd.Process.Pid, nil
 }

@@ -48,6 +48,7 @@ func Main(args []string) int {
 		registerSim(app),
 		registerBench(app),
 		registerFit(app),
+		registerSelftest(app),
 	}
 
 	selected, err := app.Parse(args)

@@ -38,6 +38,7 @@ type runOptions struct {
 	demo       bool
 	replicas   int
 	lifecycle  bool
+	selftest   string
 	web        *web.FlagConfig
 }
 
@@ -47,6 +48,7 @@ func registerRun(app *kingpin.Application) command {
 	cmd.Flag("config.file", "llmprobe configuration file.").Default("llmprobe.yml").StringVar(&o.configFile)
 	cmd.Flag("demo", "Start the built-in simulator on a loopback port and probe it with the embedded demo configuration (--config.file is ignored).").BoolVar(&o.demo)
 	cmd.Flag("probe.replicas", "Number of llmprobe replicas sharing every target's rate: this process sends rate/replicas (sum the replicas in Prometheus).").Default("1").Envar("LLMPROBE_REPLICAS").IntVar(&o.replicas)
+	cmd.Flag("selftest.file", "Result of llmprobe selftest: a warning is logged at start when the configured rate is above the ceiling it measured (without one, the documented ceiling per CPU).").Default(defaultSelftestFile()).StringVar(&o.selftest)
 	cmd.Flag("web.enable-lifecycle", "Enable configuration reload over HTTP (POST /-/reload), as Prometheus' flag of the same name; SIGHUP reloads either way.").BoolVar(&o.lifecycle)
 	o.web = kingpinflag.AddFlags(cmd, ":9477")
 	return command{
@@ -143,6 +145,7 @@ func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
 	if err := reloader.Reload(); err != nil {
 		return err
 	}
+	warnAboveCeiling(logger, engine.Status(), o.selftest)
 
 	var ready atomic.Bool
 	srv := &http.Server{
@@ -204,6 +207,20 @@ loop:
 	}
 	logger.Info("llmprobe stopped")
 	return nil
+}
+
+// warnAboveCeiling logs a warning when the targets' requested rates add up
+// to more than this host is known to drive with an honest verdict.
+func warnAboveCeiling(logger *slog.Logger, status []probe.TargetStatus, selftestFile string) {
+	total := 0.0
+	for _, s := range status {
+		total += s.RequestedRate
+	}
+	ceiling, source := harnessCeiling(selftestFile)
+	if total > ceiling {
+		logger.Warn("the configured rate is above what this host drives with an honest verdict; expect llmprobe_harness_saturated (run more replicas, or give llmprobe more CPU)",
+			"requested_rate", fmt.Sprintf("%.0f/s", total), "ceiling", fmt.Sprintf("%.0f/s", ceiling), "ceiling_from", source)
+	}
 }
 
 // startTracing starts the trace pipeline of one service (see

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/model"
+
+	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/config"
+)
+
+// `llmprobe selftest` measures, on this host and with the user's request
+// shape, the highest rate llmprobe drives with an honest verdict: a
+// zero-latency simulator in a child process answers at once, so every
+// limit found is the harness' (or the host's). It ramps the rate up by
+// doubling until a step is not delivered and measured honestly (the
+// daemon's verdicts, bench's stage rules), then bisects, and prints the
+// ceiling with the bottleneck. The result is saved where `llmprobe run`
+// looks for it, to warn when a configuration asks for more.
+
+// selftestResult is what selftest saves (and run reads).
+type selftestResult struct {
+	Ceiling    float64   `json:"ceiling_requests_per_second"`
+	Bottleneck string    `json:"bottleneck"`
+	MeasuredAt time.Time `json:"measured_at"`
+	Host       string    `json:"host"`
+	GOMAXPROCS int       `json:"gomaxprocs"`
+	NumCPU     int       `json:"num_cpu"`
+	Shape      string    `json:"request_shape"`
+}
+
+// documentedCeilingPerCPU is the rate one CPU drives with an honest
+// verdict when no selftest result exists (docs/architecture.md,
+// "Capacity": 2,000 req/s held on two cores with the simulator beside it).
+const documentedCeilingPerCPU = 1000
+
+// defaultSelftestFile is where selftest saves its result and run reads it.
+func defaultSelftestFile() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "llmprobe", "selftest.json")
+}
+
+const selftestShape = `
+global: {warmup: 0s, request_timeout: 30s}
+workloads:
+  selftest:
+    classes:
+      - {name: chat, prompt_tokens: 64, output_tokens: 16, sampling: {temperature: 0.7}}
+targets:
+  - {name: selftest, url: "${SIM_URL}/v1", model: sim-model, workload: selftest, arrival: {rate: 1}, extra_body: {ignore_eos: true}}
+`
+
+type selftestOptions struct {
+	configFile string
+	target     string
+	step       time.Duration
+	startRate  float64
+	maxRate    float64
+	bisections int
+	output     string
+}
+
+func registerSelftest(app *kingpin.Application) command {
+	cmd := app.Command("selftest", "Measure the highest request rate this host drives with an honest verdict, against a zero-latency simulator in a child process, and name the bottleneck.")
+	o := &selftestOptions{}
+	cmd.Flag("config.file", "Take the request shape (the workload and API) of a target of this configuration; default: 64-token prompts, 16 streamed tokens, chat.").StringVar(&o.configFile)
+	cmd.Flag("target", "The target whose request shape is used (default: the first).").StringVar(&o.target)
+	cmd.Flag("step.duration", "How long each rate is held.").Default("10s").DurationVar(&o.step)
+	cmd.Flag("start-rate", "The first rate, in requests per second; each step doubles it.").Default("250").Float64Var(&o.startRate)
+	cmd.Flag("max-rate", "Stop ramping here.").Default("20000").Float64Var(&o.maxRate)
+	cmd.Flag("bisections", "Steps between the last good and the first bad rate.").Default("3").IntVar(&o.bisections)
+	cmd.Flag("output", "Save the result here ('' for nowhere); llmprobe run reads the default to warn about rates above it.").Default(defaultSelftestFile()).StringVar(&o.output)
+	return command{
+		clause: cmd,
+		run: func(ctx context.Context, logger *slog.Logger) error {
+			return runSelftest(ctx, logger, o, os.Stdout)
+		},
+	}
+}
+
+// selftestStep is one measured rate.
+type selftestStep struct {
+	rate    float64
+	stage   *bench.StageReport
+	simCPU  float64 // the simulator's CPU seconds per second
+	good    bool
+	because string
+}
+
+func runSelftest(ctx context.Context, logger *slog.Logger, o *selftestOptions, out io.Writer) error {
+	if o.step < 2*time.Second || !(o.startRate > 0) || o.maxRate < o.startRate || o.bisections < 0 {
+		return errors.New("selftest: --step.duration must be at least 2s and 0 < --start-rate <= --max-rate")
+	}
+	base, stop, simPID, err := startSimChild(ctx, logger, &benchOptions{simZero: true, simArgs: []string{
+		"--sim.max-num-seqs=65536", "--sim.max-num-batched-tokens=1048576", "--sim.num-kv-blocks=1048576"}})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	cfg, shape, err := selftestConfig(o, base)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "selftest: %s, GOMAXPROCS %d on %d CPUs, %v per step, against a zero-latency simulator (pid %d)\n",
+		shape, runtime.GOMAXPROCS(0), runtime.NumCPU(), o.step, simPID)
+
+	measure := func(rate float64) (selftestStep, error) {
+		cpu0 := processCPU(simPID)
+		rep, err := bench.Run(ctx, bench.Options{
+			Config: cfg, Stages: []bench.Stage{{Rate: rate, Duration: o.step}}, Warmup: -1,
+			Grace: 5 * time.Second, Logger: slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			return selftestStep{}, err
+		}
+		st := selftestStep{rate: rate, stage: rep.Stages[0], simCPU: (processCPU(simPID) - cpu0).Seconds() / o.step.Seconds()}
+		s := st.stage
+		errs := 0
+		for oc, n := range s.Outcomes {
+			if oc != "success" {
+				errs += n
+			}
+		}
+		switch {
+		case !s.Trusted:
+			st.because = strings.Join(s.Reasons, "; ")
+		case s.AchievedRate < 0.98*rate:
+			st.because = fmt.Sprintf("achieved %.0f of %.0f req/s", s.AchievedRate, rate)
+		case errs > s.Sent/100:
+			st.because = fmt.Sprintf("%d of %d requests failed", errs, s.Sent)
+		default:
+			st.good = true
+		}
+		return st, nil
+	}
+
+	var steps []selftestStep
+	var good, bad *selftestStep
+	for rate := o.startRate; rate <= o.maxRate && ctx.Err() == nil; rate *= 2 {
+		st, err := measure(rate)
+		if err != nil {
+			return err
+		}
+		steps = append(steps, st)
+		printStep(out, st)
+		if !st.good {
+			bad = &steps[len(steps)-1]
+			break
+		}
+		good = &steps[len(steps)-1]
+	}
+	for i := 0; i < o.bisections && good != nil && bad != nil && ctx.Err() == nil; i++ {
+		st, err := measure(math.Round(math.Sqrt(good.rate * bad.rate)))
+		if err != nil {
+			return err
+		}
+		steps = append(steps, st)
+		printStep(out, st)
+		if st.good {
+			good = &steps[len(steps)-1]
+		} else {
+			bad = &steps[len(steps)-1]
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	res := selftestResult{MeasuredAt: time.Now().UTC(), GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), Shape: shape}
+	res.Host, _ = os.Hostname()
+	switch {
+	case good == nil:
+		res.Bottleneck = bottleneck(*bad, o.step)
+		fmt.Fprintf(out, "\nNot even %.0f req/s is delivered honestly on this host: %s\n", o.startRate, res.Bottleneck)
+	case bad == nil:
+		res.Ceiling = good.rate
+		res.Bottleneck = "none found up to --max-rate"
+		fmt.Fprintf(out, "\nThis host drives at least %.0f req/s with an honest verdict (no limit found up to --max-rate).\n", good.rate)
+	default:
+		res.Ceiling = good.rate
+		res.Bottleneck = bottleneck(*bad, o.step)
+		fmt.Fprintf(out, "\nThis host drives %.0f req/s with an honest verdict; at %.0f req/s: %s\n", good.rate, bad.rate, res.Bottleneck)
+	}
+	if o.output != "" && res.Ceiling > 0 {
+		if err := saveSelftest(o.output, res); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "saved to %s (llmprobe run warns when a configuration asks for more)\n", o.output)
+	}
+	return nil
+}
+
+// bottleneck names what limited a step: the process whose CPU ran out,
+// else the verdict's own reason.
+func bottleneck(st selftestStep, step time.Duration) string {
+	s := st.stage
+	clientCPU := s.ClientCPUPer1000 * s.AchievedRate / 1000 // CPU seconds per second
+	procs := float64(runtime.GOMAXPROCS(0))
+	switch {
+	case st.simCPU >= 0.9 && st.simCPU >= clientCPU:
+		return fmt.Sprintf("the simulator used %.2f CPUs (llmprobe %.2f): on this host they compete for CPU; a real target elsewhere leaves llmprobe more (%s)", st.simCPU, clientCPU, st.because)
+	case clientCPU >= 0.9*procs:
+		return fmt.Sprintf("llmprobe's CPU: %.2f of its %d (GOMAXPROCS) CPUs at %.3f CPU-s per 1000 requests (%s)", clientCPU, int(procs), s.ClientCPUPer1000, st.because)
+	case clientCPU+st.simCPU >= 0.9*float64(runtime.NumCPU()):
+		return fmt.Sprintf("the host's CPUs: llmprobe %.2f and the simulator %.2f of %d (%s)", clientCPU, st.simCPU, runtime.NumCPU(), st.because)
+	}
+	return st.because
+}
+
+func printStep(out io.Writer, st selftestStep) {
+	s := st.stage
+	verdict := "honest"
+	if !st.good {
+		verdict = "NOT HONEST: " + st.because
+	}
+	fmt.Fprintf(out, "  %7.0f req/s  achieved %8.1f/s  lag p99 %8v  llmprobe %.3f CPU-s/1k  simulator %.2f CPUs  %s\n",
+		st.rate, s.AchievedRate, time.Duration(s.Lag.P99*float64(time.Second)).Round(10*time.Microsecond), s.ClientCPUPer1000, st.simCPU, verdict)
+}
+
+// selftestConfig is the request shape to measure: the named (or first)
+// target of the user's configuration, pointed at the simulator, or the
+// default shape.
+func selftestConfig(o *selftestOptions, simBase string) (*config.Config, string, error) {
+	if o.configFile == "" {
+		cfg, err := config.Load([]byte(strings.ReplaceAll(selftestShape, "${SIM_URL}", simBase)), "selftest (built in)")
+		return cfg, "64-token prompts, 16 streamed tokens (chat)", err
+	}
+	cfg, err := config.LoadFile(o.configFile)
+	if err != nil {
+		return nil, "", err
+	}
+	t := cfg.Targets[0]
+	if o.target != "" {
+		if t = cfg.Target(o.target); t == nil {
+			return nil, "", fmt.Errorf("--target %q: no such target in %s", o.target, o.configFile)
+		}
+	}
+	tc := *t
+	tc.URL, tc.Name = simBase+"/v1", "selftest"
+	tc.HTTPClientConfig = config.DefaultTargetHTTPClientConfig
+	tc.MaxInflight = 1 << 20
+	tc.WorkloadFrom = nil
+	cfg.Targets = []*config.Target{&tc}
+	cfg.Global.Warmup = model.Duration(0)
+	return cfg, fmt.Sprintf("the request shape of target %q (%s API, workload %q)", t.Name, t.API, t.Workload), nil
+}
+
+func saveSelftest(path string, r selftestResult) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// harnessCeiling is the rate this host is known to drive honestly: the
+// saved selftest result if there is one, else the documented figure per
+// CPU. source says which.
+func harnessCeiling(file string) (ceiling float64, source string) {
+	if file != "" {
+		if data, err := os.ReadFile(file); err == nil {
+			var r selftestResult
+			if json.Unmarshal(data, &r) == nil && r.Ceiling > 0 {
+				return r.Ceiling, fmt.Sprintf("llmprobe selftest on %s (%s)", r.MeasuredAt.Format(time.DateOnly), file)
+			}
+		}
+	}
+	n := runtime.GOMAXPROCS(0)
+	return float64(documentedCeilingPerCPU * n), fmt.Sprintf("the documented %d req/s per CPU × GOMAXPROCS %d; run llmprobe selftest to measure this host", documentedCeilingPerCPU, n)
+}
+
+// processCPU is a process' user+system CPU time (Linux /proc), 0 when
+// unknown.
+func processCPU(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces: fields count from its
+	// closing parenthesis; utime and stime are fields 14 and 15.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	var ut, st int64
+	if _, err := fmt.Sscan(f[11], &ut); err != nil {
+		return 0
+	}
+	if _, err := fmt.Sscan(f[12], &st); err != nil {
+		return 0
+	}
+	const clockTicks = 100 // USER_HZ on Linux
+	return time.Duration(ut+st) * time.Second / clockTicks
+}
