@@ -111,7 +111,7 @@ func Overview(cfg alerts.Config) (dashboard.Dashboard, error) {
 	).Mappings(valueMap([3]string{"1", "OK", "green"}, [3]string{"0", "FAILED", "red"})))
 
 	d.add(d.ts("Saturation reasons",
-		"Which rule makes the harness flag its numbers (1 while it holds): late_sends, late_drops (the arrival loop), sched_latency (the Go scheduler), "+
+		"Which rule makes the harness flag its numbers (1 while it holds): late_sends, late_drops (the arrival loop), wakeup_latency (the process wakes late), sched_latency (the Go scheduler), "+
 			"cpu_contention (other processes on its CPUs), cpu_throttled (its CPU quota). docs/metrics.md explains each.",
 		"none", 12, 7,
 		q{expr: fmt.Sprintf("max by (target, reason) (llmprobe_harness_saturation_reason%s)", s.target), legend: "{{target}} {{reason}}"},
@@ -121,6 +121,7 @@ func Overview(cfg alerts.Config) (dashboard.Dashboard, error) {
 			"the Go scheduler's p99 wait, the OS run-queue wait per timeslice, and the share of CPU-quota periods throttled.",
 		"s", 12, 7,
 		q{expr: fmt.Sprintf("max by (instance) (llmprobe_harness_timestamp_inflation_seconds%s)", s.all), legend: "{{instance}} estimate"},
+		q{expr: alerts.HistogramQuantile(0.99, "llmprobe_harness_wakeup_latency_seconds", []string{"instance"}, s.all, rateWin), legend: "{{instance}} heartbeat lateness p99"},
 		q{expr: alerts.HistogramQuantile(0.99, "llmprobe_harness_sched_latency_seconds", []string{"instance"}, s.all, rateWin), legend: "{{instance}} Go scheduler p99"},
 		q{expr: fmt.Sprintf("sum by (instance) (rate(llmprobe_harness_runqueue_wait_seconds_total%s[%s]))\n/\nsum by (instance) (rate(llmprobe_harness_timeslices_total%s[%s]))",
 			s.all, rateWin, s.all, rateWin), legend: "{{instance}} run-queue wait per timeslice"},

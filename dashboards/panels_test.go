@@ -88,6 +88,7 @@ func newContractExposition() *contractExposition {
 	overloaded := gauge("llmprobe_target_overloaded", "target")
 	inflation := gauge("llmprobe_harness_timestamp_inflation_seconds")
 	sched := hist("llmprobe_harness_sched_latency_seconds", prometheus.ExponentialBuckets(1e-6, 10, 8))
+	wake := hist("llmprobe_harness_wakeup_latency_seconds", prometheus.ExponentialBuckets(1e-6, 10, 8))
 	runqueue := counter("llmprobe_harness_runqueue_wait_seconds_total")
 	timeslices := counter("llmprobe_harness_timeslices_total")
 	warmup := gauge("llmprobe_warmup", "target")
@@ -111,7 +112,7 @@ func newContractExposition() *contractExposition {
 	}
 	rate.WithLabelValues(simTarget).Set(10)
 	saturated.WithLabelValues(simTarget).Set(0)
-	for _, r := range []string{"late_sends", "late_drops", "sched_latency", "cpu_contention", "cpu_throttled"} {
+	for _, r := range []string{"late_sends", "late_drops", "wakeup_latency", "sched_latency", "cpu_contention", "cpu_throttled"} {
 		reasons.WithLabelValues(simTarget, r).Set(0)
 	}
 	overloaded.WithLabelValues(simTarget).Set(0)
@@ -159,6 +160,7 @@ func newContractExposition() *contractExposition {
 		}
 		inflight.WithLabelValues(simTarget).Set(float64(i % 4))
 		sched.WithLabelValues().Observe(2e-5 * float64(1+i%5))
+		wake.WithLabelValues().Observe(1e-4 * float64(1+i%3))
 		runqueue.WithLabelValues().Add(0.001)
 		timeslices.WithLabelValues().Add(50)
 	}

@@ -40,6 +40,7 @@ var contractMetrics = []string{
 	"llmprobe_harness_saturation_reason",
 	"llmprobe_target_overloaded",
 	"llmprobe_harness_sched_latency_seconds",
+	"llmprobe_harness_wakeup_latency_seconds",
 	"llmprobe_harness_timestamp_inflation_seconds",
 	"llmprobe_client_retries_total",
 	"llmprobe_server_anomalies_total",

@@ -9,6 +9,8 @@ import (
 // The harness' own measurement-inflation figures (process-wide, no
 // labels): what could make its timestamps late. See probe/harness.go.
 var (
+	wakeLatencyDesc = prometheus.NewDesc(namespace+"_harness_wakeup_latency_seconds",
+		"How late the harness' heartbeat ran: every 10 ms it waits on a timerfd in Go's netpoller, as a stream read waits on its socket, and records its lateness. Whatever delays a woken reader (the OS, the Go scheduler, a CPU quota) delays it alike: this is how late event timestamps can be.", nil, nil)
 	schedLatencyDesc = prometheus.NewDesc(namespace+"_harness_sched_latency_seconds",
 		"Time goroutines spent runnable before they ran (the Go scheduler; runtime/metrics /sched/latencies:seconds): how late a goroutine that reads a stream event can timestamp it when the process is starved.", nil, nil)
 	runqueueWaitDesc = prometheus.NewDesc(namespace+"_harness_runqueue_wait_seconds_total",
@@ -22,7 +24,7 @@ var (
 	periodsDesc = prometheus.NewDesc(namespace+"_harness_cpu_periods_total",
 		"CPU-quota enforcement periods of the process' cgroup (cpu.stat nr_periods).", nil, nil)
 	inflationDesc = prometheus.NewDesc(namespace+"_harness_timestamp_inflation_seconds",
-		"Estimate of how late the harness timestamps events over the saturation window: the largest of the Go scheduler's p99 wait, the mean OS run-queue wait per timeslice and (when throttled) the mean stall per throttled CPU period.", nil, nil)
+		"Estimate of how late the harness timestamps events over the saturation window: the largest of the heartbeat's p99 lateness, the Go scheduler's p99 wait, the mean OS run-queue wait per timeslice and (when throttled) the mean stall per throttled CPU period.", nil, nil)
 )
 
 // harnessCollector exports the engine's inflation figures at scrape time.
@@ -41,7 +43,7 @@ func NewHarnessCollector(harness func() (probe.HarnessStats, probe.HarnessTotals
 
 // Describe implements prometheus.Collector.
 func (c harnessCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{schedLatencyDesc, runqueueWaitDesc, timeslicesDesc, throttledDesc, throttledPeriodsDesc, periodsDesc, inflationDesc} {
+	for _, d := range []*prometheus.Desc{wakeLatencyDesc, schedLatencyDesc, runqueueWaitDesc, timeslicesDesc, throttledDesc, throttledPeriodsDesc, periodsDesc, inflationDesc} {
 		ch <- d
 	}
 }
@@ -52,7 +54,10 @@ func (c harnessCollector) Collect(ch chan<- prometheus.Metric) {
 	if !ok {
 		return
 	}
-	if h := schedHistogram(t); h != nil {
+	if h := constHistogram(wakeLatencyDesc, t.WakeBuckets, t.WakeCounts, true); h != nil {
+		ch <- h
+	}
+	if h := constHistogram(schedLatencyDesc, t.SchedBuckets, t.SchedCounts, false); h != nil {
 		ch <- h
 	}
 	if t.HasSchedstat {
@@ -67,24 +72,29 @@ func (c harnessCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(inflationDesc, prometheus.GaugeValue, w.Inflation.Seconds())
 }
 
-// schedHistogram maps the runtime's fine buckets onto harnessBuckets: a
-// runtime bucket counts towards the first classic bound at or above its
-// upper edge, so the cumulative counts stay exact at every bound.
-func schedHistogram(t probe.HarnessTotals) prometheus.Metric {
-	if len(t.SchedCounts) == 0 || len(t.SchedCounts) != len(t.SchedBuckets) {
+// constHistogram maps a fine histogram (upper bounds, counts per bucket)
+// onto harnessBuckets: a fine bucket counts towards the first classic
+// bound at or above its upper edge, so the cumulative counts stay exact at
+// every bound. The sum is estimated from bucket midpoints (finite ones),
+// or, with upperSum, from upper bounds (the heartbeat's buckets are
+// coarser).
+func constHistogram(desc *prometheus.Desc, bounds []float64, counts []uint64, upperSum bool) prometheus.Metric {
+	if len(counts) == 0 || len(counts) != len(bounds) {
 		return nil
 	}
 	cum := make(map[float64]uint64, len(harnessBuckets))
 	var total uint64
 	var sum float64
 	prevUpper := 0.0
-	for i, c := range t.SchedCounts {
-		upper := t.SchedBuckets[i]
+	for i, c := range counts {
+		upper := bounds[i]
 		total += c
-		// The runtime gives no sum: estimate it from bucket midpoints
-		// (finite ones), enough for a mean on a dashboard.
 		if c > 0 && upper < 1e300 {
-			sum += float64(c) * (prevUpper + upper) / 2
+			if upperSum {
+				sum += float64(c) * upper
+			} else {
+				sum += float64(c) * (prevUpper + upper) / 2
+			}
 		}
 		prevUpper = upper
 		for _, b := range harnessBuckets {
@@ -93,5 +103,5 @@ func schedHistogram(t probe.HarnessTotals) prometheus.Metric {
 			}
 		}
 	}
-	return prometheus.MustNewConstHistogram(schedLatencyDesc, total, sum, cum)
+	return prometheus.MustNewConstHistogram(desc, total, sum, cum)
 }

@@ -230,6 +230,7 @@ func testHarness() (probe.HarnessStats, probe.HarnessTotals, bool) {
 			HasCgroup: true, Periods: 600, ThrottledPeriods: 3, ThrottleStall: 20 * time.Millisecond, Inflation: 20 * time.Millisecond},
 		probe.HarnessTotals{
 			SchedBuckets: []float64{1e-6, 1e-5, 1e-4, 1e-3, 1e-2, math.Inf(1)}, SchedCounts: []uint64{500, 300, 150, 40, 9, 1},
+			WakeBuckets: []float64{1e-5, 1e-4, 1e-3, 1e-2, math.Inf(1)}, WakeCounts: []uint64{10, 6000, 300, 5, 0},
 			HasSchedstat: true, RunqueueWait: 2 * time.Second, Timeslices: 100000,
 			HasCgroup: true, Periods: 36000, ThrottledPeriods: 30, Throttled: 600 * time.Millisecond,
 		}, true

@@ -146,9 +146,15 @@ func (e *Engine) startHarness(window time.Duration) {
 	e.harness = newHarnessMonitor(window)
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stopHarness, e.harnessDone = cancel, make(chan struct{})
+	hb := make(chan struct{})
+	go func() {
+		defer close(hb)
+		e.harness.heartbeat(ctx)
+	}()
 	go func() {
 		defer close(e.harnessDone)
 		everySecond(ctx, e.harness.sample)
+		<-hb
 	}()
 }
 

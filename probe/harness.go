@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"context"
 	"math"
 	"runtime/metrics"
 	"sync"
@@ -24,13 +25,26 @@ import (
 //     (nr_periods, nr_throttled, throttled_usec) or v1 (throttled_time),
 //     as the stall per throttled period.
 //
-// A harnessMonitor samples all three once a second into a ring of
+// And one thing measures the effect itself: a heartbeat goroutine waits,
+// every heartbeatEvery, on the same kind of file event a stream read waits
+// on (a timerfd in Go's netpoller, see sleeper_linux.go), and records how
+// late it ran. Whatever delays a woken reader — its thread descheduled by
+// the OS, a busy Go scheduler, a throttled cgroup — delays the heartbeat
+// alike, at every request rate.
+//
+// A harnessMonitor samples all of it once a second into a ring of
 // cumulative readings, so that any window's figures are one subtraction.
 // It is process-wide: every target's verdict uses the same figures.
+
+// heartbeatEvery is the heartbeat's period: 100 wake-ups a second cost
+// microseconds of CPU and give a window of a minute 6,000 samples.
+const heartbeatEvery = 10 * time.Millisecond
 
 // harnessSample is one cumulative reading.
 type harnessSample struct {
 	at time.Time
+	// Heartbeat lateness histogram (lagBounds' buckets).
+	wake [lagBuckets]uint64
 	// Go scheduler latency histogram (runtime/metrics' buckets).
 	sched []uint64
 	// OS: run-queue wait and timeslices of the process' threads.
@@ -46,6 +60,11 @@ type harnessSample struct {
 // HarnessStats are the inflation figures over a window.
 type HarnessStats struct {
 	Span time.Duration // covered by the readings (shorter right after start)
+
+	// Heartbeat: wake-ups, how many ran later than the bound, and the p99
+	// lateness (bucket upper bound).
+	WakeEvents, WakeOver uint64
+	WakeP99              time.Duration
 
 	// Go scheduler: scheduling events, how many waited longer than the
 	// bound asked for, and the p99 wait (bucket upper bound).
@@ -65,8 +84,8 @@ type HarnessStats struct {
 	HasCgroup                 bool
 
 	// Inflation is the estimate of how late the harness' timestamps are:
-	// the largest of SchedP99, RunqueueWait and (when periods were
-	// throttled) ThrottleStall.
+	// the largest of WakeP99, SchedP99, RunqueueWait and (when periods
+	// were throttled) ThrottleStall.
 	Inflation time.Duration
 }
 
@@ -77,6 +96,9 @@ type HarnessTotals struct {
 	// the last is +Inf.
 	SchedBuckets []float64
 	SchedCounts  []uint64
+	// WakeBuckets and WakeCounts are the heartbeat's lateness histogram.
+	WakeBuckets []float64
+	WakeCounts  []uint64
 
 	RunqueueWait time.Duration
 	Timeslices   uint64
@@ -98,6 +120,9 @@ type harnessMonitor struct {
 	buckets []float64 // runtime/metrics' bucket boundaries (len(counts)+1)
 	os      osReader
 	rm      []metrics.Sample
+
+	wakeMu sync.Mutex
+	wake   [lagBuckets]uint64 // cumulative heartbeat lateness
 }
 
 // osReader reads the OS-specific sources (harness_linux.go).
@@ -132,10 +157,35 @@ func (m *harnessMonitor) resize(window time.Duration) {
 	m.ring, m.n, m.next = ring, keep, keep%n
 }
 
+// heartbeat wakes every heartbeatEvery until ctx is done and records how
+// late each wake-up ran. When it falls behind it skips the missed beats
+// (their lateness is the one recorded).
+func (m *harnessMonitor) heartbeat(ctx context.Context) {
+	sl := newSleeper(ctx)
+	defer sl.close()
+	next := time.Now()
+	for {
+		next = next.Add(heartbeatEvery)
+		if !sl.until(ctx, next) {
+			return
+		}
+		late := time.Since(next)
+		m.wakeMu.Lock()
+		m.wake[lagBucket(late)]++
+		m.wakeMu.Unlock()
+		if late > heartbeatEvery {
+			next = next.Add(late.Truncate(heartbeatEvery))
+		}
+	}
+}
+
 // sample takes one reading.
 func (m *harnessMonitor) sample(now time.Time) {
 	metrics.Read(m.rm)
 	s := harnessSample{at: now}
+	m.wakeMu.Lock()
+	s.wake = m.wake
+	m.wakeMu.Unlock()
 	if v := m.rm[0].Value; v.Kind() == metrics.KindFloat64Histogram {
 		h := v.Float64Histogram()
 		s.sched = append([]uint64(nil), h.Counts...)
@@ -165,6 +215,17 @@ func (m *harnessMonitor) stats(bound time.Duration) HarnessStats {
 	newest := m.ring[(m.next-1+len(m.ring))%len(m.ring)]
 	oldest := m.ring[(m.next-m.n+len(m.ring))%len(m.ring)]
 	st.Span = newest.at.Sub(oldest.at)
+
+	var wake [lagBuckets]uint64
+	for i := range wake {
+		wake[i] = sub(newest.wake[i], oldest.wake[i])
+		st.WakeEvents += wake[i]
+		// Bucket i holds (lagBounds[i-1], lagBounds[i]].
+		if i > 0 && lagBounds[i-1] >= bound {
+			st.WakeOver += wake[i]
+		}
+	}
+	st.WakeP99 = lagQuantile(&wake, st.WakeEvents, 0.99)
 
 	if len(newest.sched) == len(oldest.sched) && len(m.buckets) == len(newest.sched)+1 {
 		delta := make([]uint64, len(newest.sched))
@@ -205,7 +266,7 @@ func (m *harnessMonitor) stats(bound time.Duration) HarnessStats {
 			st.ThrottleStall = max(newest.throttled-oldest.throttled, 0) / time.Duration(st.ThrottledPeriods)
 		}
 	}
-	st.Inflation = max(st.SchedP99, st.RunqueueWait)
+	st.Inflation = max(st.WakeP99, st.SchedP99, st.RunqueueWait)
 	if st.ThrottledPeriods > 0 {
 		st.Inflation = max(st.Inflation, st.ThrottleStall)
 	}
@@ -221,6 +282,12 @@ func (m *harnessMonitor) totals() HarnessTotals {
 		return t
 	}
 	s := m.ring[(m.next-1+len(m.ring))%len(m.ring)]
+	t.WakeCounts = s.wake[:]
+	t.WakeBuckets = make([]float64, lagBuckets)
+	for i, b := range lagBounds {
+		t.WakeBuckets[i] = b.Seconds()
+	}
+	t.WakeBuckets[lagBuckets-1] = math.Inf(1) // the last bucket takes everything above
 	if len(m.buckets) == len(s.sched)+1 {
 		t.SchedBuckets = m.buckets[1:]
 		t.SchedCounts = s.sched

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -86,5 +87,33 @@ func TestHarnessMonitorSeesSchedulerLatency(t *testing.T) {
 	tot := m.totals()
 	if len(tot.SchedBuckets) != len(tot.SchedCounts) || len(tot.SchedCounts) == 0 {
 		t.Fatalf("totals: %d buckets, %d counts", len(tot.SchedBuckets), len(tot.SchedCounts))
+	}
+}
+
+// TestHeartbeatRecordsWakeUps: the heartbeat wakes every 10 ms and its
+// lateness shows in the window's figures and the totals.
+func TestHeartbeatRecordsWakeUps(t *testing.T) {
+	m := newHarnessMonitor(10 * time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.heartbeat(ctx)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	<-done
+	m.sample(time.Now())
+	st := m.stats(time.Hour)
+	if st.WakeEvents < 10 || st.WakeEvents > 40 || st.WakeOver != 0 || st.WakeP99 <= 0 || st.Inflation < st.WakeP99 {
+		t.Fatalf("heartbeat figures over 300 ms: %+v", st)
+	}
+	tot := m.totals()
+	var n uint64
+	for _, c := range tot.WakeCounts {
+		n += c
+	}
+	if n != st.WakeEvents || len(tot.WakeBuckets) != len(tot.WakeCounts) {
+		t.Fatalf("totals: %d wake-ups in %d buckets, window %d", n, len(tot.WakeBuckets), st.WakeEvents)
 	}
 }

@@ -30,6 +30,10 @@ import (
 //   - late_drops: arrivals dropped because they could not be sent within
 //     late_after: at least MinEvidence and more than MaxShortfall of the
 //     scheduled arrivals;
+//   - wakeup_latency: the heartbeat (a timerfd wake-up every 10 ms, as a
+//     stream read waits) ran later than max_inflation: at least MinEvidence
+//     such wake-ups and more than MaxLateRatio of all. This is the effect
+//     itself, whatever the cause; the three below name a cause;
 //   - sched_latency: goroutines waited longer than max_inflation to run
 //     (the Go scheduler): at least MinEvidence such waits and more than
 //     MaxLateRatio of all;
@@ -52,13 +56,14 @@ type SaturationReason string
 const (
 	ReasonLateSends     SaturationReason = "late_sends"
 	ReasonLateDrops     SaturationReason = "late_drops"
+	ReasonWakeLatency   SaturationReason = "wakeup_latency"
 	ReasonSchedLatency  SaturationReason = "sched_latency"
 	ReasonCPUContention SaturationReason = "cpu_contention"
 	ReasonCPUThrottled  SaturationReason = "cpu_throttled"
 )
 
 // SaturationReasons lists every reason, in a stable order.
-var SaturationReasons = [...]SaturationReason{ReasonLateSends, ReasonLateDrops, ReasonSchedLatency, ReasonCPUContention, ReasonCPUThrottled}
+var SaturationReasons = [...]SaturationReason{ReasonLateSends, ReasonLateDrops, ReasonWakeLatency, ReasonSchedLatency, ReasonCPUContention, ReasonCPUThrottled}
 
 // judgement holds the thresholds of the verdicts (global.saturation).
 type judgement struct {
@@ -109,6 +114,9 @@ func (j judgement) judgeWindow(w windowStats, h HarnessStats) verdict {
 	}
 	if exceeds(w.droppedLate, w.scheduled, j.minEvidence, j.maxShortfall) {
 		add(ReasonLateDrops, "%d of %d scheduled requests over %v could not be sent in time (max_shortfall %.1f%%)", w.droppedLate, w.scheduled, w.span.Round(100*time.Millisecond), 100*j.maxShortfall)
+	}
+	if exceeds(h.WakeOver, h.WakeEvents, j.minEvidence, j.maxLateRatio) {
+		add(ReasonWakeLatency, "the process woke up more than max_inflation %v late in %d of %d heartbeats (p99 %v) over %v", j.maxInflation, h.WakeOver, h.WakeEvents, h.WakeP99, h.Span.Round(time.Second))
 	}
 	if exceeds(h.SchedOver, h.SchedEvents, j.minEvidence, j.maxLateRatio) {
 		add(ReasonSchedLatency, "goroutines waited to run for more than max_inflation %v in %d of %d schedulings (p99 %v) over %v", j.maxInflation, h.SchedOver, h.SchedEvents, h.SchedP99, h.Span.Round(time.Second))
