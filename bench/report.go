@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -114,6 +115,28 @@ func (s *StageReport) judge(ts probe.TargetStatus) {
 		s.Reasons = append(s.Reasons, "no request was sent")
 	}
 	s.Trusted = len(s.Reasons) == 0
+}
+
+// Shortfall says, in words, when the stage sent fewer requests than its
+// requested rate explains, and is empty when the count is within chance.
+// Arrivals are random: over a stage a Poisson count of mean λ = rate ×
+// duration has a standard deviation of √λ, so 32 of an expected 40 (20
+// req/s for 2 s) is chance, not a shortfall, while a 2% bound would call it
+// one half the time. A count is short when it is below both 98% of λ and
+// λ − 4√λ (a Poisson count falls that low with probability below 1e-4):
+// at low counts only a gross shortfall shows, which is what the count can
+// tell; late and dropped sends are the verdict's evidence (Trusted).
+func (s *StageReport) Shortfall() string {
+	want := s.RequestedRate * s.Duration.Seconds()
+	if !(want > 0) {
+		return ""
+	}
+	low := math.Min(0.98*want, want-4*math.Sqrt(want))
+	if float64(s.Sent) >= low {
+		return ""
+	}
+	return fmt.Sprintf("sent %d of an expected %.0f requests (%.1f of %.0f req/s), fewer than chance explains (at least %.0f)",
+		s.Sent, want, s.AchievedRate, s.RequestedRate, math.Ceil(low))
 }
 
 // WriteJSON writes the report as indented JSON.

@@ -139,8 +139,8 @@ func runSelftest(ctx context.Context, logger *slog.Logger, o *selftestOptions, o
 		switch {
 		case !s.Trusted:
 			st.because = strings.Join(s.Reasons, "; ")
-		case s.AchievedRate < 0.98*rate:
-			st.because = fmt.Sprintf("achieved %.0f of %.0f req/s", s.AchievedRate, rate)
+		case s.Shortfall() != "":
+			st.because = s.Shortfall()
 		case errs > s.Sent/100:
 			st.because = fmt.Sprintf("%d of %d requests failed", errs, s.Sent)
 		default:
