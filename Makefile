@@ -10,6 +10,8 @@ BIN       := $(CURDIR)/bin
 PROM_VERSION := v0.316.0
 PROMETHEUS := $(BIN)/prometheus
 PROMTOOL   := $(BIN)/promtool
+VEGETA_VERSION := v12.13.0
+VEGETA     := $(BIN)/vegeta
 
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -20,7 +22,7 @@ LDFLAGS  := -X github.com/prometheus/common/version.Version=$(VERSION) \
 
 # Tests find the tools through these; with LLMPROBE_REQUIRE_TOOLS=1 a missing
 # tool fails the test instead of skipping it.
-export PROMTOOL PROMETHEUS
+export PROMTOOL PROMETHEUS VEGETA
 TEST_ENV := LLMPROBE_REQUIRE_TOOLS=1
 
 .PHONY: all build run test test-short lint tools bench dashboards clean soak
@@ -33,11 +35,15 @@ build:
 run: build
 	$(BIN)/llmprobe run --demo
 
-tools: $(PROMETHEUS) $(PROMTOOL)
+tools: $(PROMETHEUS) $(PROMTOOL) $(VEGETA)
 
 $(PROMETHEUS) $(PROMTOOL):
 	GOBIN=$(BIN) $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/prometheus@$(PROM_VERSION) \
 		github.com/prometheus/prometheus/cmd/promtool@$(PROM_VERSION)
+
+# vegeta: the load generator `make bench` compares llmprobe with.
+$(VEGETA):
+	GOBIN=$(BIN) $(GO) install github.com/tsenart/vegeta/v12@$(VEGETA_VERSION)
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
@@ -50,7 +56,7 @@ test: tools lint
 test-short:
 	$(GO) test -short ./...
 
-bench: build
+bench: build $(VEGETA)
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
 
 dashboards:

@@ -19,19 +19,22 @@ import (
 	"github.com/llmprobe/llmprobe/probe"
 )
 
-// BenchmarkMeasurementOverhead compares, at 500 req/s, the TTFT the
-// harness measures with the TTFT the simulator measured for the same
-// requests (its own vllm:time_to_first_token_seconds): the difference is
-// what the harness adds (request write, response read, parsing). The
-// simulator's timing is made nearly constant (fixed prefill, short decode
-// steps, no queueing) so that its mean stands for its median.
+// BenchmarkMeasurementOverhead compares, at 500 and 1,000 req/s, the TTFT
+// the harness measures with the TTFT the simulator measured for the same
+// requests (its own vllm:time_to_first_token_seconds, from the request's
+// arrival to its first token written): the difference is what the harness
+// adds (request write, response read, parsing). The simulator's timing is
+// made nearly constant (fixed prefill, short decode steps, no queueing) so
+// that its mean stands for its median. No warm-up is excluded, so both
+// sides count the same requests. Goal (issue 9): ≤ 0.3 ms at 1,000 req/s.
+// Figures only.
 func BenchmarkMeasurementOverhead(b *testing.B) {
 	if testing.Short() {
 		b.Skip("load run")
 	}
 	p := startSimProcess(b, `
-max_num_seqs: 1024
-max_num_batched_tokens: 65536
+max_num_seqs: 4096
+max_num_batched_tokens: 262144
 num_kv_blocks: 1048576
 prefill_base: 5ms
 prefill_per_token: 0s
@@ -41,20 +44,22 @@ enable_prefix_caching: false
 `)
 	cfg := benchConfig(b, p.base, 16, 16)
 	for range b.N {
-		before := simTTFT(b, p.base)
-		rep, err := bench.Run(context.Background(), bench.Options{
-			Config: cfg, Stages: []bench.Stage{{Rate: 500, Duration: 20 * time.Second}}, Warmup: -1,
-			Logger: slog.New(slog.DiscardHandler),
-		})
-		if err != nil {
-			b.Fatal(err)
+		for _, rate := range []float64{500, 1000} {
+			before := simTTFT(b, p.base)
+			rep, err := bench.Run(context.Background(), bench.Options{
+				Config: cfg, Stages: []bench.Stage{{Rate: rate, Duration: 20 * time.Second}}, Warmup: 0,
+				Logger: slog.New(slog.DiscardHandler),
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			after := simTTFT(b, p.base)
+			s := rep.Stages[0]
+			serverMean := (after.sum - before.sum) / (after.count - before.count)
+			figures(b, "%.0f req/s: achieved %.1f/s; client TTFT median %.3f ms, mean %.3f ms over %d; server TTFT mean %.3f ms over %.0f requests; client median - server = %.3f ms, client mean - server mean = %.3f ms (goal ≤ 0.3 ms at 1,000 req/s)",
+				rate, s.AchievedRate, s.TTFT.P50*1e3, s.TTFT.Mean*1e3, s.TTFT.Count, serverMean*1e3, after.count-before.count, (s.TTFT.P50-serverMean)*1e3, (s.TTFT.Mean-serverMean)*1e3)
+			b.ReportMetric((s.TTFT.Mean-serverMean)*1e3, fmt.Sprintf("ttft_overhead_ms@%.0f", rate))
 		}
-		after := simTTFT(b, p.base)
-		s := rep.Stages[0]
-		serverMean := (after.sum - before.sum) / (after.count - before.count)
-		b.Logf("500 req/s: achieved %.1f/s; client TTFT median %.3f ms, mean %.3f ms; server TTFT mean %.3f ms over %.0f requests; client median - server = %.3f ms, client mean - server mean = %.3f ms",
-			s.AchievedRate, s.TTFT.P50*1e3, s.TTFT.Mean*1e3, serverMean*1e3, after.count-before.count, (s.TTFT.P50-serverMean)*1e3, (s.TTFT.Mean-serverMean)*1e3)
-		b.ReportMetric((s.TTFT.P50-serverMean)*1e3, "ttft_overhead_ms")
 	}
 }
 
@@ -119,7 +124,7 @@ func BenchmarkDaemonMemory(b *testing.B) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = e.Shutdown(ctx)
 		cancel()
-		b.Logf("500 req/s for 2 min (%d requests sent): heap after GC at 30/60/90/120 s: %s; goroutines: %v; heap 120 s / 30 s = %.3f, goroutines 120 s / 30 s = %.3f",
+		figures(b, "500 req/s for 2 min (%d requests sent): heap after GC at 30/60/90/120 s: %s; goroutines: %v; heap 120 s / 30 s = %.3f, goroutines 120 s / 30 s = %.3f",
 			st.Sent, fmtMiB(heaps), gors, float64(heaps[3])/float64(heaps[0]), float64(gors[3])/float64(gors[0]))
 		b.ReportMetric(float64(heaps[3])/float64(heaps[0]), "heap_growth")
 	}

@@ -190,7 +190,7 @@ func BenchmarkTracingOverhead(b *testing.B) {
 		fmt.Fprintf(&sb, "%-28s %14.3f (%+5.1f%%) %16.1f %s\n", m.name, cpu, 100*(cpu/off-1), rate, spans)
 	}
 	fmt.Fprintf(&sb, "OTLP receiver got %s spans", sink.received())
-	b.Logf("\n%s", sb.String())
+	figures(b, "%s", sb.String())
 	b.ReportMetric(modes[1].cpu/modes[0].cpu, "cpu_on/off")
 	b.ReportMetric(modes[2].rate/modes[0].rate, "rate_unreachable/off")
 }
