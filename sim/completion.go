@@ -357,6 +357,9 @@ func (rs *responseState) start() bool {
 	}
 	rs.w.Header()["Content-Type"] = sseContentType
 	rs.lc.status = http.StatusOK
+	if rs.lc.log != nil {
+		rs.lc.id = string(rs.ev.id) // goes out with the first event
+	}
 	if rs.api != apiChat {
 		return true
 	}
@@ -527,13 +530,15 @@ func (rs *responseState) sendToken(last bool) bool {
 func (rs *responseState) tokenOut(now time.Time) {
 	m := rs.s.metrics
 	if rs.written == 1 {
-		rs.lc.markFirstToken(now)
+		rs.lc.firstTokenOut(now, rs.sq)
 		m.ttft.Observe(now.Sub(rs.lc.arrival).Seconds())
 	} else {
 		m.itl.Observe(now.Sub(rs.lastFlush).Seconds())
 	}
 	rs.lastFlush = now
 	rs.lc.lastToken = now
+	rs.lc.lastOut = now
+	rs.lc.tokensOut = rs.written
 }
 
 // complete records a response that ended normally.
@@ -550,6 +555,7 @@ func (rs *responseState) complete(fin int) {
 		lc.finishReason = "length"
 		m.successLength.Inc()
 	}
+	lc.completed = now
 	m.e2e.Observe(now.Sub(lc.arrival).Seconds())
 	if !lc.scheduled.IsZero() {
 		m.queueTime.Observe(lc.scheduled.Sub(lc.arrival).Seconds())
@@ -563,13 +569,17 @@ func (rs *responseState) unary() {
 	if rs.flt.kind == faultStallFirst && !rs.sleep(rs.flt.duration) {
 		return
 	}
-	var gen, fin int
+	var gen, fin, seen int
 	for {
 		gen, fin = rs.progress()
-		if gen > 0 && rs.lc.firstToken.IsZero() {
+		if gen > seen {
 			now := time.Now()
-			rs.lc.markFirstToken(now)
-			rs.s.metrics.ttft.Observe(now.Sub(rs.lc.arrival).Seconds())
+			if seen == 0 {
+				rs.lc.firstTokenOut(now, rs.sq)
+				rs.s.metrics.ttft.Observe(now.Sub(rs.lc.arrival).Seconds())
+			}
+			rs.lc.lastOut = now
+			seen = gen
 		}
 		if fin != finishNone {
 			break
@@ -602,6 +612,7 @@ func (rs *responseState) unary() {
 	h["Content-Type"] = jsonContentType
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	rs.lc.status = http.StatusOK
+	rs.lc.tokensOut = gen
 	if _, err := rs.w.Write(body); err != nil {
 		rs.lc.errMsg = "write failed: client went away"
 		return
@@ -662,8 +673,9 @@ func (rs *responseState) unaryBody(gen, fin int) []byte {
 			content.WriteString(word)
 		}
 	}
+	rs.lc.id = string(rs.s.appendID(nil, rs.api))
 	resp := completionJSON{
-		ID:      string(rs.s.appendID(nil, rs.api)),
+		ID:      rs.lc.id,
 		Created: rs.lc.arrival.Unix(),
 		Model:   rs.s.cfg.Models[rs.model],
 	}

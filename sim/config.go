@@ -49,6 +49,13 @@ type Config struct {
 	DecodeBase      time.Duration `yaml:"decode_base"`
 	DecodePerSeq    time.Duration `yaml:"decode_per_seq"`
 
+	// TimingSteps change the speed of the timing model at known instants
+	// after the server starts (New), to reproduce a latency regression:
+	// from each step's After on, every engine step that starts is
+	// Factor times as long (see timing.go). In increasing After order;
+	// incompatible with ZeroLatency.
+	TimingSteps []TimingStep `yaml:"timing_steps"`
+
 	// EnablePrefixCaching turns on the block-hashed prefix cache.
 	EnablePrefixCaching bool `yaml:"enable_prefix_caching"`
 	// BlockSize is the number of tokens per KV block (the unit of the
@@ -88,6 +95,11 @@ type Config struct {
 	// Faults are injected at random with the configured probabilities.
 	// The X-Sim-Fault request header injects one on demand.
 	Faults FaultConfig `yaml:"faults"`
+
+	// RequestLog, when set, is a file the server appends one JSON line to
+	// per completion request once it is over, finished or abandoned (see
+	// requestlog.go). Empty turns it off.
+	RequestLog string `yaml:"request_log"`
 
 	// TracerProvider, when set, gets a SERVER span per completion request,
 	// a child of the caller's W3C traceparent (see tracing.go). It is not
@@ -229,6 +241,10 @@ func (c *Config) Validate() error {
 		if d.v < 0 {
 			bad(d.path, "must not be negative, got %s", d.v)
 		}
+	}
+	errs = append(errs, c.validateTimingSteps()...)
+	if strings.ContainsRune(c.RequestLog, 0) {
+		bad("request_log", "path must not contain a NUL byte")
 	}
 	if c.BlockSize < 1 || c.BlockSize > 1024 {
 		bad("block_size", "must be between 1 and 1024, got %d", c.BlockSize)
@@ -400,6 +416,9 @@ func parseConfig(data []byte) (Config, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
 		return Config{}, err
+	}
+	if len(cfg.TimingSteps) == 0 {
+		cfg.TimingSteps = nil // `timing_steps: []` is the default, none
 	}
 	if err := cfg.Validate(); err != nil {
 		var root yaml.Node

@@ -28,7 +28,10 @@
 //
 // so TTFT grows with the uncached prompt tokens and with the queue, and
 // inter-token latency grows with the batch. In zero-latency mode steps
-// take no time and everything else works as usual.
+// take no time and everything else works as usual. Timing steps
+// (Config.TimingSteps, timing.go) multiply step durations by a factor
+// from known instants after the start on, to reproduce a latency
+// regression.
 //
 // # Prefix cache
 //
@@ -80,6 +83,13 @@
 //
 // Faults are injected at random with configured probabilities
 // (FaultConfig) or on demand with the X-Sim-Fault header (FaultHeader).
+//
+// # Request log
+//
+// With Config.RequestLog set, every completion request appends one JSON
+// line (RequestLogEntry: ids, instants, token counts, status, fault) to
+// that file once it is over, for tests that compare a client's view of
+// each request with the server's (requestlog.go).
 //
 // # Use in tests
 //

@@ -74,6 +74,7 @@ type engine struct {
 	cfg     *Config
 	metrics *metrics
 	cache   *kvCache
+	timing  timingSchedule // read-only after newEngine
 
 	submitCh chan *seq
 	quit     chan struct{}
@@ -97,6 +98,7 @@ func newEngine(cfg *Config, m *metrics) *engine {
 		cfg:      cfg,
 		metrics:  m,
 		cache:    newKVCache(cfg.BlockSize, cfg.NumKVBlocks, cfg.EnablePrefixCaching),
+		timing:   newTimingSchedule(cfg.TimingSteps, time.Now()),
 		submitCh: make(chan *seq, 1024),
 		quit:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -283,7 +285,8 @@ func (e *engine) allocatePrompt(s *seq, need int) {
 }
 
 // planStep assigns this step's prefill chunks within the token budget and
-// returns the step's duration under the timing model.
+// returns the step's duration under the timing model, scaled by the
+// timing step in force as the step starts.
 func (e *engine) planStep() time.Duration {
 	budget := e.cfg.MaxNumBatchedTokens
 	for _, s := range e.running {
@@ -310,6 +313,9 @@ func (e *engine) planStep() time.Duration {
 	d := e.cfg.DecodeBase + time.Duration(inStep)*e.cfg.DecodePerSeq
 	if prefill > 0 {
 		d += e.cfg.PrefillBase + time.Duration(prefill)*e.cfg.PrefillPerToken
+	}
+	if len(e.timing.steps) > 0 {
+		d = scaleDuration(d, e.timing.factorAt(time.Now()))
 	}
 	return d
 }

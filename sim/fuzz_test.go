@@ -163,6 +163,8 @@ func FuzzLoadConfig(f *testing.F) {
 		"---\nmodels: [a]\n---\nmodels: [b]\n",
 		"!!binary aGVsbG8=",
 		"? [a, b]\n: c\n",
+		"timing_steps: [{after: 0s, factor: 0.5}, {after: 2m, factor: 5}]\nrequest_log: requests.jsonl\n",
+		"timing_steps: []\nzero_latency: true\n",
 	} {
 		f.Add([]byte(s))
 	}

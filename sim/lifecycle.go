@@ -32,23 +32,46 @@ type requestLifecycle struct {
 	fault  faultKind
 	status int    // HTTP status sent (0 when the connection was reset before any)
 	errMsg string // short reason when the request failed or was cut
+	path   string
+
+	// Request log (requestlog.go); log is nil when the server keeps none.
+	log          *requestLog
+	id           string    // response id the client was sent
+	xRequestID   string    // the X-Request-Id header
+	tokensOut    int       // tokens sent to the client
+	lastOut      time.Time // last token flushed (streaming) or seen (non-streaming)
+	engineCached int       // cached prompt tokens, once the engine reported progress
+	completed    time.Time // the response completed (what the e2e histogram observes)
 
 	// Tracing (tracing.go); tr is nil when the server does not trace.
 	tr                  *tracing
 	eng                 *engine
 	parent              context.Context // carries the caller's trace context
-	path                string
-	waitingAtArrival    int64 // sequences waiting in the engine's queue at arrival
-	runningAtFirstToken int64 // running batch when the first token came out
+	waitingAtArrival    int64           // sequences waiting in the engine's queue at arrival
+	runningAtFirstToken int64           // running batch when the first token came out
 }
 
 // begin is called when the handler of s receives r.
 func (lc *requestLifecycle) begin(s *Server, r *http.Request, api apiKind) {
 	lc.api = api
 	lc.arrival = time.Now()
+	lc.path = r.URL.Path
 	if s.tracing != nil {
 		lc.traceBegin(s, r)
 	}
+	if s.reqlog != nil {
+		lc.log = s.reqlog
+		lc.xRequestID = truncate(r.Header.Get("X-Request-Id"), maxRequestIDBytes)
+		s.reqlog.begin()
+	}
+}
+
+// firstTokenOut records the instant the first token went out (streaming)
+// or was seen (non-streaming), once the engine has published progress for
+// sq.
+func (lc *requestLifecycle) firstTokenOut(now time.Time, sq *seq) {
+	lc.markFirstToken(now)
+	lc.engineCached = sq.cachedTokens
 }
 
 // end is called once when the response is over (or abandoned).
@@ -56,5 +79,8 @@ func (lc *requestLifecycle) end() {
 	lc.finished = time.Now()
 	if lc.tr != nil {
 		lc.traceEnd()
+	}
+	if lc.log != nil {
+		lc.log.record(lc)
 	}
 }

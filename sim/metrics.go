@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -95,6 +97,10 @@ func newMetrics(cfg *Config, e *engine) *metrics {
 		func() float64 { return float64(e.numWaiting.Load()) })
 	gaugeFunc("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
 		func() float64 { return float64(e.usedBlocks.Load()) / float64(cfg.NumKVBlocks) })
+
+	gaugeFunc("llmprobe_sim_timing_factor",
+		"Factor the simulator's timing model is multiplied by now (timing_steps; 1 without them).",
+		func() float64 { return e.timing.factorAt(time.Now()) })
 
 	m.prefixQueries = counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.")
 	m.prefixHits = counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.")

@@ -50,7 +50,8 @@ type Server struct {
 	rng         *mrand.Rand
 	panics      atomic.Int64 // recovered handler panics (bugs; tests check it stays 0)
 	shutdownOne sync.Once
-	tracing     *tracing // nil when Config.TracerProvider is nil
+	tracing     *tracing    // nil when Config.TracerProvider is nil
+	reqlog      *requestLog // nil when Config.RequestLog is empty
 	tok         tokenizer
 }
 
@@ -64,6 +65,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.Models = append([]string(nil), cfg.Models...)
+	cfg.TimingSteps = append([]TimingStep(nil), cfg.TimingSteps...)
 	s := &Server{
 		cfg:    cfg,
 		logger: logger,
@@ -94,6 +96,13 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s.engine = newEngine(&s.cfg, nil)
 	s.metrics = newMetrics(&s.cfg, s.engine)
 	s.engine.metrics = s.metrics
+	if cfg.RequestLog != "" {
+		l, err := openRequestLog(cfg.RequestLog, logger, s.metrics.registry, prometheus.Labels{"model_name": cfg.Models[0]})
+		if err != nil {
+			return nil, err
+		}
+		s.reqlog = l
+	}
 	s.handler = s.routes()
 	s.http = &http.Server{
 		Handler:           s.handler,
@@ -151,6 +160,7 @@ func (s *Server) Registry() *prometheus.Registry { return s.metrics.registry }
 func (s *Server) Config() Config {
 	c := s.cfg
 	c.Models = append([]string(nil), s.cfg.Models...)
+	c.TimingSteps = append([]TimingStep(nil), s.cfg.TimingSteps...)
 	return c
 }
 
@@ -163,9 +173,14 @@ func (s *Server) Serve(l net.Listener) error {
 	return err
 }
 
+// requestLogCloseWait bounds how long Shutdown waits for the request-log
+// lines of handlers still running after the engine stopped.
+const requestLogCloseWait = 2 * time.Second
+
 // Shutdown stops accepting requests, lets the ones in flight finish (their
 // streams keep being generated), then stops the engine. When ctx ends
-// first, remaining streams are cut and their connections closed.
+// first, remaining streams are cut and their connections closed. The
+// request log, if any, is written out and closed last.
 func (s *Server) Shutdown(ctx context.Context) error {
 	var err error
 	s.shutdownOne.Do(func() {
@@ -173,6 +188,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.engine.stop() // aborts whatever is left, so handlers return
 		if err != nil {
 			_ = s.http.Close()
+		}
+		if s.reqlog != nil {
+			// The handlers still running end promptly now that the
+			// engine has stopped; their lines go in before the file
+			// closes.
+			s.reqlog.close(requestLogCloseWait)
 		}
 	})
 	return err

@@ -69,7 +69,6 @@ func (lc *requestLifecycle) traceBegin(s *Server, r *http.Request) {
 	lc.tr = s.tracing
 	lc.eng = s.engine
 	lc.parent = s.tracing.propagator.Extract(context.Background(), propagation.HeaderCarrier(r.Header))
-	lc.path = r.URL.Path
 	lc.waitingAtArrival = s.engine.numWaiting.Load()
 }
 

@@ -43,6 +43,10 @@ func registerSim(app *kingpin.Application) command {
 
 		eos, eosSet   = simFloatFlag(cmd, "sim.eos-probability", "Chance per generated token of an early stop (without ignore_eos).")
 		seed, seedSet = simUint64Flag(cmd, "sim.seed", "Seed for word choice, early stops and fault draws (0: random).")
+
+		timingSteps   = cmd.Flag("sim.timing-step", "From AFTER (a duration since the start) on, multiply every engine step's duration by FACTOR, e.g. 2m:5 then 12m:1 (repeatable, in increasing AFTER order; replaces the config file's timing_steps).").PlaceHolder("AFTER:FACTOR").Strings()
+		requestLogSet = new(bool)
+		requestLog    = cmd.Flag("sim.request-log", "Append one JSON line per completion request (ids, timings, token counts, status, fault) to this file; empty: none.").IsSetByUser(requestLogSet).PlaceHolder("PATH").String()
 	)
 	return command{
 		clause: cmd,
@@ -71,6 +75,17 @@ func registerSim(app *kingpin.Application) command {
 			simSetIf(*decodeSeqSet, &cfg.DecodePerSeq, *decodeSeq)
 			simSetIf(*eosSet, &cfg.EOSProbability, *eos)
 			simSetIf(*seedSet, &cfg.Seed, *seed)
+			if len(*timingSteps) > 0 {
+				cfg.TimingSteps = cfg.TimingSteps[:0:0]
+				for _, v := range *timingSteps {
+					st, err := sim.ParseTimingStep(v)
+					if err != nil {
+						return fmt.Errorf("--sim.timing-step: %w", err)
+					}
+					cfg.TimingSteps = append(cfg.TimingSteps, st)
+				}
+			}
+			simSetIf(*requestLogSet, &cfg.RequestLog, *requestLog)
 			return runSim(ctx, logger, *listen, cfg)
 		},
 	}
@@ -96,8 +111,15 @@ func runSim(ctx context.Context, logger *slog.Logger, addr string, cfg sim.Confi
 		_ = s.Shutdown(context.Background())
 		return fmt.Errorf("listen on %q: %w", addr, err)
 	}
-	logger.Info("simulator listening", "address", l.Addr().String(), "models", cfg.Models,
-		"zero_latency", cfg.ZeroLatency, "max_num_seqs", cfg.MaxNumSeqs, "max_model_len", cfg.MaxModelLen)
+	attrs := []any{"address", l.Addr().String(), "models", cfg.Models,
+		"zero_latency", cfg.ZeroLatency, "max_num_seqs", cfg.MaxNumSeqs, "max_model_len", cfg.MaxModelLen}
+	if len(cfg.TimingSteps) > 0 {
+		attrs = append(attrs, "timing_steps", len(cfg.TimingSteps))
+	}
+	if cfg.RequestLog != "" {
+		attrs = append(attrs, "request_log", cfg.RequestLog)
+	}
+	logger.Info("simulator listening", attrs...)
 
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(l) }()
