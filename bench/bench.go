@@ -21,6 +21,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/slo"
 )
 
 // Stage is one step of a sweep: every selected target is probed at Rate
@@ -52,6 +53,11 @@ type Options struct {
 	// does (probe.Options).
 	Tracer     trace.Tracer
 	Propagator propagation.TextMapPropagator
+	// SLO, when set, judges every class's requests by its per-request
+	// bounds instead of the configuration's slo, and each stage by its
+	// quantile bounds. Without it, classes with an slo in the
+	// configuration are judged by theirs.
+	SLO *slo.Spec
 }
 
 // Run executes the stages one after another and returns the report. A
@@ -135,7 +141,7 @@ func stageConfig(base *config.Config, targets []*config.Target, rate float64, du
 }
 
 func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) ([]*StageReport, error) {
-	col := newCollector(cfg, int(1.2*st.Rate*st.Duration.Seconds())+16)
+	col := newCollector(cfg, int(1.2*st.Rate*st.Duration.Seconds())+16, opts.SLO)
 	eng := probe.NewEngine(probe.Options{Logger: opts.Logger, Observer: col, UserAgent: "llmprobe-bench",
 		Tracer: opts.Tracer, Propagator: opts.Propagator})
 	cpu0 := cpuTime()
@@ -162,7 +168,7 @@ func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) (
 
 	var out []*StageReport
 	for _, ts := range status {
-		sr := col.report(ts.Name, cfg.Global)
+		sr := col.report(ts.Name, elapsed)
 		sr.Model = ts.Model
 		sr.RequestedRate = ts.RequestedRate
 		sr.Duration = elapsed
@@ -215,14 +221,17 @@ type targetData struct {
 	cachedReported       int
 	estimated            int
 	warmup               int
+	slo                  *sloJudge // nil: no SLO to judge by
+	sloCounts            sloCounts
 }
 
 // newCollector prepares for the targets of cfg, with room for about
 // expected results each.
-func newCollector(cfg *config.Config, expected int) *collector {
+func newCollector(cfg *config.Config, expected int, spec *slo.Spec) *collector {
 	c := &collector{targets: map[string]*targetData{}}
 	for _, t := range cfg.Targets {
 		c.targets[t.Name] = &targetData{
+			slo:           newSLOJudge(cfg, t, spec),
 			outcomes:      map[probe.Outcome]int{},
 			conversations: map[probe.ConversationOutcome]int{},
 			ttft:          make([]float64, 0, expected),
@@ -277,6 +286,9 @@ func (c *collector) Observe(r *probe.Result) {
 		d.warmup++
 		return
 	}
+	if d.slo != nil {
+		d.sloCounts.observe(d.slo, r)
+	}
 	if r.FirstToken {
 		d.ttft = append(d.ttft, r.TTFT.Seconds())
 		for _, g := range r.ITLs {
@@ -309,7 +321,7 @@ func (c *collector) totalSent() int {
 	return n
 }
 
-func (c *collector) report(target string, g config.Global) *StageReport {
+func (c *collector) report(target string, elapsed time.Duration) *StageReport {
 	d := c.targets[target]
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -333,6 +345,9 @@ func (c *collector) report(target string, g config.Global) *StageReport {
 		E2E:           summarize(d.e2e),
 		Lag:           summarize(d.lag),
 		Estimated:     d.estimated,
+	}
+	if d.slo != nil {
+		sr.SLO = d.slo.report(&d.sloCounts, elapsed, map[string][]float64{"ttft": d.ttft, "tpot": d.tpot, "itl": d.itl, "e2e": d.e2e})
 	}
 	sr.promptTokens, sr.outputTokens = d.promptTokens, d.outputTokens
 	if d.cachedReported > 0 {

@@ -91,6 +91,9 @@ type StageReport struct {
 	Trusted bool     `json:"trusted"`
 	Reasons []string `json:"untrusted_reasons,omitempty"`
 
+	// SLO is the stage's goodput under the SLO (nil without one).
+	SLO *SLOReport `json:"slo,omitempty"`
+
 	promptTokens, outputTokens int
 	weight                     float64
 }
@@ -181,6 +184,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(w, "stage %d %s NOT TRUSTED: %s\n", s.Stage, s.Target, why)
 		}
 	}
+	writeSLO(w, r.Stages)
 	var sampling []string
 	for _, si := range r.Sampling {
 		extra := ""

@@ -19,6 +19,8 @@ import (
 	commoncfg "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/llmprobe/llmprobe/slo"
 )
 
 // Config is the whole configuration file.
@@ -132,6 +134,9 @@ type Class struct {
 	Prefix       *Prefix  `yaml:"prefix,omitempty"`
 	Sampling     Sampling `yaml:"sampling"`
 	Turns        *Turns   `yaml:"turns,omitempty"`
+	// SLO refines the objective of the targets that run this class: the
+	// fields it sets replace the target's (see Config.SLO).
+	SLO *slo.Objective `yaml:"slo,omitempty"`
 
 	decodeErrs []string // see Config.takeDecodeErrors
 }
@@ -264,6 +269,11 @@ type Target struct {
 	// WorkloadFrom refits the workload's length distributions from the
 	// served model's own histograms (nil: the workload as configured).
 	WorkloadFrom *WorkloadFrom `yaml:"workload_from,omitempty"`
+	// SLO is the target's service-level objective: the share of requests
+	// that must be good and the latency bounds a good request meets. Each
+	// class may refine it (Class.SLO); nil with no class SLO: the target
+	// has no SLO series.
+	SLO *slo.Objective `yaml:"slo,omitempty"`
 
 	decodeErrs []string // see Config.takeDecodeErrors
 }
@@ -485,10 +495,33 @@ func (w *Workload) validate(errs *fieldErrors, path string) {
 		if cl.Turns != nil {
 			cl.Turns.validate(errs, cp+".turns")
 		}
+		validateSLO(errs, cp+".slo", cl.SLO)
 	}
 }
 
+// validateSLO positions an objective's problems at its keys.
+func validateSLO(errs *fieldErrors, path string, o *slo.Objective) {
+	if o == nil {
+		return
+	}
+	for _, p := range o.Validate() {
+		errs.add(path+"."+p.Field, "%s", p.Msg)
+	}
+}
+
+// SLO returns the objective that applies to class of target t: the
+// target's slo refined by the class's (each field the class sets wins),
+// with the defaults of unset fields; nil when neither sets one.
+func (c *Config) SLO(t *Target, class *Class) *slo.Objective {
+	var over *slo.Objective
+	if class != nil {
+		over = class.SLO
+	}
+	return slo.Resolve(t.SLO, over)
+}
+
 func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
+	validateSLO(errs, path+".slo", t.SLO)
 	switch {
 	case t.Name == "":
 		errs.add(path+".name", "required")

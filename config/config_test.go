@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/llmprobe/llmprobe/slo"
 )
 
 func TestLoadGoodConfig(t *testing.T) {
@@ -107,6 +110,18 @@ func TestLoadGoodConfig(t *testing.T) {
 	if !coding.UserTokens.IsSet() || coding.UserTokens.Sampler() == nil {
 		t.Errorf("user_tokens not built")
 	}
+
+	// SLOs: the target's, refined by a class's; none where neither sets one.
+	day := model.Duration(24 * time.Hour)
+	if got := cfg.SLO(prod, chat); got == nil || *got != (slo.Objective{Ratio: 0.995, TTFT: model.Duration(500 * time.Millisecond), TPOT: model.Duration(60 * time.Millisecond), Window: 30 * day}) {
+		t.Errorf("chat SLO = %+v", got)
+	}
+	if got := cfg.SLO(prod, agent); got == nil || got.TTFT != model.Duration(2*time.Second) || got.TPOT != model.Duration(60*time.Millisecond) || got.Ratio != 0.995 {
+		t.Errorf("agent SLO = %+v, want the class's TTFT over the target's", got)
+	}
+	if got := cfg.SLO(local, cfg.Workloads["tiny"].Classes[0]); got != nil {
+		t.Errorf("local has no SLO, got %+v", got)
+	}
 }
 
 func TestSecretsHiddenWhenMarshalled(t *testing.T) {
@@ -143,6 +158,12 @@ func TestLoadBadConfigs(t *testing.T) {
 		"extra-body.bad.yml":       `testdata/extra-body.bad.yml:13:18: targets[0].extra_body.stream: "stream" is set by llmprobe and cannot be overridden`,
 		"url-credentials.bad.yml":  `testdata/url-credentials.bad.yml:9:5: targets[0].url: credentials in the URL are not allowed; use http_client_config.basic_auth`,
 		"think-time.bad.yml":       `testdata/think-time.bad.yml:7:27: workloads.w.classes[0].turns.think_time: not a valid duration "soon" (a number and a unit, e.g. 500ms, 30s, 5m, 1h; or a mapping with "dist")`,
+		"slo.bad.yml": strings.Join([]string{
+			`testdata/slo.bad.yml:7:25: workloads.w.classes[0].slo.p99: unknown field "p99"`,
+			`testdata/slo.bad.yml:8:62: workloads.w.classes[1].slo.objective: must be a share of requests in (0, 1), e.g. 0.99, got 1.5`,
+			`testdata/slo.bad.yml:18:7: targets[0].slo.tpot: not a valid duration "soon" (a number and a unit, e.g. 500ms, 30s, 5m, 1h)`,
+			`testdata/slo.bad.yml:19:7: targets[0].slo.window: must be from 3d (the longest burn-rate window) to 92d, got 1h`,
+		}, "\n"),
 		"turns.bad.yml": strings.Join([]string{
 			`testdata/turns.bad.yml:8:11: workloads.w.classes[0].turns.count: must be at least 1 turn, got 0`,
 			`testdata/turns.bad.yml:9:11: workloads.w.classes[0].turns.think_time: can draw negative durations; set min: 0s`,

@@ -48,6 +48,7 @@ targets:
     model: model-a
     workload: mix
     arrival: {rate: 1}
+    slo: {objective: 0.99, ttft: 500ms, tpot: 60ms}
     http_client_config:
       basic_auth: {username: probe, password: ` + testPassword + `}
   - name: beta

@@ -101,6 +101,7 @@ type Metrics struct {
 	coalesced                              *prometheus.CounterVec   // target
 	anomalies                              *prometheus.CounterVec   // target, kind
 	finishReasons                          *prometheus.CounterVec   // target, class, reason
+	slo                                    sloMetrics               // target, class
 
 	mu    sync.Mutex // serialises SetConfig
 	state atomic.Pointer[metricsState]
@@ -136,6 +137,8 @@ type classSeries struct {
 	lengthMismatch                     prometheus.Counter
 	finishReasons                      [len(probe.FinishReasons)]prometheus.Counter
 	hit                                *ratioWindow
+	// slo is set only for classes with an SLO (config.Config.SLO).
+	slo *classSLO
 	// conversations is set only for multi-turn classes.
 	conversations *[len(probe.ConversationOutcomes)]prometheus.Counter
 }
@@ -218,6 +221,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Responses whose server reported something that cannot be right, by kind: cached_exceeds_prompt (clamped), output_exceeds_max_tokens, invalid_usage (a count that is not one; ignored)."), anomalyLabels),
 		finishReasons: prometheus.NewCounterVec(counterOpts("finish_reasons_total",
 			"Requests that got a response stream, by the server's finish_reason: stop, length, tool_calls, content_filter, function_call, other (any other value), none (the stream carried none)."), finishLabels),
+		slo: newSLOMetrics(),
 		now: time.Now,
 	}
 	m.state.Store(&metricsState{targets: map[string]*targetSeries{}, window: defaultRatioWindow})
@@ -229,13 +233,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{
+	return append([]prometheus.Collector{
 		m.ttft, m.tpot, m.itl, m.e2e, m.scheduleLag, m.clientWait,
 		m.scheduled, m.sent, m.requests, m.dropped,
 		m.promptTokens, m.outputTokens, m.cachedToks, m.usageEstimated,
 		m.promptTokensHist, m.outputTokensHist, m.lengthError, m.lengthMismatch,
 		m.conversations, m.retries, m.coalesced, m.anomalies, m.finishReasons,
-	}
+	}, m.slo.collectors()...)
 }
 
 // SetConfig makes cfg the configuration events are judged against: every
@@ -284,6 +288,15 @@ func (m *Metrics) SetConfig(cfg *config.Config) {
 				for i, o := range probe.ConversationOutcomes {
 					cs.conversations[i] = m.conversations.WithLabelValues(t.Name, c.Name, string(o))
 				}
+			}
+			var prevSLO *classSLO
+			if prev != nil && prev.classes[c.Name] != nil {
+				prevSLO = prev.classes[c.Name].slo
+			}
+			if obj := cfg.SLO(t, c); obj != nil {
+				cs.slo = m.slo.series(t.Name, c.Name, obj, prevSLO)
+			} else if prevSLO != nil {
+				m.deletePartial(prometheus.Labels{labelTarget: t.Name, labelClass: c.Name}, m.slo.vecs()...)
 			}
 			if prev != nil && prev.classes[c.Name] != nil && old.window == next.window {
 				cs.hit = prev.classes[c.Name].hit // keep the window's data across reloads
@@ -337,7 +350,7 @@ func (m *Metrics) modelVecs() []partialDeleter {
 
 // classVecs carry a class label.
 func (m *Metrics) classVecs() []partialDeleter {
-	return append(m.modelVecs(), m.scheduled, m.sent, m.promptTokensHist, m.outputTokensHist, m.lengthError, m.lengthMismatch, m.conversations, m.finishReasons)
+	return append(append(m.modelVecs(), m.scheduled, m.sent, m.promptTokensHist, m.outputTokensHist, m.lengthError, m.lengthMismatch, m.conversations, m.finishReasons), m.slo.vecs()...)
 }
 
 func (m *Metrics) newClassSeries(target, model, class string) *classSeries {
@@ -529,6 +542,9 @@ func (m *Metrics) Observe(r *probe.Result) {
 			observe(cs.tpot, seconds(r.TPOT), ex)
 		}
 		observe(cs.e2e, seconds(r.E2E), ex)
+	}
+	if cs.slo != nil {
+		cs.slo.observe(r)
 	}
 }
 

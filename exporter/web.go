@@ -190,6 +190,7 @@ type classView struct {
 	probe.ClassStatus
 	HitRatio    float64
 	HitObserved bool
+	SLO         *SLOCounts // nil: the class has no SLO
 }
 
 func (w *web) status(rw http.ResponseWriter, _ *http.Request) {
@@ -224,6 +225,9 @@ func (w *web) status(rw http.ResponseWriter, _ *http.Request) {
 			cv := classView{ClassStatus: c}
 			if w.o.Metrics != nil {
 				cv.HitRatio, cv.HitObserved = w.o.Metrics.HitRatio(s.Name, c.Name)
+				if sc, ok := w.o.Metrics.SLO(s.Name, c.Name); ok {
+					cv.SLO = &sc
+				}
 			}
 			v.ClassViews = append(v.ClassViews, cv)
 		}

@@ -183,8 +183,11 @@ func TestStatusPage(t *testing.T) {
 		"25.0%",   // alpha/chat reuse intent
 		"40.0%",   // alpha/chat observed hit ratio
 		"no data", // alpha/agent
-		"0.98/s",  // achieved rate
-		"4.0 ms",  // lag p99
+		"99% of requests with TTFT ≤ 500ms, TPOT ≤ 60ms", // alpha's SLO
+		"100.0% (1 good, 0 bad)",                         // alpha/chat
+		"none judged yet",                                // alpha/agent
+		"0.98/s",                                         // achieved rate
+		"4.0 ms",                                         // lag p99
 		"inflight_limit",
 		testTraceID,
 		"0af7651916cd43dd8448eb211c80319c",

@@ -933,7 +933,7 @@ func streamFailed(parent, ctx context.Context, err error, res *Result) {
 func ctxFailed(parent, ctx context.Context, res *Result) bool {
 	switch {
 	case parent.Err() == context.Canceled:
-		res.fail(OutcomeTimeout, "cancelled", "request cancelled")
+		res.fail(OutcomeTimeout, ErrorTypeCancelled, "request cancelled")
 	case parent.Err() != nil || ctx.Err() == context.DeadlineExceeded:
 		res.fail(OutcomeTimeout, "timeout", "request timeout elapsed")
 	default:

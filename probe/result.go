@@ -1,6 +1,10 @@
 package probe
 
-import "time"
+import (
+	"time"
+
+	"github.com/llmprobe/llmprobe/slo"
+)
 
 // API selects the OpenAI endpoint a target is probed through.
 type API string
@@ -218,6 +222,26 @@ type Result struct {
 	// Completion holds the generated text; kept only when a later turn
 	// needs it (conversation history) or the user opted in to recording.
 	Completion string
+}
+
+// ErrorTypeCancelled is the error type of a request llmprobe itself
+// cancelled (shutdown, a target removed by a reload): outcome timeout.
+const ErrorTypeCancelled = "cancelled"
+
+// SLORequest is what an SLO judges of r; ok is false for a request
+// llmprobe cancelled itself, which no SLO judges (the server had no chance
+// to be good or bad).
+func (r *Result) SLORequest() (req slo.Request, ok bool) {
+	if r.ErrorType == ErrorTypeCancelled {
+		return slo.Request{}, false
+	}
+	return slo.Request{
+		Succeeded:    r.Outcome == OutcomeSuccess,
+		TTFT:         r.TTFT,
+		TPOT:         r.TPOT,
+		OutputTokens: r.OutputTokens,
+		E2E:          r.E2E,
+	}, true
 }
 
 // Observer receives the engine's events. Implementations must be safe for

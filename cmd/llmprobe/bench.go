@@ -19,6 +19,7 @@ import (
 	"github.com/llmprobe/llmprobe/bench"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/examples"
+	"github.com/llmprobe/llmprobe/slo"
 )
 
 // benchOptions are the bench command's flags.
@@ -34,6 +35,7 @@ type benchOptions struct {
 	simConfig     string
 	simZero       bool
 	simArgs       []string // further flags of the simulator child
+	slo           string
 }
 
 func registerBench(app *kingpin.Application) command {
@@ -45,6 +47,7 @@ func registerBench(app *kingpin.Application) command {
 	cmd.Flag("stage.duration", "Duration of stages given without one.").Default("60s").DurationVar(&o.stageDuration)
 	cmd.Flag("warmup", "Warm-up excluded from each stage's latency figures (negative: global.warmup).").Default("5s").DurationVar(&o.warmup)
 	cmd.Flag("output", "Also write the report as JSON to this file.").StringVar(&o.output)
+	cmd.Flag("slo", "Judge each stage's goodput by this SLO instead of the configuration's slo blocks: per-request bounds ttft=, tpot=, e2e=, objective= and quantile bounds such as tpot_p99=100ms, comma-separated (e.g. ttft=500ms,tpot=60ms).").StringVar(&o.slo)
 	cmd.Flag("stop-when-saturated", "Stop after the first stage whose load was not delivered.").BoolVar(&o.stopSaturated)
 	cmd.Flag("sim", "Start the built-in simulator in a child process on a loopback port; "+examples.DemoURLPlaceholder+" in the config stands for its base URL.").BoolVar(&o.sim)
 	cmd.Flag("sim.config.file", "Simulator configuration for --sim.").StringVar(&o.simConfig)
@@ -61,6 +64,12 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	stages, err := parseStages(o.stages, o.stageDuration)
 	if err != nil {
 		return err
+	}
+	var spec *slo.Spec
+	if o.slo != "" {
+		if spec, err = slo.ParseSpec(o.slo); err != nil {
+			return fmt.Errorf("--slo: %w", err)
+		}
 	}
 	var data []byte
 	name := o.configFile
@@ -93,6 +102,7 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		Warmup:            o.warmup,
 		Logger:            logger,
 		StopWhenSaturated: o.stopSaturated,
+		SLO:               spec,
 	})
 	if err != nil {
 		return err
