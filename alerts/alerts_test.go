@@ -114,8 +114,9 @@ func TestPromtoolTestRules(t *testing.T) {
 
 // unitTests is the part of a promtool test file this package inspects.
 type unitTests struct {
-	RuleFiles []string `yaml:"rule_files"`
-	Tests     []struct {
+	RuleFiles      []string `yaml:"rule_files"`
+	GroupEvalOrder []string `yaml:"group_eval_order"`
+	Tests          []struct {
 		Name      string `yaml:"name"`
 		AlertTest []struct {
 			EvalTime  string           `yaml:"eval_time"`
@@ -126,8 +127,19 @@ type unitTests struct {
 }
 
 // TestEveryAlertIsTested requires, for every alert, at least one promtool
-// case where it fires and one where it must stay silent.
+// case where it fires and one where it must stay silent. Every file also
+// names the rule groups in file order: without group_eval_order promtool
+// evaluates them in random order, and alerts that read recorded series a
+// whole evaluation interval old pass or fail by chance.
 func TestEveryAlertIsTested(t *testing.T) {
+	rf, err := alerts.DefaultConfig().Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups []string
+	for _, g := range rf.Groups {
+		groups = append(groups, g.Name)
+	}
 	fires := map[string]int{}
 	silent := map[string]int{}
 	for _, f := range testFiles(t) {
@@ -141,6 +153,9 @@ func TestEveryAlertIsTested(t *testing.T) {
 		}
 		if !slices.Equal(u.RuleFiles, []string{"../llmprobe.rules.yml"}) {
 			t.Errorf("%s: rule_files = %v, want [../llmprobe.rules.yml]", f, u.RuleFiles)
+		}
+		if !slices.Equal(u.GroupEvalOrder, groups) {
+			t.Errorf("%s: group_eval_order = %v, want the rule file's groups in order: %v", f, u.GroupEvalOrder, groups)
 		}
 		for _, tc := range u.Tests {
 			for _, at := range tc.AlertTest {
@@ -203,6 +218,53 @@ func TestKeepFiringForPreventsFlapping(t *testing.T) {
 	}
 	if n := len(regexp.MustCompile(`(?m)^\s+name: `).FindAllString(out, -1)); n != 2 {
 		t.Errorf("without keep_firing_for only the two gap evaluations should fail:\n%s", out)
+	}
+}
+
+// TestSLOLowRateGuardMatters proves the low-rate case of slo.yml stays
+// quiet because of SLOMinBadRequests, not by accident of its data: with the
+// guard lowered to a single bad request, exactly its three evaluations where
+// one bad request would otherwise alert fail (the page at 1 request per 5
+// minutes, the ticket at that rate and at 0.2 req/s).
+func TestSLOLowRateGuardMatters(t *testing.T) {
+	root := promtest.Root(t)
+	cfg := alerts.DefaultConfig()
+	cfg.SLOMinBadRequests = 1
+	rules, err := cfg.RulesYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "tests"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "llmprobe.rules.yml"), rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	test, err := os.ReadFile(filepath.Join(root, "alerts", "tests", "slo.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tests", "slo.yml"), test, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Only the low-rate case: the others' annotations quote the guard.
+	out, err := promtest.RunPromtool(t, filepath.Join(dir, "tests"), "test", "rules", "--run=^one bad request at a low rate", "slo.yml")
+	if err == nil {
+		t.Fatalf("the SLO tests pass with a guard of one bad request; they do not prove the guard keeps low rates quiet:\n%s", out)
+	}
+	for _, want := range []string{
+		"name: one bad request at a low rate does not alert, even with objective 0.999",
+		"alertname: " + alerts.AlertSLOBurnRateFast + ", time: 2h10m",
+		"alertname: " + alerts.AlertSLOBurnRateSlow + ", time: 40m",
+		"alertname: " + alerts.AlertSLOBurnRateSlow + ", time: 2h30m",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("with a guard of one bad request, promtool output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := len(regexp.MustCompile(`(?m)^\s+name: `).FindAllString(out, -1)); n != 3 {
+		t.Errorf("with a guard of one bad request exactly the three low-rate evaluations should fail, %d did:\n%s", n, out)
 	}
 }
 
@@ -325,9 +387,9 @@ func matchesAll(ms []matcher, labels map[string]string) bool {
 
 // TestInhibitRule checks the documented Alertmanager inhibit rule against
 // the generated alerts: its source is exactly LLMProbeHarnessSaturated, its
-// targets exactly the latency alerts (never the harness alerts themselves,
-// never errors), it is scoped to one target, and docs/runbook.md shows the
-// same block.
+// targets exactly the latency and SLO burn-rate alerts (never the harness
+// alerts themselves, never errors), it is scoped to one target, and
+// docs/runbook.md shows the same block.
 func TestInhibitRule(t *testing.T) {
 	root := promtest.Root(t)
 	raw, err := os.ReadFile(filepath.Join(root, "alerts", "alertmanager.yml"))
@@ -374,7 +436,8 @@ func TestInhibitRule(t *testing.T) {
 	if !slices.Equal(sources, []string{alerts.AlertHarnessSaturated}) {
 		t.Errorf("inhibit sources = %v, want [%s]", sources, alerts.AlertHarnessSaturated)
 	}
-	wantTargets := []string{alerts.AlertTTFTOverSLO, alerts.AlertTTFTRegressed, alerts.AlertTPOTOverSLO, alerts.AlertTPOTRegressed}
+	wantTargets := []string{alerts.AlertTTFTOverSLO, alerts.AlertTTFTRegressed, alerts.AlertTPOTOverSLO, alerts.AlertTPOTRegressed,
+		alerts.AlertSLOBurnRateFast, alerts.AlertSLOBurnRateSlow}
 	if !slices.Equal(targets, wantTargets) {
 		t.Errorf("inhibit targets = %v, want %v", targets, wantTargets)
 	}
@@ -416,6 +479,10 @@ func TestConfigDrivesRules(t *testing.T) {
 	cfg.ErrorRatio = 0.02
 	cfg.LongWindow = model.Duration(time.Hour)
 	cfg.MinRequests = 50
+	cfg.SLOWindow = model.Duration(30 * 24 * time.Hour)
+	cfg.SLOFast.Windows[0].BurnRate = 10
+	cfg.SLOFast.Severity = "page"
+	cfg.SLOMinBadRequests = 8
 	out, err := cfg.RulesYAML()
 	if err != nil {
 		t.Fatal(err)
@@ -428,6 +495,14 @@ func TestConfigDrivesRules(t *testing.T) {
 		`target_model_class:llmprobe_ttft_seconds_count:increase1h >= 50`,
 		`* 3600 >= 50`,
 		`absent(up{job="probe", cluster="eu1"})`,
+		`increase(llmprobe_slo_requests_total{job="probe", cluster="eu1", result="bad"}[30d])`,
+		`max by (target, class) (llmprobe_slo_objective_ratio{job="probe", cluster="eu1"})`,
+		"1 - target_class:llmprobe_slo_burn_rate:rate30d",
+		"target_class:llmprobe_slo_burn_rate:rate1h > 10\n",
+		"target_class:llmprobe_slo_burn_rate:rate5m > 10\n",
+		"target_class:llmprobe_slo_requests_bad:increase1h >= 8\n",
+		"target_class:llmprobe_slo_requests:increase6h >= 50\n",
+		"severity: page",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("rules lack %q", want)
@@ -459,6 +534,12 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *alerts.Config) { c.TPOT.RegressionFactor = 1 }, "TPOT.RegressionFactor must be above 1"},
 		{func(c *alerts.Config) { c.ErrorRatio = 1.5 }, "ErrorRatio must be strictly between 0 and 1"},
 		{func(c *alerts.Config) { c.RunbookURL = "" }, "RunbookURL is empty"},
+		{func(c *alerts.Config) { c.SLOMinBadRequests = 0 }, "SLOMinBadRequests must be at least 1"},
+		{func(c *alerts.Config) { c.SLOFast.Windows = nil }, "SLOFast has no Windows"},
+		{func(c *alerts.Config) { c.SLOSlow.Severity = "" }, "SLOSlow.Severity is empty"},
+		{func(c *alerts.Config) { c.SLOFast.Windows[1].Short = c.SLOFast.Windows[1].Long }, "SLOFast.Windows[1]: Short (6h) must be positive and shorter than Long (6h)"},
+		{func(c *alerts.Config) { c.SLOSlow.Windows[0].BurnRate = 0 }, "SLOSlow.Windows[0]: BurnRate must be positive"},
+		{func(c *alerts.Config) { c.SLOWindow = model.Duration(48 * time.Hour) }, "SLOSlow.Windows[1]: Long (3d) must not exceed SLOWindow (2d)"},
 	} {
 		cfg := alerts.DefaultConfig()
 		tc.mutate(&cfg)

@@ -39,6 +39,35 @@ type LatencyAlert struct {
 	RegressionFor model.Duration
 }
 
+// BurnRateWindows is one condition of a multi-window, multi-burn-rate SLO
+// alert (Google SRE workbook, "Alerting on SLOs"): the error budget burns
+// faster than BurnRate over both the Long and the Short window.
+type BurnRateWindows struct {
+	// Long is the window that proves the burn is significant: at burn rate
+	// b a Long window spends b × Long / SLOWindow of the budget.
+	Long model.Duration
+	// Short must burn as fast too, so the alert resolves soon after the
+	// burn stops instead of lasting as long as Long remembers it (the
+	// workbook's Long / 12).
+	Short model.Duration
+	// BurnRate is the threshold: the error ratio over the window divided by
+	// the error budget (1 − objective). 1 spends exactly the budget over
+	// SLOWindow.
+	BurnRate float64
+}
+
+// BurnRateAlert configures one SLO burn-rate alert: it fires when any of
+// its Windows conditions holds.
+type BurnRateAlert struct {
+	Windows []BurnRateWindows
+	// For is the alert's for-duration.
+	For model.Duration
+	// Severity is its severity label. The defaults follow the mixin's
+	// convention (critical pages, warning opens a ticket); set your
+	// routing's values, e.g. "page" and "ticket", if they differ.
+	Severity string
+}
+
 // Config is the monitoring mixin's configuration. DefaultConfig returns the
 // values the committed files are generated from.
 type Config struct {
@@ -61,9 +90,10 @@ type Config struct {
 	// quickly once errors stop.
 	ShortWindow model.Duration
 	// MinRequests is the minimum number of observations a window must hold
-	// before a latency, error or prefix alert evaluates at all. An empty or
-	// nearly-empty window (a paused target, a class with a tiny weight)
-	// yields no alert instead of a NaN that flaps it.
+	// before a latency, error or prefix alert evaluates at all, and the
+	// minimum of judged requests in the long window of an SLO burn-rate
+	// condition. An empty or nearly-empty window (a paused target, a class
+	// with a tiny weight) yields no alert instead of a NaN that flaps it.
 	MinRequests int
 	// KeepFiringFor keeps latency and error alerts firing through short
 	// gaps in which the window holds fewer than MinRequests observations.
@@ -107,6 +137,30 @@ type Config struct {
 
 	// ReloadFor is the for-duration of LLMProbeConfigReloadFailed.
 	ReloadFor model.Duration
+
+	// SLOWindow is the error-budget period of the SLO rules and panels
+	// (the budget remaining is computed over it). It must equal the
+	// daemon configuration's slo.window (default 28d), which llmprobe
+	// exports as llmprobe_slo_window_seconds: PromQL ranges are fixed, so
+	// the rules cannot read it. The overview's SLO row flags a difference.
+	SLOWindow model.Duration
+	// SLOFast pages on a burn that spends the budget in days: by default
+	// burn rate > 14.4 over 1h and 5m, or > 6 over 6h and 30m (the SRE
+	// workbook's 2% of a 30-day budget in an hour, 5% in 6 hours).
+	SLOFast BurnRateAlert
+	// SLOSlow opens a ticket for a burn that spends the budget before the
+	// period ends: by default burn rate > 3 over 1d and 2h, or > 1 over 3d
+	// and 6h.
+	SLOSlow BurnRateAlert
+	// SLOMinBadRequests is the low-rate guard of the SLO alerts: a
+	// condition holds only if its long window holds at least this many bad
+	// requests (and MinRequests judged ones). At 1 request per 5 minutes
+	// and objective 0.999 a single bad request is a burn rate over 80 in
+	// a 1h window and over 10 in a 6h one; requiring 5 keeps chance from
+	// alerting: a target that meets a 0.99 objective has 5 bad requests
+	// among the 72 of a 6h window at that rate with probability under
+	// 0.1%, while a real burn at that rate (5 of 72 is 7%) still alerts.
+	SLOMinBadRequests int
 }
 
 // DefaultConfig returns the configuration the committed rules and
@@ -155,6 +209,25 @@ func DefaultConfig() Config {
 		PrefixFor:       model.Duration(30 * time.Minute),
 
 		ReloadFor: model.Duration(5 * time.Minute),
+
+		SLOWindow: model.Duration(28 * 24 * time.Hour),
+		SLOFast: BurnRateAlert{
+			Windows: []BurnRateWindows{
+				{Long: model.Duration(time.Hour), Short: model.Duration(5 * time.Minute), BurnRate: 14.4},
+				{Long: model.Duration(6 * time.Hour), Short: model.Duration(30 * time.Minute), BurnRate: 6},
+			},
+			For:      model.Duration(2 * time.Minute),
+			Severity: "critical",
+		},
+		SLOSlow: BurnRateAlert{
+			Windows: []BurnRateWindows{
+				{Long: model.Duration(24 * time.Hour), Short: model.Duration(2 * time.Hour), BurnRate: 3},
+				{Long: model.Duration(3 * 24 * time.Hour), Short: model.Duration(6 * time.Hour), BurnRate: 1},
+			},
+			For:      model.Duration(15 * time.Minute),
+			Severity: "warning",
+		},
+		SLOMinBadRequests: 5,
 	}
 }
 
@@ -206,7 +279,36 @@ func (c Config) Validate() error {
 	if c.NotProbedMinExpected <= 0 {
 		errs = append(errs, fmt.Errorf("NotProbedMinExpected must be positive, got %g", c.NotProbedMinExpected))
 	}
+	errs = append(errs, c.validateSLO()...)
 	return errors.Join(errs...)
+}
+
+func (c Config) validateSLO() []error {
+	var errs []error
+	if c.SLOMinBadRequests < 1 {
+		errs = append(errs, fmt.Errorf("SLOMinBadRequests must be at least 1, got %d", c.SLOMinBadRequests))
+	}
+	for name, a := range map[string]BurnRateAlert{"SLOFast": c.SLOFast, "SLOSlow": c.SLOSlow} {
+		if len(a.Windows) == 0 {
+			errs = append(errs, fmt.Errorf("%s has no Windows", name))
+		}
+		if a.Severity == "" {
+			errs = append(errs, fmt.Errorf("%s.Severity is empty", name))
+		}
+		for i, w := range a.Windows {
+			p := fmt.Sprintf("%s.Windows[%d]", name, i)
+			if w.Short <= 0 || w.Short >= w.Long {
+				errs = append(errs, fmt.Errorf("%s: Short (%s) must be positive and shorter than Long (%s)", p, w.Short, w.Long))
+			}
+			if w.Long > c.SLOWindow {
+				errs = append(errs, fmt.Errorf("%s: Long (%s) must not exceed SLOWindow (%s)", p, w.Long, c.SLOWindow))
+			}
+			if w.BurnRate <= 0 {
+				errs = append(errs, fmt.Errorf("%s: BurnRate must be positive, got %g", p, w.BurnRate))
+			}
+		}
+	}
+	return errs
 }
 
 // Matchers returns the llmprobe selector joined with extra matchers, inside

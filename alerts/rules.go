@@ -45,12 +45,15 @@ const (
 	AlertTargetOverloaded           = "LLMProbeTargetOverloaded"
 	AlertPrefixCacheHitRatioLow     = "LLMProbePrefixCacheHitRatioLow"
 	AlertConfigReloadFailed         = "LLMProbeConfigReloadFailed"
+	AlertSLOBurnRateFast            = "LLMProbeSLOBurnRateFast"
+	AlertSLOBurnRateSlow            = "LLMProbeSLOBurnRateSlow"
 )
 
 // SignalLabel is the label every llmprobe alert carries to say what it is
-// about: latency, errors, harness, load, probe, cache or config. The documented
-// Alertmanager inhibit rule silences SignalLabel="latency" alerts of a
-// target while LLMProbeHarnessSaturated fires for it.
+// about: latency, errors, slo, harness, load, probe, cache or config. The
+// documented Alertmanager inhibit rule silences SignalLabel="latency" and
+// SignalLabel="slo" alerts of a target while LLMProbeHarnessSaturated fires
+// for it.
 const SignalLabel = "llmprobe_signal"
 
 // Label sets of the recorded series.
@@ -346,7 +349,7 @@ func (c Config) AlertingRules() RuleGroup {
 			fmt.Sprintf("llmprobe_harness_saturated has been 1 for target {{ $labels.target }} repeatedly over the last %s: "+
 				"the harness itself sends late, falls short of its schedule or timestamps late because it is starved of CPU "+
 				"(llmprobe_harness_saturation_reason says which), so measured latency includes the harness's own delay. "+
-				"Latency alerts for this target are inhibited while this fires.", win(c.SaturatedFor))),
+				"Latency and SLO burn-rate alerts for this target are inhibited while this fires.", win(c.SaturatedFor))),
 	})
 
 	rules = append(rules, Rule{
@@ -391,6 +394,11 @@ func (c Config) AlertingRules() RuleGroup {
 			"The last configuration reload of llmprobe {{ $labels.instance }} failed; it keeps probing with the previous configuration. "+
 				"Run `llmprobe check-config` on the file to see the errors."),
 	})
+
+	rules = append(rules,
+		c.burnRateAlert(AlertSLOBurnRateFast, c.SLOFast, "at this pace the budget is gone within days"),
+		c.burnRateAlert(AlertSLOBurnRateSlow, c.SLOSlow, "at this pace it runs out before the SLO window ends"),
+	)
 	return RuleGroup{Name: "llmprobe.alerts", Rules: rules}
 }
 
@@ -400,7 +408,7 @@ func (c Config) Rules() (RuleFile, error) {
 	if err := c.Validate(); err != nil {
 		return RuleFile{}, fmt.Errorf("invalid mixin config: %w", err)
 	}
-	return RuleFile{Groups: []RuleGroup{c.RecordingRules(), c.AlertingRules()}}, nil
+	return RuleFile{Groups: []RuleGroup{c.RecordingRules(), c.SLORecordingRules(), c.AlertingRules()}}, nil
 }
 
 // AlertNames returns the names of all alerting rules, in file order.

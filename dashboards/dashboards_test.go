@@ -242,8 +242,10 @@ func TestQueries(t *testing.T) {
 			}
 		}
 	}
-	if server == 0 || gpu != 4 || rules != 4 || history != 2 {
-		t.Errorf("Needs: server=%d gpu=%d rules=%d history=%d; want server>0, gpu=4, rules=4, history=2", server, gpu, rules, history)
+	// rules: the two alerting-view panels (this week and a week ago), the
+	// error budget and the four burn rates of the SLO row.
+	if server == 0 || gpu != 4 || rules != 9 || history != 2 {
+		t.Errorf("Needs: server=%d gpu=%d rules=%d history=%d; want server>0, gpu=4, rules=9, history=2", server, gpu, rules, history)
 	}
 }
 

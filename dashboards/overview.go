@@ -75,13 +75,13 @@ func humanSeconds(s float64) string {
 func Overview(cfg alerts.Config) (dashboard.Dashboard, error) {
 	s := panelSels(cfg)
 	d := newBoard(cfg, OverviewUID, "llmprobe / Overview",
-		"Continuous LLM endpoint benchmarking: TTFT, TPOT, ITL and E2E as llmprobe measures them, the harness's own health, errors, tokens and prefix-cache reuse.")
+		"Continuous LLM endpoint benchmarking: TTFT, TPOT, ITL and E2E as llmprobe measures them, the harness's own health, errors, SLO error budgets, tokens and prefix-cache reuse.")
 	d.probeVars()
 	d.b.WithVariable(traceDatasourceVar())
 
 	d.row("Harness health: can these numbers be trusted?")
 	d.add(d.stat("Harness", "1 when llmprobe cannot deliver or time the load: late sends, late drops, or timestamps inflated by CPU starvation, judged by counts with a minimum of evidence. "+
-		"While SATURATED the latency below includes the harness's own delay: do not trust it, and latency alerts are inhibited. Saturation reasons says why.",
+		"While SATURATED the latency below includes the harness's own delay: do not trust it, and latency and SLO alerts are inhibited. Saturation reasons says why.",
 		"none", 5, 5,
 		q{expr: fmt.Sprintf("max by (target) (llmprobe_harness_saturated%s)", s.target), legend: "{{target}}"},
 	).Mappings(valueMap([3]string{"0", "OK", "green"}, [3]string{"1", "SATURATED: numbers not trustworthy", "red"})).
@@ -186,6 +186,8 @@ func Overview(cfg alerts.Config) (dashboard.Dashboard, error) {
 		"short", 8, 8,
 		q{expr: fmt.Sprintf("sum by (target, outcome) (rate(llmprobe_conversations_total%s[%s]))", s.targetClass, rateWin), legend: "{{target}} {{outcome}}"},
 	))
+
+	sloRow(d, cfg, s)
 
 	d.row("Tokens and prefix cache")
 	d.add(d.ts("Token throughput",

@@ -91,6 +91,10 @@ func newContractExposition() *contractExposition {
 	wake := hist("llmprobe_harness_wakeup_latency_seconds", prometheus.ExponentialBuckets(1e-6, 10, 8))
 	runqueue := counter("llmprobe_harness_runqueue_wait_seconds_total")
 	timeslices := counter("llmprobe_harness_timeslices_total")
+	sloRequests := counter("llmprobe_slo_requests_total", "target", "class", "result")
+	sloViolations := counter("llmprobe_slo_violations_total", "target", "class", "bound")
+	sloObjective := gauge("llmprobe_slo_objective_ratio", "target", "class")
+	sloWindow := gauge("llmprobe_slo_window_seconds", "target", "class")
 	warmup := gauge("llmprobe_warmup", "target")
 	reloadOK := gauge("llmprobe_config_last_reload_successful")
 	reloadTS := gauge("llmprobe_config_last_reload_success_timestamp_seconds")
@@ -106,6 +110,14 @@ func newContractExposition() *contractExposition {
 			conversations.WithLabelValues(simTarget, c, o)
 		}
 		intent.WithLabelValues(simTarget, c).Set(0.4)
+		for _, r := range []string{"good", "bad"} {
+			sloRequests.WithLabelValues(simTarget, c, r)
+		}
+		for _, b := range []string{"ttft", "tpot", "e2e", "error"} {
+			sloViolations.WithLabelValues(simTarget, c, b)
+		}
+		sloObjective.WithLabelValues(simTarget, c).Set(0.99)
+		sloWindow.WithLabelValues(simTarget, c).Set((28 * 24 * time.Hour).Seconds())
 	}
 	for _, r := range []string{"inflight_limit", "late", "shutdown"} {
 		dropped.WithLabelValues(simTarget, r)
@@ -145,6 +157,21 @@ func newContractExposition() *contractExposition {
 				outcome = "http_error"
 			}
 			requests.WithLabelValues(simTarget, simModel, c, outcome).Inc()
+			// SLO: a failed request is bad (bound error), so is every
+			// fifth one, too slow to first token (and every tenth, end to end).
+			switch {
+			case outcome != "success":
+				sloRequests.WithLabelValues(simTarget, c, "bad").Inc()
+				sloViolations.WithLabelValues(simTarget, c, "error").Inc()
+			case i%5 == 0:
+				sloRequests.WithLabelValues(simTarget, c, "bad").Inc()
+				sloViolations.WithLabelValues(simTarget, c, "ttft").Inc()
+				if i%10 == 0 {
+					sloViolations.WithLabelValues(simTarget, c, "e2e").Inc()
+				}
+			default:
+				sloRequests.WithLabelValues(simTarget, c, "good").Inc()
+			}
 			promptTok.WithLabelValues(simTarget, simModel, c).Add(120)
 			outputTok.WithLabelValues(simTarget, simModel, c).Add(180)
 			cachedTok.WithLabelValues(simTarget, simModel, c).Add(48)
