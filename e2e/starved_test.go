@@ -106,9 +106,9 @@ func inflated(t *testing.T, daemon string) []string {
 
 // TestCPUStarvedHarnessIsFlagged runs the daemon on one CPU (GOMAXPROCS=1)
 // beside busy loops on the same CPU, the simulator on another, and checks
-// that the inflation verdict agrees with the inflation the TTFT comparison
-// shows: raised when the daemon's TTFT exceeds the simulator's by well
-// over max_inflation, not raised when it does not.
+// that the inflation verdict is raised when the daemon's TTFT exceeds the
+// simulator's by well over max_inflation. (That the verdict stays quiet
+// at low rates and after a single stall is tested in probe/.)
 func TestCPUStarvedHarnessIsFlagged(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starves a process of CPU for 30 s")
@@ -142,20 +142,22 @@ targets:
 			name, 1e3*(b.client-a.client)/(b.clientN-a.clientN), 1e3*(b.server-a.server)/(b.serverN-a.serverN), ex.Round(10*time.Microsecond), reasons)
 		return ex, reasons
 	}
-	check := func(name string, ex time.Duration, reasons []string) {
-		switch {
-		case ex > 2*bound && len(reasons) == 0:
-			t.Errorf("%s: the TTFTs show %v of inflation, over twice max_inflation %v, and the harness did not flag it", name, ex, bound)
-		case ex < bound/2 && len(reasons) > 0:
-			t.Errorf("%s: the TTFTs show %v of inflation, under half max_inflation %v, and the harness flagged %v", name, ex, bound, reasons)
-		}
-	}
+	// Without the busy loops the daemon's timestamps are close to the
+	// simulator's: the inflation the loops cause is theirs. Whether the
+	// verdict stays quiet here is not judged: CPU 0 is shared with
+	// whatever else runs (other packages' tests in CI), and the verdict
+	// rests on the tail (more than max_late_ratio of heartbeats over
+	// max_inflation late), which a mean below the bound does not rule out.
 	ex, reasons := phase("alone on CPU 0", 8*time.Second)
-	check("alone", ex, reasons)
+	if ex > bound {
+		t.Fatalf("without busy loops the daemon's TTFT already exceeds the simulator's by %v, over max_inflation %v: this host cannot run the test", ex, bound)
+	}
 
 	hogs(t, 10, 0, 40*time.Second)
 	ex, reasons = phase("beside 10 busy loops on CPU 0", 12*time.Second)
-	check("starved", ex, reasons)
+	if ex > 2*bound && len(reasons) == 0 {
+		t.Errorf("starved: the TTFTs show %v of inflation, over twice max_inflation %v, and the harness did not flag it", ex, bound)
+	}
 	if ex <= 2*bound && os.Geteuid() != 0 {
 		t.Skipf("10 busy loops at the daemon's own priority inflated its TTFT by only %v; run as root for loops at nice -10", ex)
 	}
