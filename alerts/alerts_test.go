@@ -26,6 +26,7 @@ func TestGeneratedRulesUpToDate(t *testing.T) {
 	root := promtest.Root(t)
 	for path, gen := range map[string]func() ([]byte, error){
 		alerts.RulesPath:          cfg.RulesYAML,
+		alerts.HelmRulesPath:      cfg.RulesYAML,
 		alerts.PrometheusRulePath: cfg.PrometheusRuleYAML,
 	} {
 		want, err := gen()

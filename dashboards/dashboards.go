@@ -86,6 +86,7 @@ func Files(cfg alerts.Config) (map[string][]byte, error) {
 	if files[alerts.RulesPath], err = cfg.RulesYAML(); err != nil {
 		return nil, err
 	}
+	files[alerts.HelmRulesPath] = files[alerts.RulesPath]
 	if files[alerts.PrometheusRulePath], err = cfg.PrometheusRuleYAML(); err != nil {
 		return nil, err
 	}

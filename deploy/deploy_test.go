@@ -1295,10 +1295,14 @@ func TestHelmChartStatic(t *testing.T) {
 		t.Errorf("values.yaml: terminationGracePeriodSeconds %v must exceed shutdown_grace_period %v + %v", values["terminationGracePeriodSeconds"], time.Duration(cfg.Global.ShutdownGracePeriod), shutdownOverhead)
 	}
 
-	// files/llmprobe.rules.yml links to the generated rules, so the chart's
+	// files/llmprobe.rules.yml is a generated copy of the rules (a real
+	// file, so that a vendored or packaged chart holds it), so the chart's
 	// PrometheusRule never drifts from alerts/.
-	link := filepath.Join(dir, "files", "llmprobe.rules.yml")
-	got, err := os.ReadFile(link)
+	copyPath := filepath.Join(dir, "files", "llmprobe.rules.yml")
+	if fi, err := os.Lstat(copyPath); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("chart rules %s: want a regular file (a link breaks a vendored chart): %v %v", copyPath, fi, err)
+	}
+	got, err := os.ReadFile(copyPath)
 	if err != nil {
 		t.Fatalf("chart rules: %v", err)
 	}

@@ -1,7 +1,8 @@
 // Command generate writes llmprobe's monitoring mixin: the Grafana
 // dashboards (dashboards/*.json), the Prometheus rule file
-// (alerts/llmprobe.rules.yml) and its prometheus-operator wrapper
-// (deploy/kubernetes/prometheusrule.yaml), all from alerts.DefaultConfig.
+// (alerts/llmprobe.rules.yml, and the Helm chart's copy of it) and its
+// prometheus-operator wrapper (deploy/kubernetes/prometheusrule.yaml), all
+// from alerts.DefaultConfig.
 //
 // Run it from the module root: `make dashboards` (go run ./dashboards/generate).
 package main
