@@ -17,15 +17,20 @@ import (
 // endpoint is configured here or in the environment. The section is read
 // at start; a reload does not change it.
 type Tracing struct {
-	// Endpoint is the OTLP/gRPC collector: host:port (TLS unless
-	// Insecure), or a URL whose scheme chooses: http://host:port
-	// (plaintext) or https://host:port. It overrides
-	// OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT.
+	// Endpoint is the OTLP collector: host:port (TLS unless Insecure), or
+	// a URL whose scheme chooses: http://host:port (plaintext) or
+	// https://host:port. Over OTLP/HTTP the traces go to /v1/traces
+	// unless the URL has a path, which is then used as it is; over gRPC a
+	// URL takes no path. It overrides OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT.
 	Endpoint string `yaml:"endpoint,omitempty"`
+	// Protocol is the OTLP transport: "grpc" or "http/protobuf". It
+	// overrides OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, which overrides
+	// OTEL_EXPORTER_OTLP_PROTOCOL; without any of them, grpc.
+	Protocol string `yaml:"protocol,omitempty"`
 	// Insecure, when set, overrides OTEL_EXPORTER_OTLP_(TRACES_)INSECURE:
 	// true sends in plaintext, false requires TLS.
 	Insecure *bool `yaml:"insecure,omitempty"`
-	// Headers are sent as gRPC metadata with every export (e.g. an
+	// Headers are sent with every export (gRPC metadata or HTTP headers) (e.g. an
 	// authorization token). When set they replace
 	// OTEL_EXPORTER_OTLP_(TRACES_)HEADERS.
 	Headers map[string]commoncfg.Secret `yaml:"headers,omitempty"`
@@ -39,6 +44,28 @@ type Tracing struct {
 	// (gen_ai.input.messages, gen_ai.output.messages). Off by default:
 	// prompts may be sensitive, and text makes spans large.
 	RecordContent bool `yaml:"record_content,omitempty"`
+}
+
+// The OTLP protocols of Tracing.Protocol (the values of
+// OTEL_EXPORTER_OTLP_PROTOCOL that llmprobe supports).
+const (
+	TracingProtocolGRPC         = "grpc"
+	TracingProtocolHTTPProtobuf = "http/protobuf"
+	// TracingProtocolHTTPJSON is a valid OTLP protocol that llmprobe
+	// does not send.
+	TracingProtocolHTTPJSON = "http/json"
+)
+
+// TracingProtocolProblem describes what is wrong with an OTLP protocol
+// value, or returns "".
+func TracingProtocolProblem(p string) string {
+	switch p {
+	case TracingProtocolGRPC, TracingProtocolHTTPProtobuf:
+		return ""
+	case TracingProtocolHTTPJSON:
+		return `http/json is not supported: llmprobe sends OTLP/HTTP as protobuf (use http/protobuf, or grpc)`
+	}
+	return "unsupported protocol " + strconv.Quote(p) + " (supported: grpc, http/protobuf)"
 }
 
 // DefaultTracing is applied before the file's tracing section is decoded:
@@ -55,8 +82,13 @@ func (t *Tracing) UnmarshalYAML(unmarshal func(any) error) error {
 // validate checks the tracing section.
 func (t *Tracing) validate(errs *fieldErrors) {
 	const path = "tracing"
+	if t.Protocol != "" {
+		if msg := TracingProtocolProblem(t.Protocol); msg != "" {
+			errs.add(path+".protocol", "%s", msg)
+		}
+	}
 	if t.Endpoint != "" {
-		if msg := endpointProblem(t.Endpoint, t.Insecure); msg != "" {
+		if msg := endpointProblem(t.Endpoint, t.Insecure, t.Protocol == TracingProtocolHTTPProtobuf); msg != "" {
 			errs.add(path+".endpoint", "%s", msg)
 		}
 	}
@@ -77,9 +109,9 @@ func (t *Tracing) validate(errs *fieldErrors) {
 	}
 }
 
-// endpointProblem describes what is wrong with an OTLP/gRPC endpoint, or
-// returns "".
-func endpointProblem(ep string, insecure *bool) string {
+// endpointProblem describes what is wrong with an OTLP endpoint (of
+// OTLP/HTTP when http is set, else of OTLP/gRPC), or returns "".
+func endpointProblem(ep string, insecure *bool, http bool) string {
 	if strings.Contains(ep, "://") {
 		u, err := url.Parse(ep)
 		switch {
@@ -93,8 +125,8 @@ func endpointProblem(ep string, insecure *bool) string {
 			return "missing host"
 		case u.RawQuery != "" || u.Fragment != "":
 			return "must not have a query or fragment"
-		case u.Path != "" && u.Path != "/":
-			return "OTLP/gRPC takes no path, got " + strconv.Quote(u.Path) + " (is this an OTLP/HTTP endpoint? llmprobe exports over gRPC, usually port 4317)"
+		case !http && u.Path != "" && u.Path != "/":
+			return "OTLP/gRPC takes no path, got " + strconv.Quote(u.Path) + " (is this an OTLP/HTTP endpoint, usually port 4318? then set tracing.protocol: http/protobuf)"
 		case u.Port() != "" && !validPort(u.Port()):
 			return "invalid port " + strconv.Quote(u.Port())
 		case u.Scheme == "https" && insecure != nil && *insecure:

@@ -62,6 +62,22 @@ tracing:
 			t.Errorf("endpoint %q: %v", ep, err)
 		}
 	}
+	// Over OTLP/HTTP an endpoint may have a path (the exporter's, used as
+	// it is).
+	for _, sec := range []string{
+		`{protocol: http/protobuf, endpoint: "http://otel:4318/v1/traces"}`,
+		`{protocol: http/protobuf, endpoint: "https://otel.example.com/tenant-a/v1/traces"}`,
+		`{protocol: http/protobuf, endpoint: "otel:4318", insecure: true}`,
+		`{protocol: grpc, endpoint: "otel:4317"}`,
+		`{protocol: http/protobuf}`,
+	} {
+		cfg, err := Load([]byte(tracingBase+"tracing: "+sec+"\n"), "t.yml")
+		if err != nil {
+			t.Errorf("%s: %v", sec, err)
+		} else if want := map[bool]string{true: "http/protobuf", false: "grpc"}[strings.Contains(sec, "http/protobuf")]; cfg.Tracing.Protocol != want {
+			t.Errorf("%s: protocol %q", sec, cfg.Tracing.Protocol)
+		}
+	}
 	if _, err := Load([]byte(tracingBase+"tracing: {sampling_ratio: 0}\n"), "t.yml"); err != nil {
 		t.Errorf("sampling_ratio 0: %v", err)
 	}
@@ -84,6 +100,13 @@ func TestTracingBad(t *testing.T) {
 		{`{sampling_ratio: -0.1}`, `tracing.sampling_ratio: must be in [0, 1], got -0.1`},
 		{`{service_name: " "}`, `tracing.service_name: must be a printable, non-blank name`},
 		{`{endpont: "otel:4317"}`, `tracing.endpont: unknown field "endpont"`},
+		{`{protocol: http/json}`, `tracing.protocol: http/json is not supported: llmprobe sends OTLP/HTTP as protobuf (use http/protobuf, or grpc)`},
+		{`{protocol: thrift}`, `tracing.protocol: unsupported protocol "thrift" (supported: grpc, http/protobuf)`},
+		{`{protocol: GRPC}`, `tracing.protocol: unsupported protocol "GRPC"`},
+		{`{protocol: grpc, endpoint: "http://otel:4318/v1/traces"}`, `tracing.endpoint: OTLP/gRPC takes no path, got "/v1/traces" (is this an OTLP/HTTP endpoint, usually port 4318? then set tracing.protocol: http/protobuf)`},
+		{`{protocol: http/protobuf, endpoint: "http://otel:4318/v1/traces?x=1"}`, `tracing.endpoint: must not have a query or fragment`},
+		{`{protocol: http/protobuf, endpoint: "https://otel:4318", insecure: true}`, `tracing.endpoint: insecure: true contradicts the https:// scheme`},
+		{`{protocol: http/protobuf, endpoint: "otel"}`, `tracing.endpoint: must be host:port or an http(s):// URL, got "otel"`},
 		{`{record_content: maybe}`, `cannot use string "maybe" as a boolean (true or false)`},
 	} {
 		_, err := Load([]byte(tracingBase+"tracing: "+tc.section+"\n"), "t.yml")

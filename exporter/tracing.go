@@ -2,9 +2,11 @@ package exporter
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -27,7 +30,16 @@ import (
 )
 
 // OpenTelemetry traces: one SDK TracerProvider per service (the daemon,
-// and in demo mode the in-process simulator), exporting over OTLP/gRPC.
+// and in demo mode the in-process simulator), exporting over OTLP/gRPC or
+// OTLP/HTTP (protobuf).
+//
+// The protocol is tracing.protocol, else
+// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL,
+// else grpc (the OTel specification's order: the signal-specific variable
+// over the generic one, and, as for every key of the section, the config
+// file over both). llmprobe's default stays grpc, where the SDK's is
+// http/protobuf: it was llmprobe's only protocol, and deployments point
+// OTEL_EXPORTER_OTLP_ENDPOINT at port 4317 without a protocol.
 //
 // Configuration: the standard environment (OTEL_EXPORTER_OTLP_*,
 // OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER(_ARG),
@@ -55,6 +67,8 @@ const (
 	envTracesEndpoint    = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 	envProtocol          = "OTEL_EXPORTER_OTLP_PROTOCOL"
 	envTracesProtocol    = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	envHeaders           = "OTEL_EXPORTER_OTLP_HEADERS"
+	envTracesHeaders     = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
 	envBSPQueueSize      = "OTEL_BSP_MAX_QUEUE_SIZE"
 	envBSPBatchSize      = "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"
 	defaultQueueSize     = sdktrace.DefaultMaxQueueSize
@@ -81,14 +95,15 @@ type TracingOptions struct {
 }
 
 // Tracing is a running trace pipeline: a TracerProvider whose spans are
-// exported over OTLP/gRPC through a bounded, non-blocking queue. It is a
-// prometheus.Collector of what became of the spans.
+// exported over OTLP (gRPC or HTTP) through a bounded, non-blocking queue.
+// It is a prometheus.Collector of what became of the spans.
 type Tracing struct {
 	provider   *sdktrace.TracerProvider
 	propagator propagation.TextMapPropagator
 	queue      *boundedProcessor
 	exp        *countingExporter
 	endpoint   string
+	protocol   string
 	service    string
 }
 
@@ -116,6 +131,10 @@ func NewTracing(ctx context.Context, opts TracingOptions) (*Tracing, error) {
 	if err := checkEnv(); err != nil {
 		return nil, err
 	}
+	protocol, err := tracesProtocol(opts.Config)
+	if err != nil {
+		return nil, err
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -129,36 +148,22 @@ func NewTracing(ctx context.Context, opts TracingOptions) (*Tracing, error) {
 		return nil, err
 	}
 
-	var eopts []otlptracegrpc.Option
 	endpoint := cfg.Endpoint
-	switch {
-	case strings.Contains(endpoint, "://"):
-		eopts = append(eopts, otlptracegrpc.WithEndpointURL(endpoint))
-	case endpoint != "":
-		eopts = append(eopts, otlptracegrpc.WithEndpoint(endpoint))
-	default:
+	if endpoint == "" {
 		endpoint = os.Getenv(envTracesEndpoint)
 		if endpoint == "" {
 			endpoint = os.Getenv(envEndpoint)
 		}
 	}
-	if cfg.Insecure != nil {
-		if *cfg.Insecure {
-			eopts = append(eopts, otlptracegrpc.WithInsecure())
-		} else {
-			eopts = append(eopts, otlptracegrpc.WithTLSCredentials(credentials.NewClientTLSFromCert(nil, "")))
-		}
+	var client sdktrace.SpanExporter
+	if protocol == config.TracingProtocolHTTPProtobuf {
+		client, err = newHTTPExporter(ctx, cfg)
+	} else {
+		client, err = newGRPCExporter(ctx, cfg)
 	}
-	if len(cfg.Headers) > 0 {
-		h := make(map[string]string, len(cfg.Headers))
-		for k, v := range cfg.Headers {
-			h[strings.ToLower(k)] = string(v)
-		}
-		eopts = append(eopts, otlptracegrpc.WithHeaders(h))
-	}
-	client, err := otlptracegrpc.New(ctx, eopts...)
 	if err != nil {
-		return nil, fmt.Errorf("OTLP trace exporter: %w", err)
+		// The exporters' errors name no header value.
+		return nil, fmt.Errorf("OTLP trace exporter (%s): %w", protocol, err)
 	}
 
 	queue := &boundedProcessor{limit: int64(queueSize)}
@@ -182,6 +187,7 @@ func NewTracing(ctx context.Context, opts TracingOptions) (*Tracing, error) {
 		queue:      queue,
 		exp:        exp,
 		endpoint:   redactEndpoint(endpoint),
+		protocol:   protocol,
 	}
 	if v, ok := res.Set().Value("service.name"); ok {
 		t.service = v.AsString()
@@ -189,18 +195,154 @@ func NewTracing(ctx context.Context, opts TracingOptions) (*Tracing, error) {
 	return t, nil
 }
 
-// checkEnv rejects environment settings this build cannot honour, rather
-// than silently sending nothing.
-func checkEnv() error {
+// newGRPCExporter is the OTLP/gRPC exporter of cfg; the exporter reads
+// the OTEL_EXPORTER_OTLP_* environment that cfg does not override.
+func newGRPCExporter(ctx context.Context, cfg config.Tracing) (sdktrace.SpanExporter, error) {
+	var eopts []otlptracegrpc.Option
+	switch ep := cfg.Endpoint; {
+	case strings.Contains(ep, "://"):
+		eopts = append(eopts, otlptracegrpc.WithEndpointURL(ep))
+	case ep != "":
+		eopts = append(eopts, otlptracegrpc.WithEndpoint(ep))
+	}
+	if cfg.Insecure != nil {
+		if *cfg.Insecure {
+			eopts = append(eopts, otlptracegrpc.WithInsecure())
+		} else {
+			eopts = append(eopts, otlptracegrpc.WithTLSCredentials(credentials.NewClientTLSFromCert(nil, "")))
+		}
+	}
+	if h := configHeaders(cfg); h != nil {
+		eopts = append(eopts, otlptracegrpc.WithHeaders(h))
+	}
+	return otlptracegrpc.New(ctx, eopts...)
+}
+
+// newHTTPExporter is the OTLP/HTTP (protobuf) exporter of cfg; the
+// exporter reads the OTEL_EXPORTER_OTLP_* environment that cfg does not
+// override, with the specification's default paths (/v1/traces appended
+// to OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT used
+// as it is, localhost:4318 without either). tracing.endpoint is a base
+// URL when it has no path (/v1/traces is appended), used as it is
+// otherwise.
+func newHTTPExporter(ctx context.Context, cfg config.Tracing) (sdktrace.SpanExporter, error) {
+	eopts := []otlptracehttp.Option{otlptracehttp.WithEncoding(otlptracehttp.EncodingProtobuf)}
+	switch ep := cfg.Endpoint; {
+	case strings.Contains(ep, "://"):
+		eopts = append(eopts, otlptracehttp.WithEndpointURL(ep))
+		if u, err := url.Parse(ep); err == nil && (u.Path == "" || u.Path == "/") {
+			eopts = append(eopts, otlptracehttp.WithURLPath(defaultHTTPTracesPath))
+		}
+	case ep != "":
+		eopts = append(eopts, otlptracehttp.WithEndpoint(ep), otlptracehttp.WithURLPath(defaultHTTPTracesPath))
+	}
+	if cfg.Insecure != nil {
+		if *cfg.Insecure {
+			eopts = append(eopts, otlptracehttp.WithInsecure())
+		} else {
+			eopts = append(eopts, otlptracehttp.WithTLSClientConfig(&tls.Config{MinVersion: tls.VersionTLS12}))
+		}
+	}
+	if h := configHeaders(cfg); h != nil {
+		eopts = append(eopts, otlptracehttp.WithHeaders(h))
+	}
+	return otlptracehttp.New(ctx, eopts...)
+}
+
+// defaultHTTPTracesPath is the OTLP/HTTP path of traces.
+const defaultHTTPTracesPath = "/v1/traces"
+
+// configHeaders are the config's export headers (nil: none configured,
+// the environment's apply), with lower-case names.
+func configHeaders(cfg config.Tracing) map[string]string {
+	if len(cfg.Headers) == 0 {
+		return nil
+	}
+	h := make(map[string]string, len(cfg.Headers))
+	for k, v := range cfg.Headers {
+		h[strings.ToLower(k)] = string(v)
+	}
+	return h
+}
+
+// tracesProtocol is the OTLP protocol of the pipeline: tracing.protocol,
+// else OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else
+// OTEL_EXPORTER_OTLP_PROTOCOL, else grpc. A protocol llmprobe does not
+// send is an error naming where it was set, rather than silently sending
+// nothing (the variables of lower precedence are not looked at).
+func tracesProtocol(cfg config.Tracing) (string, error) {
+	if p := cfg.Protocol; p != "" {
+		if msg := config.TracingProtocolProblem(p); msg != "" {
+			return "", fmt.Errorf("tracing.protocol: %s", msg)
+		}
+		return p, nil
+	}
 	for _, name := range []string{envTracesProtocol, envProtocol} {
 		v := strings.TrimSpace(os.Getenv(name))
 		if v == "" {
 			continue
 		}
-		if v != "grpc" {
-			return fmt.Errorf("%s=%q: llmprobe exports traces over OTLP/gRPC only (set it to grpc, and the endpoint to the collector's gRPC port, usually 4317)", name, v)
+		if msg := config.TracingProtocolProblem(v); msg != "" {
+			return "", fmt.Errorf("%s=%q: %s", name, v, msg)
 		}
-		break // the traces-specific variable takes precedence
+		return v, nil
+	}
+	return config.TracingProtocolGRPC, nil
+}
+
+// checkHeadersEnv rejects OTEL_EXPORTER_OTLP_(TRACES_)HEADERS that the
+// OTLP exporters would not parse. They would log the offending entry,
+// value included, through OpenTelemetry's global logger (to stderr) and
+// drop it; the entry is likely a secret (an API key written as
+// "api-key: value"), so it is refused here with an error that names the
+// variable and the entry's position, never its text.
+func checkHeadersEnv() error {
+	for _, name := range []string{envHeaders, envTracesHeaders} {
+		v := os.Getenv(name)
+		if strings.TrimSpace(v) == "" {
+			continue
+		}
+		for i, entry := range strings.Split(v, ",") {
+			if strings.TrimSpace(entry) == "" {
+				continue // nothing to leak (the exporter skips it)
+			}
+			k, val, found := strings.Cut(entry, "=")
+			k = strings.TrimSpace(k)
+			switch {
+			case !found:
+				return fmt.Errorf("%s: entry %d is not name=value (want name1=value1,name2=value2; the entry is not shown, it may hold a secret)", name, i+1)
+			case !validHeaderToken(k):
+				return fmt.Errorf("%s: entry %d has an invalid header name (an HTTP token: letters, digits, !#$%%&'*+-.^_`|~; the entry is not shown, it may hold a secret)", name, i+1)
+			}
+			if _, err := url.PathUnescape(val); err != nil {
+				return fmt.Errorf("%s: the value of header %q is not valid percent-encoding (the value is not shown)", name, k)
+			}
+		}
+	}
+	return nil
+}
+
+// validHeaderToken reports whether name is an HTTP token (RFC 9110), as
+// the OTLP exporters require of header names.
+func validHeaderToken(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range name {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', strings.ContainsRune("!#$%&'*+-.^_`|~", c):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// checkEnv rejects environment settings this build cannot honour, rather
+// than silently sending nothing, and headers the exporters would log.
+func checkEnv() error {
+	if err := checkHeadersEnv(); err != nil {
+		return err
 	}
 	if v := strings.ToLower(strings.TrimSpace(os.Getenv(envTracesExporter))); v != "" && v != "otlp" && v != "none" {
 		return fmt.Errorf("%s=%q: supported values are otlp and none", envTracesExporter, v)
@@ -298,6 +440,9 @@ func (t *Tracing) ServiceName() string { return t.service }
 // Endpoint returns the collector endpoint for display (without
 // credentials; empty when the exporter's default applies).
 func (t *Tracing) Endpoint() string { return t.endpoint }
+
+// Protocol returns the OTLP protocol: "grpc" or "http/protobuf".
+func (t *Tracing) Protocol() string { return t.protocol }
 
 // TracingStats are the counts of a pipeline's spans.
 type TracingStats struct {

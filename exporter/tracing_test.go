@@ -74,7 +74,8 @@ func clearOTelEnv(t *testing.T) {
 	for _, k := range []string{envSDKDisabled, envTracesExporter, envEndpoint, envTracesEndpoint, envProtocol, envTracesProtocol,
 		envBSPQueueSize, envBSPBatchSize, "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
 		"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_INSECURE", "OTEL_EXPORTER_OTLP_TRACES_INSECURE",
-		"OTEL_BSP_SCHEDULE_DELAY", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"} {
+		"OTEL_BSP_SCHEDULE_DELAY", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+		"OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION"} {
 		t.Setenv(k, "")
 	}
 }
@@ -123,8 +124,10 @@ func TestTracingBadEnv(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{map[string]string{envProtocol: "http/protobuf"}, `OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf": llmprobe exports traces over OTLP/gRPC only`},
-		{map[string]string{envTracesProtocol: "http/json", envProtocol: "grpc"}, `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/json"`},
+		{map[string]string{envProtocol: "http/json"}, `OTEL_EXPORTER_OTLP_PROTOCOL="http/json": http/json is not supported: llmprobe sends OTLP/HTTP as protobuf (use http/protobuf, or grpc)`},
+		{map[string]string{envTracesProtocol: "http/json", envProtocol: "grpc"}, `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/json": http/json is not supported`},
+		{map[string]string{envTracesProtocol: "thrift"}, `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="thrift": unsupported protocol "thrift" (supported: grpc, http/protobuf)`},
+		{map[string]string{envProtocol: "HTTP/PROTOBUF"}, `OTEL_EXPORTER_OTLP_PROTOCOL="HTTP/PROTOBUF": unsupported protocol`},
 		{map[string]string{envTracesExporter: "zipkin"}, `OTEL_TRACES_EXPORTER="zipkin": supported values are otlp and none`},
 		{map[string]string{envBSPQueueSize: "lots"}, `OTEL_BSP_MAX_QUEUE_SIZE="lots": want a positive integer`},
 		{map[string]string{envBSPBatchSize: "0"}, `OTEL_BSP_MAX_EXPORT_BATCH_SIZE="0": want a positive integer`},
@@ -138,15 +141,33 @@ func TestTracingBadEnv(t *testing.T) {
 			t.Errorf("env %v: error %v, want %q", tc.env, err, tc.want)
 		}
 	}
-	// The traces-specific protocol wins over the generic one.
+	// The traces-specific protocol wins over the generic one, which is
+	// then not looked at.
 	clearOTelEnv(t)
 	t.Setenv(envTracesProtocol, "grpc")
-	t.Setenv(envProtocol, "http/protobuf")
+	t.Setenv(envProtocol, "http/json")
 	tr, err := NewTracing(context.Background(), TracingOptions{Config: config.Tracing{Endpoint: "127.0.0.1:4317"}})
 	if err != nil {
 		t.Fatalf("traces protocol grpc: %v", err)
 	}
+	if tr.Protocol() != "grpc" {
+		t.Errorf("protocol %q, want grpc", tr.Protocol())
+	}
 	_ = tr.Shutdown(context.Background())
+	// So does the config file's tracing.protocol (and a bad value there,
+	// which config.Load would have refused, is still refused).
+	tr, err = NewTracing(context.Background(), TracingOptions{Config: config.Tracing{Endpoint: "127.0.0.1:4318", Protocol: "http/protobuf"}})
+	if err != nil {
+		t.Fatalf("tracing.protocol http/protobuf: %v", err)
+	}
+	if tr.Protocol() != "http/protobuf" {
+		t.Errorf("protocol %q, want http/protobuf", tr.Protocol())
+	}
+	_ = tr.Shutdown(context.Background())
+	if _, err := NewTracing(context.Background(), TracingOptions{Config: config.Tracing{Endpoint: "127.0.0.1:4318", Protocol: "http/json"}}); err == nil ||
+		!strings.Contains(err.Error(), "tracing.protocol: http/json is not supported") {
+		t.Errorf("tracing.protocol http/json: error %v", err)
+	}
 }
 
 func TestTracingResource(t *testing.T) {

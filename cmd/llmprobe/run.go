@@ -247,7 +247,8 @@ func startTracing(ctx context.Context, logger *slog.Logger, cfg config.Tracing, 
 	if endpoint == "" {
 		endpoint = "(exporter default)"
 	}
-	logger.Info("tracing requests over OTLP/gRPC", "service", t.ServiceName(), "endpoint", endpoint)
+	// The endpoint without credentials; the headers are never logged.
+	logger.Info("tracing requests over OTLP", "protocol", t.Protocol(), "service", t.ServiceName(), "endpoint", endpoint)
 	return t, nil
 }
 

@@ -1,28 +1,36 @@
-// Package otlptest runs a real OTLP/gRPC trace receiver (the collector's
-// trace service from go.opentelemetry.io/proto/otlp) on a loopback port,
-// for tests that check the spans llmprobe and its simulator export.
+// Package otlptest runs real OTLP trace receivers on a loopback port, for
+// tests that check the spans llmprobe and its simulator export: the
+// collector's gRPC trace service (from go.opentelemetry.io/proto/otlp),
+// and OTLP/HTTP with protobuf bodies (POST of an ExportTraceServiceRequest
+// as application/x-protobuf, as the specification defines it).
 package otlptest
 
 import (
 	"context"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 )
 
-// Receiver keeps every span it receives with its resource's service.name.
+// Receiver keeps every span it receives with its resource's service.name,
+// and what each export request carried (its headers or metadata).
 type Receiver struct {
 	collectortrace.UnimplementedTraceServiceServer
 	// Addr is the host:port it listens on.
 	Addr string
 
-	mu    sync.Mutex
-	spans []Span
+	mu       sync.Mutex
+	spans    []Span
+	requests []Request
+	status   int // OTLP/HTTP: answer with this status instead (0: accept)
 }
 
 // Span is a received span and the service that sent it.
@@ -31,7 +39,22 @@ type Span struct {
 	Span    *tracepb.Span
 }
 
-// Start serves a Receiver on 127.0.0.1 until the test ends.
+// Request is one export call as received.
+type Request struct {
+	// Protocol is "grpc" or "http/protobuf".
+	Protocol string
+	// Path is the URL path of an OTLP/HTTP request, the method of a
+	// gRPC call.
+	Path string
+	// Header holds the HTTP headers, or the gRPC metadata, by lower-case
+	// name.
+	Header map[string][]string
+	// Spans is how many spans the request carried (0 for a request that
+	// could not be decoded or was refused).
+	Spans int
+}
+
+// Start serves an OTLP/gRPC Receiver on 127.0.0.1 until the test ends.
 func Start(tb testing.TB) *Receiver {
 	tb.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -43,7 +66,8 @@ func Start(tb testing.TB) *Receiver {
 	return r
 }
 
-// Serve serves a Receiver on l; stop ends it after the calls in progress.
+// Serve serves an OTLP/gRPC Receiver on l; stop ends it after the calls
+// in progress.
 func Serve(l net.Listener) (r *Receiver, stop func()) {
 	r = &Receiver{Addr: l.Addr().String()}
 	srv := grpc.NewServer()
@@ -53,9 +77,23 @@ func Serve(l net.Listener) (r *Receiver, stop func()) {
 }
 
 // Export implements collectortrace.TraceServiceServer.
-func (r *Receiver) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+func (r *Receiver) Export(ctx context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+	header := map[string][]string{}
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		for k, v := range md {
+			header[strings.ToLower(k)] = slices.Clone(v)
+		}
+	}
+	path := "/" + collectortrace.TraceService_ServiceDesc.ServiceName + "/Export"
+	r.record(Request{Protocol: "grpc", Path: path, Header: header}, req)
+	return &collectortrace.ExportTraceServiceResponse{}, nil
+}
+
+// record keeps the spans of req, and the request.
+func (r *Receiver) record(rq Request, req *collectortrace.ExportTraceServiceRequest) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	n := len(r.spans)
 	for _, rs := range req.GetResourceSpans() {
 		service := ""
 		for _, kv := range rs.GetResource().GetAttributes() {
@@ -69,7 +107,8 @@ func (r *Receiver) Export(_ context.Context, req *collectortrace.ExportTraceServ
 			}
 		}
 	}
-	return &collectortrace.ExportTraceServiceResponse{}, nil
+	rq.Spans = len(r.spans) - n
+	r.requests = append(r.requests, rq)
 }
 
 // Spans returns the spans received so far.
@@ -84,4 +123,24 @@ func (r *Receiver) Count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.spans)
+}
+
+// Requests returns the export requests received so far, in order.
+func (r *Receiver) Requests() []Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.requests)
+}
+
+// WaitFor waits until at least n spans were received or d has passed,
+// and returns how many were.
+func (r *Receiver) WaitFor(n int, d time.Duration) int {
+	deadline := time.Now().Add(d)
+	for {
+		c := r.Count()
+		if c >= n || time.Now().After(deadline) {
+			return c
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
