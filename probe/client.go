@@ -882,9 +882,9 @@ func (c *Client) roundTripFailed(parent, ctx context.Context, err error, ct *con
 		case errors.Is(err, syscall.ECONNRESET):
 			// The handshake completed (a refusal is ECONNREFUSED), then the
 			// server reset the connection before the dial returned: the
-			// same failure as a reset just after it, whichever the client
-			// saw first.
-			res.fail(OutcomeStreamError, "connection_reset", msg)
+			// same failure as a reset or close just after it, whichever
+			// the client saw first (see below).
+			res.fail(OutcomeStreamError, "no_response", msg)
 		case tlsFailed || isTLSError(err):
 			res.fail(OutcomeConnectError, "tls", msg)
 		case isTimeout:
@@ -897,9 +897,18 @@ func (c *Client) roundTripFailed(parent, ctx context.Context, err error, ct *con
 	switch {
 	case isTimeout:
 		res.fail(OutcomeTimeout, "timeout", msg)
-	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
-		res.fail(OutcomeStreamError, "connection_reset", msg)
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE),
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, net.ErrClosed):
+		// The connection ended before response headers. Reset or closed
+		// is not something the client can tell here: a server that
+		// resets every connection right after accepting it is seen as
+		// ECONNRESET by the read, or, about once in a thousand, as a
+		// plain EOF (the write went out, the read found the socket
+		// already shut) or as the transport's own close after its write
+		// failed (net.ErrClosed). One type for all, so one server gives
+		// one outcome; a reset after the response began is
+		// connection_reset.
 		res.fail(OutcomeStreamError, "no_response", msg)
 	default:
 		res.fail(OutcomeStreamError, "read_error", msg)

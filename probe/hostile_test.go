@@ -485,7 +485,9 @@ func TestRetryOnConnectionTheServerClosed(t *testing.T) {
 
 // TestResetRightAfterAccept: a server that resets every connection as
 // soon as it accepts it gives one honest outcome, whichever syscall of
-// the client sees the reset first.
+// the client sees the reset first and whatever the kernel reports it as
+// (ECONNRESET mostly, a plain EOF about once in a thousand requests: CI
+// saw 1 in 100 once, so the test sends 1,000).
 func TestResetRightAfterAccept(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -504,13 +506,13 @@ func TestResetRightAfterAccept(t *testing.T) {
 	}()
 	c := hostileClient(t, "http://"+l.Addr().String(), commoncfg.DefaultHTTPClientConfig)
 	seen := map[string]int{}
-	for range 100 {
+	for range 1000 {
 		var res Result
 		c.Do(context.Background(), hostileRequest("hi", 4), &res)
 		seen[string(res.Outcome)+"/"+res.ErrorType]++
 	}
-	if len(seen) != 1 || seen["stream_error/connection_reset"] != 100 {
-		t.Fatalf("outcomes %v, want stream_error/connection_reset for all", seen)
+	if len(seen) != 1 || seen["stream_error/no_response"] != 1000 {
+		t.Fatalf("outcomes %v, want stream_error/no_response for all", seen)
 	}
 }
 
