@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.yaml.in/yaml/v3"
@@ -210,6 +211,10 @@ func (c *Config) Validate() error {
 			bad(fmt.Sprintf("models[%d]", i), "model name must not be empty")
 		case len(m) > 256:
 			bad(fmt.Sprintf("models[%d]", i), "model name longer than 256 bytes")
+		case strings.ContainsFunc(m, unicode.IsControl):
+			// A newline or tab in a name breaks log lines and the
+			// configuration written back (the fuzzer found "\n9").
+			bad(fmt.Sprintf("models[%d]", i), "model name %q contains a control character", m)
 		case seen[m]:
 			bad(fmt.Sprintf("models[%d]", i), "duplicate model name %q", m)
 		}

@@ -64,6 +64,7 @@ func TestLoadBadConfigs(t *testing.T) {
 		"bad-duration-int.yml":    "cannot unmarshal !!int `12` into time.Duration",
 		"bad-max-num-seqs.yml":    "line 1: max_num_seqs: must be between 1 and 65536, got 0",
 		"bad-duplicate-model.yml": `line 1: models[1]: duplicate model name "a"`,
+		"bad-control-model.yml":   `line 1: models[1]: model name "a\nb" contains a control character`,
 		"bad-kv-capacity.yml":     "line 2: num_kv_blocks: 100 blocks of 16 tokens cannot hold one max_model_len (100000) sequence",
 		"bad-stall-duration.yml":  "line 2: faults.stall_first.duration: must be between 0 and 1h0m0s, got 2h0m0s",
 		"bad-models-type.yml":     "cannot unmarshal !!str `sim` into []string",
