@@ -4,65 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/promtest"
 )
-
-// promReplay is a Prometheus API that answers the i-th request with the
-// i-th part of a fuzz input (cycling), without a network. A part that
-// starts with "!" and three digits is answered with that status.
-type promReplay struct {
-	mu    sync.Mutex
-	parts [][]byte
-	n     int
-}
-
-// replaySeparator splits a fuzz input into answers.
-const replaySeparator = "\x00"
-
-func newPromReplay(data []byte) *promReplay {
-	return &promReplay{parts: bytes.Split(data, []byte(replaySeparator))}
-}
-
-func (p *promReplay) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Body != nil {
-		_, _ = io.Copy(io.Discard, r.Body)
-		_ = r.Body.Close()
-	}
-	p.mu.Lock()
-	part := p.parts[p.n%len(p.parts)]
-	p.n++
-	n := p.n
-	p.mu.Unlock()
-	if n > 64 {
-		return nil, fmt.Errorf("request %d: the fit should not need so many queries", n)
-	}
-	status := http.StatusOK
-	if len(part) >= 4 && part[0] == '!' {
-		var s int
-		if _, err := fmt.Sscanf(string(part[1:4]), "%03d", &s); err == nil && s >= 100 && s <= 999 {
-			status, part = s, part[4:]
-		}
-	}
-	return &http.Response{
-		StatusCode:    status,
-		Status:        fmt.Sprintf("%d %s", status, http.StatusText(status)),
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        http.Header{"Content-Type": {"application/json"}},
-		Body:          io.NopCloser(bytes.NewReader(part)),
-		ContentLength: int64(len(part)),
-		Request:       r,
-	}, nil
-}
 
 // Prometheus API answers for the seeds.
 func promVector(samples ...string) string {
@@ -113,14 +63,14 @@ func prometheusSeeds() [][]byte {
 	}
 	var seeds [][]byte
 	for _, s := range append(classic, native...) {
-		seeds = append(seeds, []byte(strings.Join(s, replaySeparator)))
+		seeds = append(seeds, []byte(strings.Join(s, promtest.ReplaySeparator)))
 	}
 	for _, s := range []string{
 		`{"status":"error","errorType":"bad_data","error":"parse error at char 5"}`,
 		`{"status":"success"}`, // no data: crashed the fit (nil result)
 		"!500" + `{"status":"error","errorType":"internal","error":"boom"}`,
 		"!503<html>unavailable</html>",
-		"!405" + replaySeparator + promVector(),
+		"!405" + promtest.ReplaySeparator + promVector(),
 		`{"status":"success","data":{"resultType":"matrix","result":[]}}`,
 		`{"status":"success","data":{"resultType":"scalar","result":[1700000000,"1"]}}`,
 		promVector(promSample(`"le":"abc"`, "1")),
@@ -154,7 +104,7 @@ func FuzzPrometheusResponse(f *testing.F) {
 		case 2:
 			opts.By = "model_name"
 		}
-		client := &http.Client{Transport: newPromReplay(data)}
+		client := &http.Client{Transport: promtest.NewReplay(data, true)}
 		start := time.Now()
 		res, err := FromPrometheus(context.Background(), client, opts)
 		if d := time.Since(start); d > 5*time.Second {

@@ -1,52 +1,20 @@
 package probe
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/fit"
+	"github.com/llmprobe/llmprobe/internal/promtest"
 )
-
-// promAnswers is a Prometheus API that answers the i-th request with the
-// i-th NUL-separated part of a fuzz input (cycling), without a network.
-type promAnswers struct {
-	mu    sync.Mutex
-	parts [][]byte
-	n     int
-}
-
-func (p *promAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Body != nil {
-		_, _ = io.Copy(io.Discard, r.Body)
-		_ = r.Body.Close()
-	}
-	p.mu.Lock()
-	part := p.parts[p.n%len(p.parts)]
-	p.n++
-	n := p.n
-	p.mu.Unlock()
-	if n > 64 {
-		return nil, fmt.Errorf("request %d: a refit should not need so many queries", n)
-	}
-	return &http.Response{
-		StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:        http.Header{"Content-Type": {"application/json"}},
-		Body:          io.NopCloser(bytes.NewReader(part)),
-		ContentLength: int64(len(part)),
-		Request:       r,
-	}, nil
-}
 
 func promClassic(les []string, cum []float64) string {
 	var ss []string
@@ -128,7 +96,7 @@ func FuzzRefitResponse(f *testing.F) {
 		r := &runner{name: "t", logger: slog.New(slog.DiscardHandler)}
 		r.workload.Store(base)
 		start := time.Now()
-		r.refit(context.Background(), opts, &http.Client{Transport: &promAnswers{parts: bytes.Split(data, []byte{0})}})
+		r.refit(context.Background(), opts, &http.Client{Transport: promtest.NewReplay(data, false)})
 		if d := time.Since(start); d > 5*time.Second {
 			t.Fatalf("refit took %v", d)
 		}
