@@ -952,7 +952,7 @@ func TestClientAllocationsPerEvent(t *testing.T) {
 		req := chatRequest()
 		req.MaxTokens = n
 		var res Result
-		allocs[n] = testing.AllocsPerRun(20, func() {
+		allocs[n] = testing.AllocsPerRun(200, func() {
 			res.Dispatched = time.Time{}
 			c.Do(context.Background(), req, &res)
 			if res.Outcome != OutcomeSuccess || res.Chunks != n {
