@@ -443,6 +443,16 @@ func TestInhibitRule(t *testing.T) {
 		t.Errorf("inhibit targets = %v, want %v", targets, wantTargets)
 	}
 
+	if got := alerts.DefaultConfig().AlertmanagerYAML(""); !bytes.Equal(got, raw) {
+		t.Errorf("alerts/alertmanager.yml differs from Config.AlertmanagerYAML of the defaults (the mixin's copy):\n%s", got)
+	}
+	grouped := alerts.DefaultConfig()
+	grouped.GroupLabels = []string{"cluster"}
+	if got := string(grouped.AlertmanagerYAML("")); !strings.Contains(got, "equal: [cluster, target]") ||
+		!strings.Contains(got, "group_by: [alertname, cluster, target]") {
+		t.Errorf("with group labels the inhibit rule must be per cluster:\n%s", got)
+	}
+
 	block := string(raw[bytes.Index(raw, []byte("inhibit_rules:")):])
 	runbook, err := os.ReadFile(filepath.Join(root, "docs", "runbook.md"))
 	if err != nil {
@@ -454,14 +464,11 @@ func TestInhibitRule(t *testing.T) {
 }
 
 // TestAmtoolCheckConfig validates alerts/alertmanager.yml with Alertmanager's
-// own checker when amtool is available ($AMTOOL or bin/amtool). `make
-// tools` does not install it, so it is skipped otherwise even in CI;
+// own checker ($AMTOOL or bin/amtool, which `make tools` installs): skipped
+// without it, failed under LLMPROBE_REQUIRE_TOOLS=1 (`make test`);
 // TestInhibitRule checks the semantics either way.
 func TestAmtoolCheckConfig(t *testing.T) {
-	bin, err := promtest.LookupTool("amtool")
-	if err != nil {
-		t.Skipf("skipping: %v", err)
-	}
+	bin := promtest.RequireTool(t, "amtool")
 	out, err := promtest.RunCommand(t, "", bin, "check-config", filepath.Join(promtest.Root(t), "alerts", "alertmanager.yml"))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -527,20 +534,30 @@ func TestConfigValidate(t *testing.T) {
 		mutate func(*alerts.Config)
 		want   string
 	}{
-		{func(c *alerts.Config) { c.Selector = "" }, "Selector is empty"},
+		{func(c *alerts.Config) { c.Selector = "" }, "selector: is empty"},
 		{func(c *alerts.Config) { c.Selector = `{job="x"}` }, "without braces"},
-		{func(c *alerts.Config) { c.ShortWindow = c.LongWindow }, "ShortWindow (30m) must be shorter than LongWindow (30m)"},
-		{func(c *alerts.Config) { c.MinRequests = 0 }, "MinRequests must be at least 1"},
-		{func(c *alerts.Config) { c.TTFT.SLO = 0 }, "TTFT.SLO must be positive"},
-		{func(c *alerts.Config) { c.TPOT.RegressionFactor = 1 }, "TPOT.RegressionFactor must be above 1"},
-		{func(c *alerts.Config) { c.ErrorRatio = 1.5 }, "ErrorRatio must be strictly between 0 and 1"},
-		{func(c *alerts.Config) { c.RunbookURL = "" }, "RunbookURL is empty"},
-		{func(c *alerts.Config) { c.SLOMinBadRequests = 0 }, "SLOMinBadRequests must be at least 1"},
-		{func(c *alerts.Config) { c.SLOFast.Windows = nil }, "SLOFast has no Windows"},
-		{func(c *alerts.Config) { c.SLOSlow.Severity = "" }, "SLOSlow.Severity is empty"},
-		{func(c *alerts.Config) { c.SLOFast.Windows[1].Short = c.SLOFast.Windows[1].Long }, "SLOFast.Windows[1]: Short (6h) must be positive and shorter than Long (6h)"},
-		{func(c *alerts.Config) { c.SLOSlow.Windows[0].BurnRate = 0 }, "SLOSlow.Windows[0]: BurnRate must be positive"},
-		{func(c *alerts.Config) { c.SLOWindow = model.Duration(48 * time.Hour) }, "SLOSlow.Windows[1]: Long (3d) must not exceed SLOWindow (2d)"},
+		{func(c *alerts.Config) { c.ShortWindow = c.LongWindow }, "short_window: 30m must be shorter than long_window (30m)"},
+		{func(c *alerts.Config) { c.MinRequests = 0 }, "min_requests: must be at least 1"},
+		{func(c *alerts.Config) { c.TTFT.SLO = 0 }, "ttft.slo: must be positive"},
+		{func(c *alerts.Config) { c.TPOT.RegressionFactor = 1 }, "tpot.regression_factor: must be above 1"},
+		{func(c *alerts.Config) { c.ErrorRatio = 1.5 }, "error_ratio: must be strictly between 0 and 1"},
+		{func(c *alerts.Config) { c.RunbookURL = "" }, "runbook_url: is empty"},
+		{func(c *alerts.Config) { c.SLOMinBadRequests = 0 }, "slo_min_bad_requests: must be at least 1"},
+		{func(c *alerts.Config) { c.SLOFast.Windows = nil }, "slo_fast.windows: is empty"},
+		{func(c *alerts.Config) { c.SLOSlow.Severity = "" }, "slo_slow.severity: is empty"},
+		{func(c *alerts.Config) { c.SLOFast.Windows[1].Short = c.SLOFast.Windows[1].Long }, "slo_fast.windows[1].short: 6h must be positive and shorter than long (6h)"},
+		{func(c *alerts.Config) { c.SLOSlow.Windows[0].BurnRate = 0 }, "slo_slow.windows[0].burn_rate: must be positive"},
+		{func(c *alerts.Config) { c.Selector = `job="x", cluster` }, `selector: matcher 2 ("cluster") is not of the form`},
+		{func(c *alerts.Config) { c.DashboardSelector = `job=~"x` }, `dashboard_selector: matcher 1`},
+		{func(c *alerts.Config) { c.GroupLabels = []string{"cluster", "target"} }, `group_labels[1]: "target" is a name llmprobe's rules and dashboards use themselves`},
+		{func(c *alerts.Config) { c.GroupLabels = []string{"cluster", "cluster"} }, `group_labels[1]: "cluster" is listed twice`},
+		{func(c *alerts.Config) { c.DashboardVariables = []string{"job", "server_job"} }, `dashboard_variables[1]: "server_job" is a name`},
+		{func(c *alerts.Config) { c.DashboardVariables = []string{"k8s-cluster"} }, `dashboard_variables[0]: "k8s-cluster" is not a valid label name`},
+		{func(c *alerts.Config) { c.PrometheusRule.Name = "LLM Probe" }, `prometheus_rule.name: "LLM Probe" is not a Kubernetes object name`},
+		{func(c *alerts.Config) {
+			c.DashboardsConfigMap.Labels = map[string]string{"grafana_dashboard": "no way"}
+		}, `dashboards_configmap.labels.grafana_dashboard: "no way" is not a valid label value`},
+		{func(c *alerts.Config) { c.SLOWindow = model.Duration(48 * time.Hour) }, "slo_slow.windows[1].long: 3d must not exceed slo_window (2d)"},
 	} {
 		cfg := alerts.DefaultConfig()
 		tc.mutate(&cfg)

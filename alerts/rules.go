@@ -138,28 +138,28 @@ func (c Config) RecordingRules() RuleGroup {
 		for _, q := range Quantiles {
 			rules = append(rules, Rule{
 				Record: c.QuantileRecord(m),
-				Expr:   HistogramQuantile(q, LatencyMetric(m), byTargetModelClass, sel, long),
+				Expr:   HistogramQuantile(q, LatencyMetric(m), c.grouped(byTargetModelClass...), sel, long),
 				Labels: map[string]string{"quantile": FormatFloat(q)},
 			})
 		}
 		rules = append(rules, Rule{
 			Record: c.CountRecord(m),
-			Expr:   HistogramCount(LatencyMetric(m), byTargetModelClass, sel, long),
+			Expr:   HistogramCount(LatencyMetric(m), c.grouped(byTargetModelClass...), sel, long),
 		})
 	}
 	for _, d := range []model.Duration{c.ShortWindow, c.LongWindow} {
 		rules = append(rules,
 			Rule{
 				Record: c.RequestsRateRecord(d),
-				Expr:   fmt.Sprintf("sum by (target, model, class) (rate(llmprobe_requests_total%s[%s]))", sel, win(d)),
+				Expr:   fmt.Sprintf("sum"+c.by("target", "model", "class")+" (rate(llmprobe_requests_total%s[%s]))", sel, win(d)),
 			},
 			Rule{
 				Record: c.FailedRateRecord(d),
-				Expr:   fmt.Sprintf("sum by (target, model, class) (rate(llmprobe_requests_total%s[%s]))", c.Matchers(`outcome!="success"`), win(d)),
+				Expr:   fmt.Sprintf("sum"+c.by("target", "model", "class")+" (rate(llmprobe_requests_total%s[%s]))", c.Matchers(`outcome!="success"`), win(d)),
 			},
 			Rule{
 				Record: c.ErrorRatioRecord(d),
-				Expr: fmt.Sprintf("sum by (target, model) (%s)\n/\nsum by (target, model) (%s)",
+				Expr: fmt.Sprintf("sum"+c.by("target", "model")+" (%s)\n/\nsum"+c.by("target", "model")+" (%s)",
 					c.FailedRateRecord(d), c.RequestsRateRecord(d)),
 			},
 		)
@@ -167,15 +167,15 @@ func (c Config) RecordingRules() RuleGroup {
 	rules = append(rules,
 		Rule{
 			Record: c.ScheduledRateRecord(),
-			Expr:   fmt.Sprintf("sum by (target) (rate(llmprobe_requests_scheduled_total%s[%s]))", sel, long),
+			Expr:   fmt.Sprintf("sum"+c.by("target")+" (rate(llmprobe_requests_scheduled_total%s[%s]))", sel, long),
 		},
 		Rule{
 			Record: c.SentRateRecord(),
-			Expr:   fmt.Sprintf("sum by (target) (rate(llmprobe_requests_sent_total%s[%s]))", sel, long),
+			Expr:   fmt.Sprintf("sum"+c.by("target")+" (rate(llmprobe_requests_sent_total%s[%s]))", sel, long),
 		},
 		Rule{
 			Record: c.DroppedRateRecord(),
-			Expr:   fmt.Sprintf("sum by (target) (rate(llmprobe_requests_dropped_total%s[%s]))", sel, long),
+			Expr:   fmt.Sprintf("sum"+c.by("target")+" (rate(llmprobe_requests_dropped_total%s[%s]))", sel, long),
 		},
 		Rule{
 			Record: c.AchievedRatioRecord(),
@@ -183,16 +183,16 @@ func (c Config) RecordingRules() RuleGroup {
 		},
 		Rule{
 			Record: c.RequestedRateRecord(),
-			Expr:   fmt.Sprintf("sum by (target) (llmprobe_target_request_rate%s)", sel),
+			Expr:   fmt.Sprintf("sum"+c.by("target")+" (llmprobe_target_request_rate%s)", sel),
 		},
 		Rule{
 			Record: c.PrefixHitRatioRecord(),
-			Expr: fmt.Sprintf("sum by (target, model, class) (rate(llmprobe_cached_prompt_tokens_total%s[%s]))\n/\n"+
-				"sum by (target, model, class) (rate(llmprobe_prompt_tokens_total%s[%s]))", sel, long, sel, long),
+			Expr: fmt.Sprintf("sum"+c.by("target", "model", "class")+" (rate(llmprobe_cached_prompt_tokens_total%s[%s]))\n/\n"+
+				"sum"+c.by("target", "model", "class")+" (rate(llmprobe_prompt_tokens_total%s[%s]))", sel, long, sel, long),
 		},
 		Rule{
 			Record: c.PrefixIntentRecord(),
-			Expr:   fmt.Sprintf("max by (target, class) (llmprobe_prefix_reuse_target_ratio%s)", sel),
+			Expr:   fmt.Sprintf("max"+c.by("target", "class")+" (llmprobe_prefix_reuse_target_ratio%s)", sel),
 		},
 	)
 	return RuleGroup{Name: "llmprobe.recording", Rules: rules}
@@ -230,20 +230,21 @@ func (c Config) latencyAlerts(short, upper, what string, la LatencyAlert, overNa
 	count := c.CountRecord(short)
 	minReq := fmt.Sprint(c.MinRequests)
 	long := win(c.LongWindow)
-	lastWeek := fmt.Sprintf(`{{ with printf "%s{quantile=\"0.99\",target=%%q,model=%%q,class=%%q} offset 1w" $labels.target $labels.model $labels.class | query }}{{ . | first | value | humanizeDuration }}{{ end }}`, c.QuantileRecord(short))
+	lastWeek := "{{ with " + c.seriesQuery(c.QuantileRecord(short), `quantile=\"0.99\"`, byTargetModelClass, " offset 1w") +
+		" | query }}{{ . | first | value | humanizeDuration }}{{ end }}"
 	over := Rule{
 		Alert: overName,
-		Expr: q + " > " + FormatFloat(la.SLO) + "\n" +
-			"and on (target, model, class)\n" +
+		Expr: q + " > " + FormatFloat(float64(la.SLO)) + "\n" +
+			"and " + c.on("target", "model", "class") + "\n" +
 			count + " >= " + minReq,
 		For:           win(la.For),
 		KeepFiringFor: win(c.KeepFiringFor),
 		Labels:        labels("critical", "latency"),
 		Annotations: c.annotations(overName,
-			fmt.Sprintf("%s p99 of {{ $labels.target }} ({{ $labels.class }}) is over its %s SLO.", upper, humanSeconds(la.SLO)),
+			fmt.Sprintf("%s p99 of {{ $labels.target }} ({{ $labels.class }}) is over its %s SLO.", upper, humanSeconds(float64(la.SLO))),
 			fmt.Sprintf("The p99 %s of target {{ $labels.target }}, model {{ $labels.model }}, class {{ $labels.class }} "+
 				"is {{ $value | humanizeDuration }} over the last %s, above the %s SLO. "+
-				"Check the harness-health row first: a saturated harness inflates latency.", what, long, humanSeconds(la.SLO))),
+				"Check the harness-health row first: a saturated harness inflates latency.", what, long, humanSeconds(float64(la.SLO)))),
 	}
 	reg := Rule{
 		Alert: regName,
@@ -252,11 +253,11 @@ func (c Config) latencyAlerts(short, upper, what string, la LatencyAlert, overNa
 			"    > " + FormatFloat(la.RegressionFactor) + " * (" + q + " offset 1w)\n" +
 			"  and\n" +
 			"  " + q + " - (" + q + " offset 1w)\n" +
-			"    > " + FormatFloat(la.RegressionMinDelta) + "\n" +
+			"    > " + FormatFloat(float64(la.RegressionMinDelta)) + "\n" +
 			")\n" +
-			"and on (target, model, class)\n" +
+			"and " + c.on("target", "model", "class") + "\n" +
 			count + " >= " + minReq + "\n" +
-			"and on (target, model, class)\n" +
+			"and " + c.on("target", "model", "class") + "\n" +
 			"(" + count + " offset 1w) >= " + minReq,
 		For:           win(la.RegressionFor),
 		KeepFiringFor: win(c.KeepFiringFor),
@@ -266,7 +267,7 @@ func (c Config) latencyAlerts(short, upper, what string, la LatencyAlert, overNa
 			fmt.Sprintf("The p99 %s of target {{ $labels.target }}, model {{ $labels.model }}, class {{ $labels.class }} "+
 				"is {{ $value | humanizeDuration }} over the last %s; the same window a week ago it was %s. "+
 				"The alert fires above %s× last week's value and at least %s more.",
-				what, long, lastWeek, FormatFloat(la.RegressionFactor), humanSeconds(la.RegressionMinDelta))),
+				what, long, lastWeek, FormatFloat(la.RegressionFactor), humanSeconds(float64(la.RegressionMinDelta)))),
 	}
 	return []Rule{over, reg}
 }
@@ -284,10 +285,10 @@ func (c Config) AlertingRules() RuleGroup {
 	rules = append(rules, Rule{
 		Alert: AlertErrorRatioHigh,
 		Expr: c.ErrorRatioRecord(c.LongWindow) + " > " + er + "\n" +
-			"and on (target, model)\n" +
+			"and " + c.on("target", "model") + "\n" +
 			c.ErrorRatioRecord(c.ShortWindow) + " > " + er + "\n" +
-			"and on (target, model)\n" +
-			"sum by (target, model) (" + c.RequestsRateRecord(c.LongWindow) + ") * " + seconds(c.LongWindow) + " >= " + minReq,
+			"and " + c.on("target", "model") + "\n" +
+			"sum" + c.by("target", "model") + " (" + c.RequestsRateRecord(c.LongWindow) + ") * " + seconds(c.LongWindow) + " >= " + minReq,
 		For:           win(c.ErrorFor),
 		KeepFiringFor: win(c.KeepFiringFor),
 		Labels:        labels("critical", "errors"),
@@ -314,8 +315,8 @@ func (c Config) AlertingRules() RuleGroup {
 	rules = append(rules, Rule{
 		Alert: AlertTargetNotProbed,
 		Expr: c.RequestedRateRecord() + " * " + seconds(c.NotProbedWindow) + " >= " + FormatFloat(c.NotProbedMinExpected) + "\n" +
-			"unless on (target)\n" +
-			fmt.Sprintf("sum by (target) (increase(llmprobe_requests_sent_total%s[%s])) > 0", sel, npw),
+			"unless " + c.on("target") + "\n" +
+			fmt.Sprintf("sum"+c.by("target")+" (increase(llmprobe_requests_sent_total%s[%s])) > 0", sel, npw),
 		For:    win(c.NotProbedFor),
 		Labels: labels("warning", "probe"),
 		Annotations: c.annotations(AlertTargetNotProbed,
@@ -327,7 +328,7 @@ func (c Config) AlertingRules() RuleGroup {
 	rules = append(rules, Rule{
 		Alert: AlertAchievedRateBelowRequested,
 		Expr: c.AchievedRatioRecord() + " < " + FormatFloat(c.AchievedRatio) + "\n" +
-			"and on (target)\n" +
+			"and " + c.on("target") + "\n" +
 			c.ScheduledRateRecord() + " * " + seconds(c.LongWindow) + " >= " + minReq,
 		For:    win(c.AchievedFor),
 		Labels: labels("warning", "harness"),
@@ -341,7 +342,7 @@ func (c Config) AlertingRules() RuleGroup {
 
 	rules = append(rules, Rule{
 		Alert:  AlertHarnessSaturated,
-		Expr:   fmt.Sprintf("max by (target) (max_over_time(llmprobe_harness_saturated%s[%s])) > 0", sel, win(c.SaturatedFor)),
+		Expr:   fmt.Sprintf("max"+c.by("target")+" (max_over_time(llmprobe_harness_saturated%s[%s])) > 0", sel, win(c.SaturatedFor)),
 		For:    win(c.SaturatedFor),
 		Labels: labels("warning", "harness"),
 		Annotations: c.annotations(AlertHarnessSaturated,
@@ -354,7 +355,7 @@ func (c Config) AlertingRules() RuleGroup {
 
 	rules = append(rules, Rule{
 		Alert:  AlertTargetOverloaded,
-		Expr:   fmt.Sprintf("max by (target) (max_over_time(llmprobe_target_overloaded%s[%s])) > 0", sel, win(c.OverloadedFor)),
+		Expr:   fmt.Sprintf("max"+c.by("target")+" (max_over_time(llmprobe_target_overloaded%s[%s])) > 0", sel, win(c.OverloadedFor)),
 		For:    win(c.OverloadedFor),
 		Labels: labels("warning", "load"),
 		Annotations: c.annotations(AlertTargetOverloaded,
@@ -367,11 +368,11 @@ func (c Config) AlertingRules() RuleGroup {
 	rules = append(rules, Rule{
 		Alert: AlertPrefixCacheHitRatioLow,
 		Expr: c.PrefixHitRatioRecord() + "\n" +
-			"  < on (target, class) group_left ()\n" +
+			"  < " + c.on("target", "class") + " group_left ()\n" +
 			"  " + FormatFloat(c.PrefixHitFactor) + " * " + c.PrefixIntentRecord() + "\n" +
-			"and on (target, class)\n" +
+			"and " + c.on("target", "class") + "\n" +
 			c.PrefixIntentRecord() + " >= " + FormatFloat(c.PrefixMinIntent) + "\n" +
-			"and on (target, model, class)\n" +
+			"and " + c.on("target", "model", "class") + "\n" +
 			c.CountRecord("ttft") + " >= " + minReq,
 		For:    win(c.PrefixFor),
 		Labels: labels("warning", "cache"),
@@ -379,9 +380,9 @@ func (c Config) AlertingRules() RuleGroup {
 			"Prefix-cache hits of {{ $labels.target }} ({{ $labels.class }}) are far below the configured reuse.",
 			fmt.Sprintf("Over the last %s {{ $value | humanizePercentage }} of the prompt tokens sent to target {{ $labels.target }}, class {{ $labels.class }}, "+
 				"were served from the prefix cache, less than %s of the configured intent "+
-				"({{ with printf \"%s{target=%%q,class=%%q}\" $labels.target $labels.class | query }}{{ . | first | value | humanizePercentage }}{{ end }}). "+
+				"({{ with %s | query }}{{ . | first | value | humanizePercentage }}{{ end }}). "+
 				"Latency measured without the intended reuse is pessimistic against production.",
-				long, percent(c.PrefixHitFactor), c.PrefixIntentRecord())),
+				long, percent(c.PrefixHitFactor), c.seriesQuery(c.PrefixIntentRecord(), "", []string{"target", "class"}, ""))),
 	})
 
 	rules = append(rules, Rule{

@@ -90,17 +90,17 @@ func (c Config) SLOBudgetRemainingRecord() string {
 func (c Config) SLORecordingRules() RuleGroup {
 	rules := []Rule{{
 		Record: c.SLOObjectiveRecord(),
-		Expr:   fmt.Sprintf("max by (target, class) (llmprobe_slo_objective_ratio%s)", c.Matchers()),
+		Expr:   fmt.Sprintf("max"+c.by("target", "class")+" (llmprobe_slo_objective_ratio%s)", c.Matchers()),
 	}}
 	for _, d := range c.SLOWindows() {
 		rules = append(rules,
 			Rule{
 				Record: c.SLORequestsRecord(d),
-				Expr:   fmt.Sprintf("sum by (target, class) (increase(%s%s[%s]))", sloRequests, c.Matchers(`result=~"good|bad"`), win(d)),
+				Expr:   fmt.Sprintf("sum"+c.by("target", "class")+" (increase(%s%s[%s]))", sloRequests, c.Matchers(`result=~"good|bad"`), win(d)),
 			},
 			Rule{
 				Record: c.SLOBadRecord(d),
-				Expr:   fmt.Sprintf("sum by (target, class) (increase(%s%s[%s]))", sloRequests, c.Matchers(`result="bad"`), win(d)),
+				Expr:   fmt.Sprintf("sum"+c.by("target", "class")+" (increase(%s%s[%s]))", sloRequests, c.Matchers(`result="bad"`), win(d)),
 			},
 			Rule{
 				Record: c.SLOErrorRatioRecord(d),
@@ -108,7 +108,7 @@ func (c Config) SLORecordingRules() RuleGroup {
 			},
 			Rule{
 				Record: c.SLOBurnRateRecord(d),
-				Expr:   c.SLOErrorRatioRecord(d) + "\n/ on (target, class)\n(1 - " + c.SLOObjectiveRecord() + ")",
+				Expr:   c.SLOErrorRatioRecord(d) + "\n/ " + c.on("target", "class") + "\n(1 - " + c.SLOObjectiveRecord() + ")",
 			},
 		)
 	}
@@ -125,19 +125,24 @@ func (c Config) burnRateCondition(w BurnRateWindows) string {
 	b := FormatFloat(w.BurnRate)
 	return "(\n" +
 		"  " + c.SLOBurnRateRecord(w.Long) + " > " + b + "\n" +
-		"  and on (target, class)\n" +
+		"  and " + c.on("target", "class") + "\n" +
 		"  " + c.SLOBurnRateRecord(w.Short) + " > " + b + "\n" +
-		"  and on (target, class)\n" +
+		"  and " + c.on("target", "class") + "\n" +
 		"  " + c.SLOBadRecord(w.Long) + " >= " + fmt.Sprint(c.SLOMinBadRequests) + "\n" +
-		"  and on (target, class)\n" +
+		"  and " + c.on("target", "class") + "\n" +
 		"  " + c.SLORequestsRecord(w.Long) + " >= " + fmt.Sprint(c.MinRequests) + "\n" +
 		")"
 }
 
 // sloQuery renders, in an annotation, the value of a per-target-and-class
 // recorded series for the alert's target and class.
-func sloQuery(record, format string) string {
-	return fmt.Sprintf(`{{ with printf "%s{target=%%q,class=%%q}" $labels.target $labels.class | query }}{{ . | first | value | %s }}{{ end }}`, record, format)
+func (c Config) sloQuery(record, format string) string {
+	return c.sloQueryExpr("", record, format)
+}
+
+// sloQueryExpr is sloQuery of prefix + record (e.g. "1 - ").
+func (c Config) sloQueryExpr(prefix, record, format string) string {
+	return "{{ with " + c.seriesQuery(prefix+record, "", []string{"target", "class"}, "") + " | query }}{{ . | first | value | " + format + " }}{{ end }}"
 }
 
 // burnRateAlert returns one multi-window multi-burn-rate alert: any of
@@ -147,7 +152,7 @@ func (c Config) burnRateAlert(name string, a BurnRateAlert, pace string) Rule {
 	var conds, burns, thresholds []string
 	for _, w := range a.Windows {
 		conds = append(conds, c.burnRateCondition(w))
-		burns = append(burns, fmt.Sprintf("%s over the last %s", sloQuery(c.SLOBurnRateRecord(w.Long), "humanize"), win(w.Long)))
+		burns = append(burns, fmt.Sprintf("%s over the last %s", c.sloQuery(c.SLOBurnRateRecord(w.Long), "humanize"), win(w.Long)))
 		thresholds = append(thresholds, fmt.Sprintf("%s over %s and %s", FormatFloat(w.BurnRate), win(w.Long), win(w.Short)))
 	}
 	sw := win(c.SLOWindow)
@@ -164,15 +169,15 @@ func (c Config) burnRateAlert(name string, a BurnRateAlert, pace string) Rule {
 				"This alert fires above %s, with at least %d bad and %d judged requests in the long window. "+
 				"%s"+
 				"The SLO row of the overview shows which bound fails; check the harness-health row first.",
-				sloQuery(c.SLOObjectiveRecord(), "humanizePercentage"),
-				fmt.Sprintf(`{{ with printf "1 - %s{target=%%q,class=%%q}" $labels.target $labels.class | query }}{{ . | first | value | humanizePercentage }}{{ end }}`, c.SLOObjectiveRecord()),
+				c.sloQuery(c.SLOObjectiveRecord(), "humanizePercentage"),
+				c.sloQueryExpr("1 - ", c.SLOObjectiveRecord(), "humanizePercentage"),
 				sw,
 				strings.Join(burns, " and "),
 				sw,
 				strings.Join(thresholds, ", or "),
 				c.SLOMinBadRequests, c.MinRequests,
-				fmt.Sprintf(`{{ with printf "%s{target=%%q,class=%%q}" $labels.target $labels.class | query }}{{ . | first | value | humanizePercentage }} of the %s budget remains. {{ end }}`,
-					c.SLOBudgetRemainingRecord(), sw),
+				"{{ with "+c.seriesQuery(c.SLOBudgetRemainingRecord(), "", []string{"target", "class"}, "")+
+					" | query }}{{ . | first | value | humanizePercentage }} of the "+sw+" budget remains. {{ end }}",
 			)),
 	}
 }

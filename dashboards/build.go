@@ -2,6 +2,8 @@ package dashboards
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/cog/variants"
@@ -32,11 +34,13 @@ var (
 const (
 	VarDatasource      = "datasource"
 	VarTraceDatasource = "trace_datasource"
-	VarTarget          = "target"
-	VarModel           = "model"
-	VarClass           = "class"
-	VarServerJob       = "server_job"
-	VarGPUNode         = "gpu_node"
+	// VarJaegerDatasource selects a Jaeger data source for the Jaeger trace panel.
+	VarJaegerDatasource = "jaeger_datasource"
+	VarTarget           = "target"
+	VarModel            = "model"
+	VarClass            = "class"
+	VarServerJob        = "server_job"
+	VarGPUNode          = "gpu_node"
 )
 
 // board accumulates one dashboard: it numbers panels and lays them out
@@ -97,6 +101,8 @@ type q struct {
 	legend   string
 	exemplar bool
 	instant  bool
+	// heatmap asks Grafana for buckets (format heatmap) rather than series.
+	heatmap bool
 }
 
 func promTarget(refID string, x q) cog.Builder[variants.Dataquery] {
@@ -106,9 +112,12 @@ func promTarget(refID string, x q) cog.Builder[variants.Dataquery] {
 		EditorMode(prometheus.QueryEditorModeCode).
 		Expr(x.expr).
 		LegendFormat(x.legend)
-	if x.instant {
+	switch {
+	case x.heatmap:
+		t = t.Range().Format(prometheus.PromQueryFormatHeatmap)
+	case x.instant:
 		t = t.Instant().Format(prometheus.PromQueryFormatTimeSeries)
-	} else {
+	default:
 		t = t.Range()
 	}
 	if x.exemplar {
@@ -255,12 +264,42 @@ func queryVar(name, label, query string, multi bool) *dashboard.QueryVariableBui
 }
 
 func (d *board) probeVars() {
-	sel := d.cfg.Selector
 	d.b.WithVariable(datasourceVar())
+	// The scope variables (job, cluster, namespace, instance by default)
+	// list the values llmprobe_build_info has, each narrowed by the ones
+	// before it; target, model and class are narrowed by all of them.
+	var chain []string
+	if s := strings.TrimSpace(d.cfg.DashboardSelector); s != "" {
+		chain = append(chain, s)
+	}
+	for _, v := range d.cfg.DashboardVariables {
+		d.b.WithVariable(queryVar(v, variableLabel(v),
+			fmt.Sprintf("label_values(llmprobe_build_info%s, %s)", braces(chain), v), true))
+		chain = append(chain, fmt.Sprintf(`%s=~"$%s"`, v, v))
+	}
 	d.b.WithVariable(queryVar(VarTarget, "Target",
-		fmt.Sprintf("label_values(llmprobe_target_request_rate{%s}, target)", sel), true))
+		fmt.Sprintf("label_values(llmprobe_target_request_rate%s, target)", braces(chain)), true))
 	d.b.WithVariable(queryVar(VarModel, "Model",
-		fmt.Sprintf(`label_values(llmprobe_requests_total{%s, target=~"$target"}, model)`, sel), true))
+		fmt.Sprintf(`label_values(llmprobe_requests_total%s, model)`, braces(append(slices.Clone(chain), `target=~"$target"`))), true))
 	d.b.WithVariable(queryVar(VarClass, "Class",
-		fmt.Sprintf(`label_values(llmprobe_requests_scheduled_total{%s, target=~"$target"}, class)`, sel), true))
+		fmt.Sprintf(`label_values(llmprobe_requests_scheduled_total%s, class)`, braces(append(slices.Clone(chain), `target=~"$target"`))), true))
+}
+
+// braces renders matchers in braces, or nothing when there are none.
+func braces(matchers []string) string {
+	if len(matchers) == 0 {
+		return ""
+	}
+	return "{" + strings.Join(matchers, ", ") + "}"
+}
+
+// variableLabel is the label a scope variable shows: "Job" for job.
+func variableLabel(name string) string {
+	words := strings.Split(name, "_")
+	for i, w := range words {
+		if w != "" {
+			words[i] = strings.ToUpper(w[:1]) + w[1:]
+		}
+	}
+	return strings.Join(words, " ")
 }

@@ -92,6 +92,8 @@ func Correlation(cfg alerts.Config) (dashboard.Dashboard, error) {
 	d.b.WithVariable(queryVar(VarServerJob, "Server job",
 		`label_values({__name__=~"vllm:num_requests_running|sglang:num_running_reqs"}, job)`, true))
 	d.b.WithVariable(queryVar(VarGPUNode, "GPU node", `label_values(DCGM_FI_DEV_GPU_UTIL, Hostname)`, true))
+	d.annotations(s)
+	d.statusPageLink()
 
 	d.row("Time to first token: client vs engine")
 	versus(d, s, "TTFT: probe vs engine",

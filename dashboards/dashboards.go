@@ -109,6 +109,10 @@ type Query struct {
 	Exemplar bool
 	// Instant is true for instant queries (stat panels).
 	Instant bool
+	// Annotation is true for a dashboard annotation query (Panel is then
+	// "annotation: <name>"): it returns data only while what it marks
+	// happens (a reload, warm-up, saturation).
+	Annotation bool
 }
 
 // Needs says what must be scraped or loaded for q to return data.
@@ -159,6 +163,20 @@ func QueriesFor(cfg alerts.Config) ([]Query, error) {
 	for _, g := range ds {
 		d := g.Dashboard
 		title, uid := deref(d.Title), deref(d.Uid)
+		for _, a := range d.Annotations.List {
+			if a.Expr == nil || a.Datasource == nil || deref(a.Datasource.Type) != "prometheus" {
+				continue
+			}
+			out = append(out, Query{
+				DashboardUID: uid,
+				Dashboard:    title,
+				Panel:        "annotation: " + a.Name,
+				RefID:        "A",
+				Expr:         *a.Expr,
+				Legend:       deref(a.TitleFormat),
+				Annotation:   true,
+			})
+		}
 		for _, p := range d.Panels {
 			var panels []dashboard.Panel
 			switch {
@@ -208,19 +226,28 @@ type Vars map[string]string
 // DefaultVars are representative values for every variable the dashboards
 // use: all targets/models/classes/servers/nodes, a 1m rate interval and a
 // 1h range. Tests start from them and override what they need.
-func DefaultVars() Vars {
-	return Vars{
-		VarDatasource:      "prometheus",
-		VarTraceDatasource: "tempo",
-		VarTarget:          ".*",
-		VarModel:           ".*",
-		VarClass:           ".*",
-		VarServerJob:       ".*",
-		VarGPUNode:         ".*",
-		"__rate_interval":  "1m",
-		"__interval":       "15s",
-		"__range":          "1h",
+func DefaultVars() Vars { return DefaultVarsFor(alerts.DefaultConfig()) }
+
+// DefaultVarsFor is DefaultVars for the dashboards generated from cfg:
+// every scope variable of cfg.DashboardVariables selects All as well.
+func DefaultVarsFor(cfg alerts.Config) Vars {
+	v := Vars{
+		VarDatasource:       "prometheus",
+		VarTraceDatasource:  "tempo",
+		VarJaegerDatasource: "jaeger",
+		VarTarget:           ".*",
+		VarModel:            ".*",
+		VarClass:            ".*",
+		VarServerJob:        ".*",
+		VarGPUNode:          ".*",
+		"__rate_interval":   "1m",
+		"__interval":        "15s",
+		"__range":           "1h",
 	}
+	for _, name := range cfg.DashboardVariables {
+		v[name] = ".*"
+	}
+	return v
 }
 
 // variableRef matches Grafana variable references: ${name}, ${name:format}

@@ -25,15 +25,15 @@ type sels struct {
 	full        string // target, model, class
 	targetClass string // metrics labelled target, class
 	target      string // metrics labelled target only
-	all         string // just the job selector
+	all         string // only the dashboard selector and variables
 }
 
 func panelSels(cfg alerts.Config) sels {
 	return sels{
-		full:        cfg.Matchers(`target=~"$target"`, `model=~"$model"`, `class=~"$class"`),
-		targetClass: cfg.Matchers(`target=~"$target"`, `class=~"$class"`),
-		target:      cfg.Matchers(`target=~"$target"`),
-		all:         cfg.Matchers(),
+		full:        cfg.DashboardMatchers(`target=~"$target"`, `model=~"$model"`, `class=~"$class"`),
+		targetClass: cfg.DashboardMatchers(`target=~"$target"`, `class=~"$class"`),
+		target:      cfg.DashboardMatchers(`target=~"$target"`),
+		all:         cfg.DashboardMatchers(),
 	}
 }
 
@@ -52,16 +52,16 @@ func latencyPanel(d *board, s sels, short, title, description string) {
 
 func sloPanel(d *board, cfg alerts.Config, short, title string, la alerts.LatencyAlert) {
 	rec := cfg.QuantileRecord(short)
-	sel := `{quantile="0.99", target=~"$target", model=~"$model", class=~"$class"}`
+	sel := cfg.RecordedMatchers(`quantile="0.99"`, `target=~"$target"`, `model=~"$model"`, `class=~"$class"`)
 	p := d.ts(title,
 		fmt.Sprintf("Exactly what the %s alerts evaluate: the recorded p99 over %s per target and class (needs alerts/llmprobe.rules.yml loaded), "+
 			"the same series a week ago (dashed) and the %s SLO (dashed red). A window with fewer than %d observations does not alert.",
-			short, cfg.LongWindow, humanSeconds(la.SLO), cfg.MinRequests),
+			short, cfg.LongWindow, humanSeconds(float64(la.SLO)), cfg.MinRequests),
 		"s", 12, 8,
 		q{expr: rec + sel, legend: "{{target}} {{class}}"},
 		q{expr: rec + sel + " offset 1w", legend: "{{target}} {{class}} a week ago"},
 	).OverrideByQuery("B", dashed())
-	d.add(thresholdLine(p, la.SLO))
+	d.add(thresholdLine(p, float64(la.SLO)))
 }
 
 func humanSeconds(s float64) string {
@@ -78,6 +78,11 @@ func Overview(cfg alerts.Config) (dashboard.Dashboard, error) {
 		"Continuous LLM endpoint benchmarking: TTFT, TPOT, ITL and E2E as llmprobe measures them, the harness's own health, errors, SLO error budgets, tokens and prefix-cache reuse.")
 	d.probeVars()
 	d.b.WithVariable(traceDatasourceVar())
+	d.b.WithVariable(jaegerDatasourceVar())
+	d.annotations(s)
+	d.statusPageLink()
+
+	nowRow(d, cfg, s)
 
 	d.row("Harness health: can these numbers be trusted?")
 	d.add(d.stat("Harness", "1 when llmprobe cannot deliver or time the load: late sends, late drops, or timestamps inflated by CPU starvation, judged by counts with a minimum of evidence. "+
@@ -164,6 +169,10 @@ func Overview(cfg alerts.Config) (dashboard.Dashboard, error) {
 		"Gaps between consecutive token-bearing stream events (per chunk). Spikes without TTFT change point at decode-side contention.")
 	latencyPanel(d, s, "e2e", "End-to-end latency (E2E)",
 		"Request written → last token-bearing event (trailing usage event and [DONE] excluded). Depends on output length: read it next to the token panels.")
+	heatmapPanel(d, s, "ttft", "TTFT distribution",
+		"Requests per second by TTFT over time, from the native histogram: a second band (bimodal TTFT) is often prefix-cache hits against misses, or two replicas.")
+	heatmapPanel(d, s, "tpot", "TPOT distribution",
+		"Requests per second by time per output token over time, from the native histogram: a band moving up is the batch growing.")
 	sloPanel(d, cfg, "ttft", "TTFT p99: alerting view", cfg.TTFT)
 	sloPanel(d, cfg, "tpot", "TPOT p99: alerting view", cfg.TPOT)
 
@@ -178,7 +187,7 @@ func Overview(cfg alerts.Config) (dashboard.Dashboard, error) {
 			"(which evaluates %s and %s windows).", alerts.FormatFloat(cfg.ErrorRatio*100)+"%", cfg.LongWindow, cfg.ShortWindow),
 		"percentunit", 8, 8,
 		q{expr: fmt.Sprintf("sum by (target) (rate(llmprobe_requests_total%s[%s]))\n/\nsum by (target) (rate(llmprobe_requests_total%s[%s]))",
-			cfg.Matchers(`target=~"$target"`, `model=~"$model"`, `class=~"$class"`, `outcome!="success"`), rateWin, s.full, rateWin), legend: "{{target}}"},
+			cfg.DashboardMatchers(`target=~"$target"`, `model=~"$model"`, `class=~"$class"`, `outcome!="success"`), rateWin, s.full, rateWin), legend: "{{target}}"},
 	).Min(0)
 	d.add(thresholdLine(errRatio, cfg.ErrorRatio))
 	d.add(d.ts("Conversations by outcome",
@@ -186,6 +195,8 @@ func Overview(cfg alerts.Config) (dashboard.Dashboard, error) {
 		"short", 8, 8,
 		q{expr: fmt.Sprintf("sum by (target, outcome) (rate(llmprobe_conversations_total%s[%s]))", s.targetClass, rateWin), legend: "{{target}} {{outcome}}"},
 	))
+
+	responsePanels(d, s)
 
 	sloRow(d, cfg, s)
 
@@ -212,9 +223,9 @@ func Overview(cfg alerts.Config) (dashboard.Dashboard, error) {
 		q{expr: alerts.HistogramQuantile(0.5, "llmprobe_prompt_length_error_ratio", []string{"target"}, s.targetClass, rateWin), legend: "{{target}} length error p50"},
 		q{expr: alerts.HistogramQuantile(0.99, "llmprobe_prompt_length_error_ratio", []string{"target"}, s.targetClass, rateWin), legend: "{{target}} length error p99"},
 		q{expr: fmt.Sprintf("sum by (target) (rate(llmprobe_prompt_length_mismatch_total%s[%s]))\n/\nsum by (target) (rate(llmprobe_requests_total%s[%s]))",
-			s.targetClass, rateWin, cfg.Matchers(`target=~"$target"`, `class=~"$class"`, `outcome="success"`), rateWin), legend: "{{target}} length mismatch share"},
+			s.targetClass, rateWin, cfg.DashboardMatchers(`target=~"$target"`, `class=~"$class"`, `outcome="success"`), rateWin), legend: "{{target}} length mismatch share"},
 		q{expr: fmt.Sprintf("sum by (target) (rate(llmprobe_usage_estimated_total%s[%s]))\n/\nsum by (target) (rate(llmprobe_requests_total%s[%s]))",
-			s.full, rateWin, cfg.Matchers(`target=~"$target"`, `model=~"$model"`, `class=~"$class"`, `outcome="success"`), rateWin), legend: "{{target}} usage estimated share"},
+			s.full, rateWin, cfg.DashboardMatchers(`target=~"$target"`, `model=~"$model"`, `class=~"$class"`, `outcome="success"`), rateWin), legend: "{{target}} usage estimated share"},
 	))
 	d.add(d.ts("Request lengths (server-reported)",
 		"Prompt and output tokens per request, p50 and p99: the heavy-tailed length mix the latencies above were measured under.",
@@ -225,10 +236,14 @@ func Overview(cfg alerts.Config) (dashboard.Dashboard, error) {
 		q{expr: alerts.HistogramQuantile(0.99, "llmprobe_output_tokens", []string{"target"}, s.targetClass, rateWin), legend: "{{target}} output p99"},
 	).AxisLabel("tokens"))
 
+	replicaRow(d, s)
+	selfRow(d, s)
+
 	d.row("Traces")
 	d.add(tracesPanel(d, "Recent probe requests (traces)",
 		"The latest request spans of the selected targets from the trace data source: open one to see TTFT, schedule lag and the server's own spans.",
 		`{ span.llmprobe.target =~ "${target:regex}" }`, 24, 8))
+	jaegerPanel(d)
 
 	return d.build()
 }

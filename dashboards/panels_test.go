@@ -7,12 +7,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/llmprobe/llmprobe/alerts"
@@ -21,7 +23,7 @@ import (
 )
 
 // contractExposition is a registry exposing every llmprobe series of the
-// metrics contract (docs in /work/shared/DESIGN.md) with the contract's
+// metrics contract (docs/design.md) with the contract's
 // names, types and labels, observed continuously while the test runs. It
 // stands in for the daemon until the end-to-end test scrapes the real one;
 // it lets this test prove that every panel query selects and joins the
@@ -99,6 +101,19 @@ func newContractExposition() *contractExposition {
 	reloadOK := gauge("llmprobe_config_last_reload_successful")
 	reloadTS := gauge("llmprobe_config_last_reload_success_timestamp_seconds")
 	build := gauge("llmprobe_build_info", "version", "revision", "goversion")
+	finish := counter("llmprobe_finish_reasons_total", "target", "class", "reason")
+	retries := counter("llmprobe_client_retries_total", "target")
+	anomalies := counter("llmprobe_server_anomalies_total", "target", "kind")
+	throttled := counter("llmprobe_harness_cpu_throttled_seconds_total")
+	spansExported := counter("llmprobe_trace_spans_exported_total")
+	spansDropped := counter("llmprobe_trace_spans_dropped_total", "reason")
+	traceQueue := gauge("llmprobe_trace_queue_spans")
+	traceQueueCap := gauge("llmprobe_trace_queue_capacity_spans")
+	refits := counter("llmprobe_workload_refits_total", "target", "result")
+	refitTS := gauge("llmprobe_workload_refit_success_timestamp_seconds", "target")
+	fitted := gauge("llmprobe_workload_fitted_tokens", "target", "kind", "percentile")
+	// llmprobe's own process, as the daemon registers it.
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	classes := []string{"chat", "agent"}
 	// Every known label set starts at 0, as the contract requires.
@@ -133,6 +148,18 @@ func newContractExposition() *contractExposition {
 	reloadOK.WithLabelValues().Set(1)
 	reloadTS.WithLabelValues().SetToCurrentTime()
 	build.WithLabelValues("test", "abc", "go1.26").Set(1)
+	retries.WithLabelValues(simTarget)
+	anomalies.WithLabelValues(simTarget, "cached_exceeds_prompt")
+	throttled.WithLabelValues()
+	spansDropped.WithLabelValues("queue_full")
+	spansDropped.WithLabelValues("export_failed")
+	traceQueueCap.WithLabelValues().Set(2048)
+	refitTS.WithLabelValues(simTarget).SetToCurrentTime()
+	for _, k := range []string{"prompt", "output"} {
+		for _, pc := range []string{"p50", "p99"} {
+			fitted.WithLabelValues(simTarget, k, pc).Set(100)
+		}
+	}
 
 	observe := func(h *prometheus.HistogramVec, v float64, trace string, lv ...string) {
 		h.WithLabelValues(lv...).(prometheus.ExemplarObserver).ObserveWithExemplar(v, prometheus.Labels{"trace_id": trace})
@@ -190,6 +217,38 @@ func newContractExposition() *contractExposition {
 		wake.WithLabelValues().Observe(1e-4 * float64(1+i%3))
 		runqueue.WithLabelValues().Add(0.001)
 		timeslices.WithLabelValues().Add(50)
+		for _, c := range classes {
+			reason := "stop"
+			if i%6 == 0 {
+				reason = "length"
+			}
+			finish.WithLabelValues(simTarget, c, reason).Inc()
+		}
+		if i%11 == 0 {
+			retries.WithLabelValues(simTarget).Inc()
+			anomalies.WithLabelValues(simTarget, "cached_exceeds_prompt").Inc()
+			throttled.WithLabelValues().Add(0.002)
+			spansDropped.WithLabelValues("queue_full").Inc()
+		}
+		spansExported.WithLabelValues().Add(2)
+		traceQueue.WithLabelValues().Set(float64(i % 20))
+		if i%50 == 0 {
+			refits.WithLabelValues(simTarget, "success").Inc()
+			refitTS.WithLabelValues(simTarget).SetToCurrentTime()
+		}
+		// What the annotations mark: a reload every 5s, and a few
+		// seconds of every 10 with a failed reload, warm-up and harness
+		// saturation.
+		if i%50 == 0 {
+			reloadTS.WithLabelValues().SetToCurrentTime()
+		}
+		flag := 0.0
+		if i%100 < 30 {
+			flag = 1
+		}
+		reloadOK.WithLabelValues().Set(1 - flag)
+		warmup.WithLabelValues(simTarget).Set(flag)
+		saturated.WithLabelValues(simTarget).Set(flag)
 	}
 	return &contractExposition{reg: reg, tick: tick}
 }
@@ -239,13 +298,40 @@ func vllmExposition() (*prometheus.Registry, func(i int)) {
 // TestPanelsReturnData starts a real Prometheus (native histograms,
 // exemplar storage, the mixin's rule file) scraping a contract-conformant
 // llmprobe exposition, the vLLM metric names and the recorded dcgm-exporter
-// exposition, and asserts that every panel query of both dashboards returns
-// a finite value (only the week-ago queries cannot), and that every
-// exemplar-enabled query returns exemplars carrying a trace_id.
+// exposition, and asserts that every variable lists the scraped values,
+// every panel query of both dashboards returns a finite value (only the
+// week-ago queries cannot), every annotation query marks something, and
+// every exemplar-enabled query returns exemplars carrying a trace_id.
+//
+// It runs for the committed dashboards and rules, and for a mixin
+// generated for a different setup: llmprobe scraped as job="probe" with
+// cluster and namespace target labels, rules grouped by cluster.
 func TestPanelsReturnData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Prometheus")
 	}
+	t.Run("default", func(t *testing.T) {
+		t.Parallel()
+		checkPanels(t, alerts.DefaultConfig(), "llmprobe", nil, map[string][]string{
+			"job": {"llmprobe"}, "cluster": nil, "namespace": nil,
+		})
+	})
+	t.Run("job probe, cluster label", func(t *testing.T) {
+		t.Parallel()
+		cfg := alerts.DefaultConfig()
+		cfg.Selector = `job="probe", cluster="eu1"`
+		cfg.GroupLabels = []string{"cluster"}
+		checkPanels(t, cfg, "probe", map[string]string{"cluster": "eu1", "namespace": "monitoring"}, map[string][]string{
+			"job": {"probe"}, "cluster": {"eu1"}, "namespace": {"monitoring"},
+		})
+	})
+}
+
+// checkPanels runs the check of TestPanelsReturnData for the mixin
+// generated from cfg, with llmprobe's exposition scraped as job with
+// labels. wantVars are the values scope variables must list (instance
+// is checked to list the exposition's address).
+func checkPanels(t *testing.T, cfg alerts.Config, job string, labels map[string]string, wantVars map[string][]string) {
 	probe := newContractExposition()
 	vreg, vtick := vllmExposition()
 	dcgm, err := os.ReadFile(filepath.Join("testdata", "dcgm-exporter.prom"))
@@ -282,35 +368,65 @@ func TestPanelsReturnData(t *testing.T) {
 	}()
 	defer func() { close(stop); wg.Wait() }()
 
-	root := promtest.Root(t)
+	rules, err := cfg.RulesYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rulesPath := filepath.Join(t.TempDir(), "llmprobe.rules.yml")
+	if err := os.WriteFile(rulesPath, rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
 	prom := promtest.Start(t, promtest.Options{
 		Targets: []promtest.ScrapeTarget{
-			{JobName: "llmprobe", Address: probeSrv.Listener.Addr().String()},
+			{JobName: job, Address: probeSrv.Listener.Addr().String(), Labels: labels},
 			{JobName: "vllm", Address: vllmSrv.Listener.Addr().String()},
 			{JobName: "dcgm", Address: dcgmSrv.Listener.Addr().String()},
 		},
 		ScrapeInterval: time.Second,
-		RuleFiles:      []string{filepath.Join(root, alerts.RulesPath)},
+		RuleFiles:      []string{rulesPath},
 	})
 
-	vars := dashboards.DefaultVars()
+	vars := dashboards.DefaultVarsFor(cfg)
 	vars["__rate_interval"] = "10s"
 	vars["__range"] = "30s"
 	vars["target"] = simTarget
 	vars["model"] = strings.ReplaceAll(simModel, ".", `\\.`)
 	vars["server_job"] = "vllm"
 	vars["gpu_node"] = "gpu-node-1"
+	for name, values := range wantVars {
+		if len(values) == 1 {
+			vars[name] = values[0]
+		}
+	}
+	wantVars["instance"] = []string{probeSrv.Listener.Addr().String()}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	checked := 0
-	for _, q := range dashboards.Queries() {
+	checkScopeVariables(ctx, t, prom, cfg, vars, wantVars)
+
+	queries, err := dashboards.QueriesFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked, annotations := 0, 0
+	for _, q := range queries {
 		if q.Needs().History {
 			continue
 		}
 		expr, err := q.Expand(vars)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if q.Annotation {
+			// An annotation marks moments: it must have had data at some
+			// instant since Prometheus started, not necessarily now.
+			if err := waitRange(ctx, prom, expr, started); err != nil {
+				t.Errorf("%s / %s never marked anything: %v\n%s", q.Dashboard, q.Panel, err, expr)
+				continue
+			}
+			annotations++
+			continue
 		}
 		if _, err := prom.WaitFor(ctx, expr, (*promtest.Result).HasFinite); err != nil {
 			t.Errorf("%s / %s / %s returned no data: %v\n%s", q.Dashboard, q.Panel, q.RefID, err, expr)
@@ -336,8 +452,78 @@ func TestPanelsReturnData(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d panel queries returned data", checked)
-	if checked < 40 {
-		t.Errorf("checked %d queries, expected 40+", checked)
+	t.Logf("%d panel queries returned data, %d annotation queries marked something", checked, annotations)
+	if checked < 60 {
+		t.Errorf("checked %d queries, expected 60+", checked)
+	}
+	if annotations < 8 {
+		t.Errorf("checked %d annotation queries, expected 8 (4 on each dashboard)", annotations)
+	}
+}
+
+// waitRange polls a range query over [since, now] until it holds a finite
+// sample.
+func waitRange(ctx context.Context, prom *promtest.Server, expr string, since time.Time) error {
+	for {
+		res, err := prom.QueryRange(ctx, expr, since, time.Now(), time.Second)
+		if err == nil && res.HasFinite() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// checkScopeVariables checks that every scope variable of the overview
+// (job, cluster, ... from cfg.DashboardVariables) lists want's values, as
+// Grafana's label_values would (series without the label list nothing).
+func checkScopeVariables(ctx context.Context, t *testing.T, prom *promtest.Server, cfg alerts.Config, vars dashboards.Vars, want map[string][]string) {
+	d, err := dashboards.Overview(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, v := range d.Templating.List {
+		if !slices.Contains(cfg.DashboardVariables, v.Name) {
+			continue
+		}
+		expected, ok := want[v.Name]
+		if !ok {
+			t.Errorf("variable %s: no expected values", v.Name)
+			continue
+		}
+		m := labelValues.FindStringSubmatch(*v.Query.String)
+		if m == nil {
+			t.Errorf("variable %s: %q is not label_values(selector, label)", v.Name, *v.Query.String)
+			continue
+		}
+		sel, err := dashboards.Expand(m[1], vars)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		_, err = prom.WaitFor(ctx, fmt.Sprintf("count by (%s) (%s)", m[2], sel), func(r *promtest.Result) bool {
+			got = got[:0]
+			for _, s := range r.Vector {
+				if l := s.Metric[m[2]]; l != "" {
+					got = append(got, l)
+				}
+			}
+			slices.Sort(got)
+			return len(r.Vector) > 0 && slices.Equal(got, expected)
+		})
+		if err != nil {
+			t.Errorf("variable %s (%s) lists %q, want %q", v.Name, *v.Query.String, got, expected)
+		}
+		checked++
+	}
+	if checked != len(cfg.DashboardVariables) {
+		t.Errorf("checked %d scope variables, the config has %d", checked, len(cfg.DashboardVariables))
 	}
 }

@@ -18,9 +18,9 @@ import (
 // rules), the error budget and burn rates from the recorded series the
 // burn-rate alerts evaluate, and the bounds bad requests broke.
 func sloRow(d *board, cfg alerts.Config, s sels) {
-	judged := cfg.Matchers(`target=~"$target"`, `class=~"$class"`, `result=~"good|bad"`)
-	good := cfg.Matchers(`target=~"$target"`, `class=~"$class"`, `result="good"`)
-	rec := `{target=~"$target", class=~"$class"}`
+	judged := cfg.DashboardMatchers(`target=~"$target"`, `class=~"$class"`, `result=~"good|bad"`)
+	good := cfg.DashboardMatchers(`target=~"$target"`, `class=~"$class"`, `result="good"`)
+	rec := cfg.RecordedMatchers(`target=~"$target"`, `class=~"$class"`)
 	sw := cfg.SLOWindow.String()
 	rate := func(sel string) string {
 		return fmt.Sprintf("sum by (target, class) (rate(llmprobe_slo_requests_total%s[%s]))", sel, rateWin)

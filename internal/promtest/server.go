@@ -30,6 +30,9 @@ type ScrapeTarget struct {
 	MetricsPath string
 	// Interval overrides Options.ScrapeInterval for this job.
 	Interval time.Duration
+	// Labels are target labels every series of this job gets, e.g. a
+	// cluster or namespace label as Kubernetes service discovery adds.
+	Labels map[string]string
 }
 
 // Options configure a test Prometheus.
@@ -114,7 +117,8 @@ type scrapeConfig struct {
 }
 
 type staticConfig struct {
-	Targets []string `yaml:"targets"`
+	Targets []string          `yaml:"targets"`
+	Labels  map[string]string `yaml:"labels,omitempty"`
 }
 
 func promDuration(d time.Duration) string {
@@ -152,7 +156,7 @@ func RenderConfig(opts Options) ([]byte, error) {
 			MetricsPath:                   tg.MetricsPath,
 			ScrapeNativeHistograms:        true,
 			AlwaysScrapeClassicHistograms: true,
-			StaticConfigs:                 []staticConfig{{Targets: []string{tg.Address}}},
+			StaticConfigs:                 []staticConfig{{Targets: []string{tg.Address}, Labels: tg.Labels}},
 		}
 		if tg.Interval > 0 {
 			sc.ScrapeInterval = promDuration(tg.Interval)
