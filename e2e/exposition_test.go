@@ -17,7 +17,7 @@ import (
 )
 
 // contractMetrics are the metric families of the metrics contract
-// (DESIGN.md, docs/metrics.md), as the text format names them.
+// (docs/design.md, docs/metrics.md), as the text format names them.
 var contractMetrics = []string{
 	"llmprobe_ttft_seconds",
 	"llmprobe_tpot_seconds",

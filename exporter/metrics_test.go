@@ -620,3 +620,55 @@ func BenchmarkSetConfig(b *testing.B) {
 		i++
 	}
 }
+
+// TestDesignContractTable: every metric of the contract table in
+// docs/design.md is exported with the type and (at least) the labels the
+// table names, so the contract dashboards and alerts are written against
+// cannot drift from the code.
+func TestDesignContractTable(t *testing.T) {
+	design, err := os.ReadFile("../docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := os.ReadFile("testdata/catalogue.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]string{} // name -> "type {labels}"
+	for _, line := range strings.Split(strings.TrimSpace(string(cat)), "\n") {
+		name, rest, _ := strings.Cut(line, " ")
+		exported[name] = rest
+	}
+	rows := 0
+	for _, line := range strings.Split(string(design), "\n") {
+		if !strings.HasPrefix(line, "| llmprobe_") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if len(cells) != 3 {
+			t.Errorf("docs/design.md: contract row %q has %d cells, want 3", line, len(cells))
+			continue
+		}
+		rows++
+		name := strings.TrimSpace(cells[0])
+		typ, _, _ := strings.Cut(strings.TrimSpace(cells[1]), " ")
+		got, ok := exported[name]
+		if !ok {
+			t.Errorf("docs/design.md names %s, which llmprobe does not export", name)
+			continue
+		}
+		if !strings.HasPrefix(got, typ+" ") {
+			t.Errorf("%s: docs/design.md says %s, llmprobe exports %s", name, typ, got)
+		}
+		_, labels, _ := strings.Cut(strings.TrimSuffix(got, "}"), "{")
+		have := strings.Split(labels, ",")
+		for _, l := range strings.Split(cells[2], ",") {
+			if l = strings.TrimSpace(l); l != "" && !slices.Contains(have, l) {
+				t.Errorf("%s: docs/design.md names label %s, llmprobe exports %s", name, l, got)
+			}
+		}
+	}
+	if rows < 20 {
+		t.Errorf("found %d contract rows in docs/design.md, want the whole table", rows)
+	}
+}

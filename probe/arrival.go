@@ -23,7 +23,7 @@ const (
 // offered load down. Implementations are immutable and safe for concurrent
 // use; randomness comes from the caller's *rand.Rand.
 //
-// A replica that takes a shard of a target's load (DESIGN.md, Scale-out)
+// A replica that takes a shard of a target's load (docs/design.md, Scale-out)
 // gets Arrivals built with rate/replicas; the engine does that scaling. N
 // independent Poisson shards add up to a Poisson process at the full rate.
 // Gamma and constant shards add up to the full mean rate, but their sum

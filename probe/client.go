@@ -28,7 +28,7 @@ import (
 
 // The OpenAI streaming client.
 //
-// Timing (DESIGN.md "Measurement definitions", matching vLLM's bench):
+// Timing (docs/design.md "Measurement definitions", matching vLLM's bench):
 //
 //   - Start is the instant the HTTP client handed over a connection
 //     (httptrace GotConn, the last one when the transport retried), just

@@ -148,7 +148,7 @@ type Result struct {
 
 	// Planned is the instant on the arrival timeline; Dispatched is when the
 	// harness handed the request to the HTTP client; Start is the instant
-	// just before the request was written on a connection (DESIGN.md
+	// just before the request was written on a connection (docs/design.md
 	// "start"). ScheduleLag = Dispatched - Planned; ClientWait = Start -
 	// Dispatched (connection acquisition: dial + TLS when not reused).
 	Planned     time.Time
@@ -176,7 +176,7 @@ type Result struct {
 	StatusCode int    // 0 when no response
 	RetryAfter time.Duration
 
-	// Timing per DESIGN.md. FirstToken is false when no token-bearing event arrived.
+	// Timing per docs/design.md. FirstToken is false when no token-bearing event arrived.
 	FirstToken bool
 	TTFT       time.Duration   // Start -> first token-bearing event
 	E2E        time.Duration   // Start -> last token-bearing event (Start -> end when no token)
