@@ -16,9 +16,13 @@ VEGETA     := $(BIN)/vegeta
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BRANCH   ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
+BUILD_USER ?= $(shell id -un 2>/dev/null || echo unknown)@$(shell hostname 2>/dev/null || echo unknown)
+BUILD_DATE ?= $(shell date -u -d "@$${SOURCE_DATE_EPOCH:-$$(date +%s)}" +%Y%m%d-%H:%M:%S 2>/dev/null || date -u +%Y%m%d-%H:%M:%S)
 LDFLAGS  := -X github.com/prometheus/common/version.Version=$(VERSION) \
             -X github.com/prometheus/common/version.Revision=$(REVISION) \
-            -X github.com/prometheus/common/version.Branch=$(BRANCH)
+            -X github.com/prometheus/common/version.Branch=$(BRANCH) \
+            -X github.com/prometheus/common/version.BuildUser=$(BUILD_USER) \
+            -X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 
 # Tests find the tools through these; with LLMPROBE_REQUIRE_TOOLS=1 a missing
 # tool fails the test instead of skipping it.

@@ -245,6 +245,13 @@ func check(n *yaml.Node, t reflect.Type) verdict {
 
 // decodeKnownFields decodes n into v with unknown fields refused.
 func decodeKnownFields(n *yaml.Node, v any) error {
+	// n is encoded on its own: an alias in it (a merge of a mapping
+	// anchored elsewhere in the file) would refer to no anchor there.
+	budget := MaxNodes
+	n = inlineAliases(n, &budget)
+	if n == nil {
+		return nil // more than the file may hold: its own error
+	}
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	if err := enc.Encode(n); err != nil {
@@ -256,6 +263,30 @@ func decodeKnownFields(n *yaml.Node, v any) error {
 	dec := yaml.NewDecoder(&buf)
 	dec.KnownFields(true)
 	return dec.Decode(v)
+}
+
+// inlineAliases copies n with every alias replaced by a copy of what it
+// refers to, and no anchors; nil when that takes more than *budget nodes.
+func inlineAliases(n *yaml.Node, budget *int) *yaml.Node {
+	if *budget--; *budget < 0 {
+		return nil
+	}
+	if n.Kind == yaml.AliasNode {
+		r := resolveAlias(n)
+		if r == nil {
+			return nil
+		}
+		return inlineAliases(r, budget)
+	}
+	c := *n
+	c.Anchor = ""
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, k := range n.Content {
+		if c.Content[i] = inlineAliases(k, budget); c.Content[i] == nil {
+			return nil
+		}
+	}
+	return &c
 }
 
 var diagnosed sync.Map // reflect.Type -> bool

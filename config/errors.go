@@ -134,6 +134,9 @@ func translate(lines []string, file string, idx nodeIndex) Errors {
 				return 1
 			})
 			e.setNode(n, idx)
+			// The decoding goes on past an unknown key: it hides no check
+			// of the mapping it sits in (nor of anything else).
+			e.scope = unscoped
 			e.Msg = fmt.Sprintf("unknown field %q", m[2])
 		case alreadySetRE.MatchString(l):
 			m := alreadySetRE.FindStringSubmatch(l)

@@ -242,9 +242,9 @@ func TestTooManyErrors(t *testing.T) {
 }
 
 // TestUnknownFieldsInHTTPClientConfig: an unknown key inside an
-// http_client_config is reported where it is, even when prometheus/common's
-// own checks of the same block would also fail (as its decoding reports
-// unknown fields first).
+// http_client_config is reported where it is, and prometheus/common's own
+// checks of the same block are reported too (its decoding stops at the
+// unknown keys; validation runs them anyway).
 func TestUnknownFieldsInHTTPClientConfig(t *testing.T) {
 	doc := `workloads:
   w: {classes: [{name: c, prompt_tokens: 1, output_tokens: 1}]}
@@ -259,7 +259,8 @@ targets:
       authorization: {credentials: c, credential: c}
 `
 	_, err := Load([]byte(doc), "x.yml")
-	want := "x.yml:10:46: targets[0].http_client_config.basic_auth.passwrd: unknown field \"passwrd\"\n" +
+	want := "x.yml:9:5: targets[0].http_client_config: at most one of basic_auth, oauth2 & authorization must be configured\n" +
+		"x.yml:10:46: targets[0].http_client_config.basic_auth.passwrd: unknown field \"passwrd\"\n" +
 		"x.yml:11:39: targets[0].http_client_config.authorization.credential: unknown field \"credential\""
 	if err == nil || err.Error() != want {
 		t.Fatalf("got\n%v\nwant\n%s", err, want)

@@ -6,80 +6,111 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 
-	"github.com/llmprobe/llmprobe/dist"
+	"go.yaml.in/yaml/v3"
 
-	commoncfg "github.com/prometheus/common/config"
+	"github.com/llmprobe/llmprobe/dist"
 )
 
-// checkFiles checks that every file an http_client_config names exists
+// checkHTTPFiles checks that every file an http_client_config names exists
 // and is a readable regular file. prometheus/common reads them at each
 // request (so that rotated secrets apply), which would make a missing
 // token a failure of every request, reported as a misleading
 // connect_error. Contents are never read, let alone shown.
-func (c *Config) checkFiles(errs *fieldErrors, idx nodeIndex) {
-	for i, t := range c.Targets {
-		if t == nil {
-			continue
-		}
+//
+// The files are taken from the document as written (root), not from the
+// decoded configuration: an http_client_config that fails to decode or
+// to validate (two auths, an unknown TLS version) is left at its default
+// there, and its files must still be reported, with its other problems,
+// in the same run. Relative paths are resolved against dir, as
+// prometheus/common's SetDirectory does.
+func checkHTTPFiles(errs *fieldErrors, root *yaml.Node, dir string) {
+	var doc struct {
+		Targets []struct {
+			HTTP         httpFiles `yaml:"http_client_config"`
+			WorkloadFrom struct {
+				Prometheus struct {
+					HTTP httpFiles `yaml:"http_client_config"`
+				} `yaml:"prometheus"`
+			} `yaml:"workload_from"`
+		} `yaml:"targets"`
+	}
+	// Not strict, and what does not decode (a list where a file name
+	// belongs) is left empty: those problems are the decoding's to report.
+	_ = root.Decode(&doc)
+	for i, t := range doc.Targets {
 		path := fmt.Sprintf("targets[%d]", i)
-		checkHTTPFiles(errs, idx, path+".http_client_config", &t.HTTPClientConfig)
-		if t.WorkloadFrom != nil && t.WorkloadFrom.Prometheus != nil {
-			checkHTTPFiles(errs, idx, path+".workload_from.prometheus.http_client_config", &t.WorkloadFrom.Prometheus.HTTPClientConfig)
-		}
+		t.HTTP.check(errs, path+".http_client_config", dir)
+		t.WorkloadFrom.Prometheus.HTTP.check(errs, path+".workload_from.prometheus.http_client_config", dir)
 	}
 }
 
-func checkHTTPFiles(errs *fieldErrors, idx nodeIndex, path string, c *commoncfg.HTTPClientConfig) {
+// httpFiles are the file names of an http_client_config
+// (prometheus/common's HTTPClientConfig), by the keys the file uses.
+type httpFiles struct {
+	Authorization struct {
+		CredentialsFile string `yaml:"credentials_file"`
+	} `yaml:"authorization"`
+	BearerTokenFile string `yaml:"bearer_token_file"`
+	BasicAuth       struct {
+		UsernameFile string `yaml:"username_file"`
+		PasswordFile string `yaml:"password_file"`
+	} `yaml:"basic_auth"`
+	OAuth2 struct {
+		ClientSecretFile         string   `yaml:"client_secret_file"`
+		ClientCertificateKeyFile string   `yaml:"client_certificate_key_file"`
+		TLSConfig                tlsFiles `yaml:"tls_config"`
+	} `yaml:"oauth2"`
+	TLSConfig   tlsFiles `yaml:"tls_config"`
+	HTTPHeaders map[string]struct {
+		Files []string `yaml:"files"`
+	} `yaml:"http_headers"`
+}
+
+type tlsFiles struct {
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+func (h *httpFiles) check(errs *fieldErrors, path, dir string) {
 	check := func(p, file string) {
 		if file == "" {
 			return
+		}
+		if !filepath.IsAbs(file) {
+			file = filepath.Join(dir, file)
 		}
 		if msg := fileProblem(file); msg != "" {
 			errs.add(p, "%s", msg)
 		}
 	}
-	if a := c.Authorization; a != nil {
-		// Validate moves bearer_token_file to authorization: name what
-		// the file says.
-		p := path + ".authorization.credentials_file"
-		if _, ok := idx.pos[p]; !ok {
-			if _, ok := idx.pos[path+".bearer_token_file"]; ok {
-				p = path + ".bearer_token_file"
-			}
-		}
-		check(p, a.CredentialsFile)
+	check(path+".authorization.credentials_file", h.Authorization.CredentialsFile)
+	check(path+".bearer_token_file", h.BearerTokenFile)
+	check(path+".basic_auth.username_file", h.BasicAuth.UsernameFile)
+	check(path+".basic_auth.password_file", h.BasicAuth.PasswordFile)
+	check(path+".oauth2.client_secret_file", h.OAuth2.ClientSecretFile)
+	check(path+".oauth2.client_certificate_key_file", h.OAuth2.ClientCertificateKeyFile)
+	h.OAuth2.TLSConfig.check(check, path+".oauth2.tls_config")
+	h.TLSConfig.check(check, path+".tls_config")
+	names := make([]string, 0, len(h.HTTPHeaders))
+	for name := range h.HTTPHeaders {
+		names = append(names, name)
 	}
-	check(path+".bearer_token_file", c.BearerTokenFile)
-	if b := c.BasicAuth; b != nil {
-		check(path+".basic_auth.username_file", b.UsernameFile)
-		check(path+".basic_auth.password_file", b.PasswordFile)
-	}
-	if o := c.OAuth2; o != nil {
-		check(path+".oauth2.client_secret_file", o.ClientSecretFile)
-		check(path+".oauth2.client_certificate_key_file", o.ClientCertificateKeyFile)
-		checkTLSFiles(check, path+".oauth2.tls_config", &o.TLSConfig)
-	}
-	checkTLSFiles(check, path+".tls_config", &c.TLSConfig)
-	if h := c.HTTPHeaders; h != nil {
-		names := make([]string, 0, len(h.Headers))
-		for name := range h.Headers {
-			names = append(names, name)
-		}
-		slices.Sort(names)
-		for _, name := range names {
-			for i, f := range h.Headers[name].Files {
-				check(fmt.Sprintf("%s.http_headers.%s.files[%d]", path, name, i), f)
-			}
+	slices.Sort(names)
+	for _, name := range names {
+		for i, f := range h.HTTPHeaders[name].Files {
+			check(fmt.Sprintf("%s.http_headers.%s.files[%d]", path, name, i), f)
 		}
 	}
 }
 
-func checkTLSFiles(check func(path, file string), path string, c *commoncfg.TLSConfig) {
-	check(path+".ca_file", c.CAFile)
-	check(path+".cert_file", c.CertFile)
-	check(path+".key_file", c.KeyFile)
+func (t *tlsFiles) check(check func(path, file string), path string) {
+	check(path+".ca_file", t.CAFile)
+	check(path+".cert_file", t.CertFile)
+	check(path+".key_file", t.KeyFile)
 }
 
 // fileProblem says what is wrong with file as one to read secrets or

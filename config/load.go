@@ -147,6 +147,17 @@ func load(data []byte, file string, checkFiles bool) (*Config, error) {
 	if errs := checkShape(&root, idx, file); len(errs) > 0 {
 		return nil, errs
 	}
+	dir := ""
+	if file != "" {
+		dir = filepath.Dir(file)
+	}
+	// The files an http_client_config names are checked as the file
+	// names them, whatever else is wrong with it (see checkHTTPFiles): these
+	// errors are not subject to decodedBadly.
+	var files fieldErrors
+	if checkFiles {
+		checkHTTPFiles(&files, &root, dir)
+	}
 	root = yaml.Node{} // the decoder parses its own
 
 	cfg, err := decodeYAML(data)
@@ -162,10 +173,6 @@ func load(data []byte, file string, checkFiles bool) (*Config, error) {
 	}
 	cfg.Source = file
 
-	dir := ""
-	if file != "" {
-		dir = filepath.Dir(file)
-	}
 	for _, t := range cfg.Targets {
 		if t != nil {
 			t.HTTPClientConfig.SetDirectory(dir)
@@ -189,14 +196,16 @@ func load(data []byte, file string, checkFiles bool) (*Config, error) {
 
 	fe := fieldErrors{samples: map[[2]string]samplesRead{}}
 	cfg.validate(&fe)
-	if checkFiles {
-		cfg.checkFiles(&fe, idx)
-	}
 	decoding := errs
 	for _, e := range fe.errs {
 		if decodedBadly(e, decoding) {
 			continue
 		}
+		pos := idx.locate(e.Path)
+		e.File, e.Line, e.Column = file, pos.line, pos.col
+		errs = append(errs, e)
+	}
+	for _, e := range files.errs {
 		pos := idx.locate(e.Path)
 		e.File, e.Line, e.Column = file, pos.line, pos.col
 		errs = append(errs, e)

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -68,32 +67,41 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	var spec *slo.Spec
 	if o.slo != "" {
 		if spec, err = slo.ParseSpec(o.slo); err != nil {
-			return fmt.Errorf("--slo: %w", err)
+			return usagef("--slo: %w", err)
 		}
 	}
+	if o.configFile == "" && !o.sim {
+		return usagef("--config.file is required (or --sim for the embedded demo)")
+	}
 	var data []byte
-	name := o.configFile
-	switch {
-	case o.configFile != "":
+	if o.configFile != "" && o.sim {
 		if data, err = os.ReadFile(o.configFile); err != nil {
 			return err
 		}
-	case o.sim:
-		data, name = examples.Demo, "demo.yml (embedded)"
-	default:
-		return errors.New("--config.file is required (or --sim for the embedded demo)")
 	}
-	if o.sim {
+	var cfg *config.Config
+	switch {
+	case o.sim:
 		base, stop, _, err := startSimChild(ctx, logger, o)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		data = bytes.ReplaceAll(data, []byte(examples.DemoURLPlaceholder), []byte(base+"/v1"))
-	}
-	cfg, err := config.Load(data, name)
-	if err != nil {
-		return err
+		if o.configFile == "" {
+			cfg, err = loadDemo(base)
+		} else {
+			data = bytes.ReplaceAll(data, []byte(examples.DemoURLPlaceholder), []byte(base+"/v1"))
+			cfg, err = config.Load(data, o.configFile)
+		}
+		if err != nil {
+			return invalidConfig(err)
+		}
+	default:
+		// As run does: the files the targets' http_client_config names
+		// are checked too.
+		if cfg, err = config.LoadFileContext(ctx, o.configFile); err != nil {
+			return invalidConfig(err)
+		}
 	}
 	rep, err := bench.Run(ctx, bench.Options{
 		Config:            cfg,
@@ -134,12 +142,12 @@ func parseStages(specs []string, def time.Duration) ([]bench.Stage, error) {
 		rate, dur, hasDur := strings.Cut(s, ":")
 		r, err := strconv.ParseFloat(rate, 64)
 		if err != nil || !(r > 0) {
-			return nil, fmt.Errorf("--stage %q: rate must be a positive number of requests per second", s)
+			return nil, usagef("--stage %q: rate must be a positive number of requests per second", s)
 		}
 		d := def
 		if hasDur {
 			if d, err = time.ParseDuration(dur); err != nil || d <= 0 {
-				return nil, fmt.Errorf("--stage %q: duration must be positive, like 30s or 5m", s)
+				return nil, usagef("--stage %q: duration must be positive, like 30s or 5m", s)
 			}
 		}
 		out = append(out, bench.Stage{Rate: r, Duration: d})

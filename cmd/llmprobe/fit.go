@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -83,16 +82,16 @@ func registerFit(app *kingpin.Application) command {
 
 func runFit(ctx context.Context, logger *slog.Logger, f *fitFlags, stdout, stderr io.Writer) error {
 	if (f.accessLog == "") == (f.promURL == "") {
-		return errors.New("fit: give exactly one source, --access-log=FILE or --prometheus.url=URL")
+		return usagef("fit: give exactly one source, --access-log=FILE or --prometheus.url=URL")
 	}
 	if !(f.rate > 0) || math.IsInf(f.rate, 0) {
-		return fmt.Errorf("fit: --rate must be a positive number of requests per second, got %v", f.rate)
+		return usagef("fit: --rate must be a positive number of requests per second, got %v", f.rate)
 	}
 	plotFormat := ""
 	if f.plot != "" {
 		var err error
 		if plotFormat, err = fit.PlotFormat(f.plot); err != nil {
-			return err
+			return usageError{err}
 		}
 	}
 
@@ -159,7 +158,7 @@ func runFit(ctx context.Context, logger *slog.Logger, f *fitFlags, stdout, stder
 func fitPrometheus(ctx context.Context, f *fitFlags) (*fit.Result, error) {
 	rng, err := model.ParseDuration(f.rangeStr)
 	if err != nil || rng <= 0 {
-		return nil, fmt.Errorf("fit: --range=%q is not a positive duration (e.g. 24h, 7d)", f.rangeStr)
+		return nil, usagef("fit: --range=%q is not a positive duration (e.g. 24h, 7d)", f.rangeStr)
 	}
 	at, err := parseFitTime(f.timeStr)
 	if err != nil {
@@ -204,7 +203,7 @@ func parseFitTime(s string) (time.Time, error) {
 		sec, frac := math.Modf(v)
 		return time.Unix(int64(sec), int64(math.Round(frac*1e9))), nil
 	}
-	return time.Time{}, fmt.Errorf("fit: --time=%q is neither RFC 3339 nor Unix seconds", s)
+	return time.Time{}, usagef("fit: --time=%q is neither RFC 3339 nor Unix seconds", s)
 }
 
 // writeFileAtomic writes data to path through a temporary file in the

@@ -163,8 +163,9 @@ func TestFitCommandErrors(t *testing.T) {
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("a failed fit left %s behind (%v)", out, err)
 	}
-	if code := Main([]string{"fit"}); code != 1 {
-		t.Errorf("fit without a source exited %d, want 1", code)
+	// A missing source is a bad command line.
+	if code := Main([]string{"fit"}); code != 2 {
+		t.Errorf("fit without a source exited %d, want 2", code)
 	}
 }
 

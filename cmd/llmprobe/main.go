@@ -36,9 +36,14 @@ func main() {
 
 // Main parses args, runs the selected command and returns the exit code.
 func Main(args []string) int {
+	fillVersion()
 	app := kingpin.New("llmprobe", "Continuous, open-loop benchmarking of OpenAI-compatible LLM endpoints, exported as Prometheus metrics.")
 	app.Version(version.Print("llmprobe"))
 	app.HelpFlag.Short('h')
+	// --help and --version answer on standard output (kingpin's default
+	// is standard error); errors stay on standard error.
+	app.UsageWriter(os.Stdout)
+	app.ErrorWriter(os.Stderr)
 	logConfig := &promslog.Config{}
 	promslogflag.AddFlags(app, logConfig)
 
@@ -53,8 +58,9 @@ func Main(args []string) int {
 
 	selected, err := app.Parse(args)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "llmprobe: %v\n", err)
-		app.Usage(args)
+		// One line: kingpin's usage text would re-parse args and print
+		// the error a second time.
+		reportUsage(os.Stderr, err)
 		return 2
 	}
 	logger := promslog.New(logConfig)
@@ -68,12 +74,9 @@ func Main(args []string) int {
 		if c.clause.FullCommand() != selected {
 			continue
 		}
-		if err := c.run(ctx, logger); err != nil {
-			logger.Error("llmprobe "+selected+" failed", "err", err)
-			return 1
-		}
-		return 0
+		// A plain message, not a log line (see cli.go).
+		return exitCode(os.Stderr, c.run(ctx, logger))
 	}
-	fmt.Fprintf(os.Stderr, "llmprobe: unknown command %q\n", selected)
+	reportUsage(os.Stderr, fmt.Errorf("unknown command %q", selected))
 	return 2
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,7 +25,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/llmprobe/llmprobe/config"
-	"github.com/llmprobe/llmprobe/examples"
 	"github.com/llmprobe/llmprobe/exporter"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/sim"
@@ -55,7 +53,7 @@ func registerRun(app *kingpin.Application) command {
 		clause: cmd,
 		run: func(ctx context.Context, logger *slog.Logger) error {
 			if o.replicas < 1 {
-				return fmt.Errorf("--probe.replicas must be at least 1, got %d", o.replicas)
+				return usagef("--probe.replicas must be at least 1, got %d", o.replicas)
 			}
 			return runDaemon(ctx, logger, o)
 		},
@@ -84,15 +82,14 @@ func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
 			stopTracing(logger, simTracing)
 		}()
 		logger.Info("demo mode: probing the built-in simulator", "sim_url", base)
-		data := bytes.ReplaceAll(examples.Demo, []byte(examples.DemoURLPlaceholder), []byte(base+"/v1"))
-		load = func() (*config.Config, error) { return config.Load(data, "demo.yml (embedded)") }
+		load = func() (*config.Config, error) { return loadDemo(base) }
 	}
 
 	// Tracing is set up once, from the configuration at start (the engine
 	// takes its tracer when it is built); a reload does not change it.
 	initial, err := load()
 	if err != nil {
-		return err
+		return invalidConfig(err)
 	}
 	tracing, err := startTracing(ctx, logger, initial.Tracing, "llmprobe", "")
 	if err != nil {

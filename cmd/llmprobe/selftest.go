@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -104,7 +103,7 @@ type selftestStep struct {
 
 func runSelftest(ctx context.Context, logger *slog.Logger, o *selftestOptions, out io.Writer) error {
 	if o.step < 2*time.Second || !(o.startRate > 0) || o.maxRate < o.startRate || o.bisections < 0 {
-		return errors.New("selftest: --step.duration must be at least 2s and 0 < --start-rate <= --max-rate")
+		return usagef("selftest: --step.duration must be at least 2s, 0 < --start-rate <= --max-rate and --bisections at least 0")
 	}
 	base, stop, simPID, err := startSimChild(ctx, logger, &benchOptions{simZero: true, simArgs: []string{
 		"--sim.max-num-seqs=65536", "--sim.max-num-batched-tokens=1048576", "--sim.num-kv-blocks=1048576"}})
@@ -241,7 +240,7 @@ func selftestConfig(o *selftestOptions, simBase string) (*config.Config, string,
 	}
 	cfg, err := config.LoadFile(o.configFile)
 	if err != nil {
-		return nil, "", err
+		return nil, "", invalidConfig(err)
 	}
 	t := cfg.Targets[0]
 	if o.target != "" {

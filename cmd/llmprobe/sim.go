@@ -80,7 +80,7 @@ func registerSim(app *kingpin.Application) command {
 				for _, v := range *timingSteps {
 					st, err := sim.ParseTimingStep(v)
 					if err != nil {
-						return fmt.Errorf("--sim.timing-step: %w", err)
+						return usagef("--sim.timing-step: %w", err)
 					}
 					cfg.TimingSteps = append(cfg.TimingSteps, st)
 				}

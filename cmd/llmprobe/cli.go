@@ -1,0 +1,95 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+
+	"github.com/prometheus/common/version"
+
+	"github.com/llmprobe/llmprobe/config"
+)
+
+// What the user sees when a command fails is a plain message, not a log
+// line: "llmprobe: error: ..." on standard error, as kingpin words its
+// own. Exit code 2 is a bad command line (a flag, an argument, a flag's
+// value), 1 any other failure. The daemon's logging while it runs is
+// promslog's.
+
+// usageError is a bad command line found by a command itself (a flag's
+// value it cannot use): exit code 2, like kingpin's own parse errors.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usagef is a usageError with a formatted message.
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// usageHint ends the one line of a command-line error.
+const usageHint = " (see llmprobe --help)"
+
+// reportUsage prints a bad command line on one line.
+func reportUsage(w io.Writer, err error) {
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	fmt.Fprintf(w, "llmprobe: error: %s%s\n", msg, usageHint)
+}
+
+// reportError prints a command's failure; a multi-line error (every
+// problem of a configuration file) keeps one problem per line.
+func reportError(w io.Writer, err error) {
+	fmt.Fprintf(w, "llmprobe: error: %v\n", err)
+}
+
+// exitCode reports err (nil: success) and returns the exit code.
+func exitCode(w io.Writer, err error) int {
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		reportUsage(w, err)
+		return 2
+	}
+	reportError(w, err)
+	return 1
+}
+
+// invalidConfig introduces the problems of a configuration file that a
+// command cannot start with, one per line below.
+func invalidConfig(err error) error {
+	var errs config.Errors
+	if errors.As(err, &errs) {
+		return fmt.Errorf("the configuration is invalid:\n%w", err)
+	}
+	return err
+}
+
+// fillVersion gives the build information that `make build` sets with
+// -ldflags a sensible value when the binary was built otherwise (go
+// build, go install, go run): the module version or the VCS revision Go
+// stamped, and "unknown" rather than nothing.
+func fillVersion() {
+	info, ok := debug.ReadBuildInfo()
+	if version.Version == "" {
+		switch {
+		case ok && info.Main.Version != "" && info.Main.Version != "(devel)":
+			version.Version = strings.TrimPrefix(info.Main.Version, "v")
+		default:
+			version.Version = "devel"
+		}
+	}
+	if version.Branch == "" {
+		version.Branch = "unknown"
+	}
+	if version.BuildUser == "" {
+		version.BuildUser = "unknown"
+	}
+	if version.BuildDate == "" {
+		version.BuildDate = "unknown"
+	}
+}
