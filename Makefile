@@ -53,8 +53,21 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
 	$(GO) vet ./...
 
-test: tools lint
+test: tools lint chromium
 	$(TEST_ENV) $(GO) test -race -count=1 -timeout 15m ./...
+
+# Headless Chromium renders the status page in e2e's TestStatusPageInChromium:
+# Debian's package, installed quietly when /usr/bin/chromium is missing and we
+# are root (about 1.5 minutes); otherwise the test skips, or fails under
+# LLMPROBE_REQUIRE_TOOLS=1.
+.PHONY: chromium
+chromium:
+	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo 'installing chromium with apt-get (for the status page test)'; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq chromium >/dev/null 2>&1 || \
+		{ apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null; }; \
+	fi
 
 # Quick loop for development: no race detector, no external tools required.
 test-short:

@@ -3,6 +3,7 @@ package exporter
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,8 +56,14 @@ func (e Entry) Failed() bool { return e.Outcome != probe.OutcomeSuccess }
 // visible long after a burst of successes). Failures are also logged at
 // debug level. Create it with NewRecent and give it every configuration
 // with SetConfig.
+//
+// It also keeps each target's recent window (see window.go): TTFT, TPOT
+// and E2E quantiles per class over the last 5 minutes and a timeline of
+// the requested and achieved rates, for the status page; Track samples the
+// requested rate into it.
 type Recent struct {
 	logger *slog.Logger
+	now    func() time.Time
 	mu     sync.Mutex // serialises SetConfig
 	rings  atomic.Pointer[map[string]*targetRings]
 }
@@ -65,6 +72,8 @@ type targetRings struct {
 	mu       sync.Mutex
 	recent   ring
 	failures ring
+	window   *targetWindow
+	classes  []string // in configuration order
 }
 
 // ring is a fixed-capacity circular buffer of entries.
@@ -120,7 +129,7 @@ func NewRecent(logger *slog.Logger) *Recent {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Recent{logger: logger}
+	r := &Recent{logger: logger, now: time.Now}
 	r.rings.Store(&map[string]*targetRings{})
 	return r
 }
@@ -137,30 +146,103 @@ func (r *Recent) SetConfig(cfg *config.Config) {
 		if t == nil {
 			continue
 		}
+		var classes []string
+		if w := cfg.Workload(t); w != nil {
+			for _, c := range w.Classes {
+				if c != nil {
+					classes = append(classes, c.Name)
+				}
+			}
+		}
 		if tr := old[t.Name]; tr != nil {
 			tr.mu.Lock()
 			if len(tr.recent.buf) != n {
 				tr.recent = tr.recent.resized(n)
 				tr.failures = tr.failures.resized(n)
 			}
+			tr.window.setClasses(classes)
+			tr.classes = classes
 			tr.mu.Unlock()
 			next[t.Name] = tr
 			continue
 		}
-		next[t.Name] = &targetRings{recent: newRing(n), failures: newRing(n)}
+		next[t.Name] = &targetRings{recent: newRing(n), failures: newRing(n), window: newTargetWindow(r.now(), classes), classes: classes}
 	}
 	r.rings.Store(&next)
 }
 
-// Scheduled implements probe.Observer; it does nothing.
-func (r *Recent) Scheduled(target, class string) {}
+// Scheduled implements probe.Observer: it counts the arrival in the
+// target's timeline.
+func (r *Recent) Scheduled(target, class string) {
+	if tr := (*r.rings.Load())[target]; tr != nil {
+		now := r.now()
+		tr.mu.Lock()
+		tr.window.scheduled(now)
+		tr.mu.Unlock()
+	}
+}
 
 // Dropped implements probe.Observer; it does nothing (drops are counted in
 // metrics and shown from the engine's status).
 func (r *Recent) Dropped(target, class string, reason probe.DropReason) {}
 
-// Sent implements probe.Observer; it does nothing.
-func (r *Recent) Sent(target, class string) {}
+// Sent implements probe.Observer: it counts the send in the target's
+// timeline (the achieved rate).
+func (r *Recent) Sent(target, class string) {
+	if tr := (*r.rings.Load())[target]; tr != nil {
+		now := r.now()
+		tr.mu.Lock()
+		tr.window.sent(now)
+		tr.mu.Unlock()
+	}
+}
+
+// Track samples every target's requested rate from status (typically
+// (*probe.Engine).Status) into its timeline every second, until ctx is
+// done. Without it the timeline has no requested rate.
+func (r *Recent) Track(ctx context.Context, status func() []probe.TargetStatus) {
+	if status == nil {
+		return
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		r.SampleStatus(status())
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// SampleStatus records the targets' requested rates in their timelines
+// (Track calls it every second).
+func (r *Recent) SampleStatus(statuses []probe.TargetStatus) {
+	rings := *r.rings.Load()
+	now := r.now()
+	for _, s := range statuses {
+		if tr := rings[s.Name]; tr != nil {
+			tr.mu.Lock()
+			tr.window.requested(now, s.RequestedRate)
+			tr.mu.Unlock()
+		}
+	}
+}
+
+// Window returns a target's recent window: latency quantiles over the
+// last 5 minutes (the target, then each class) and the per-10s timeline;
+// ok is false for an unknown target.
+func (r *Recent) Window(target string) (snap WindowSnapshot, ok bool) {
+	tr := (*r.rings.Load())[target]
+	if tr == nil {
+		return WindowSnapshot{}, false
+	}
+	now := r.now()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.window.snapshot(now, tr.classes), true
+}
 
 // ConversationEnded implements probe.Observer; the turns themselves are
 // in the log.
@@ -216,24 +298,32 @@ func (r *Recent) Observe(res *probe.Result) {
 	if failed {
 		e.Error = sanitize(res.Error)
 	}
+	now := r.now()
 	tr.mu.Lock()
 	tr.recent.add(&e)
 	if failed {
 		tr.failures.add(&e)
 	}
+	tr.window.observe(now, res)
 	tr.mu.Unlock()
 }
 
 // Snapshot returns copies of a target's last requests and last failures,
-// newest first (both nil for an unknown target).
+// in the order they were sent, newest first (both nil for an unknown
+// target). The rings keep the last requests to end; a long request ends
+// after shorter ones sent later, so they are sorted by send time.
 func (r *Recent) Snapshot(target string) (recent, failures []Entry) {
 	tr := (*r.rings.Load())[target]
 	if tr == nil {
 		return nil, nil
 	}
 	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	return tr.recent.newestFirst(), tr.failures.newestFirst()
+	recent, failures = tr.recent.newestFirst(), tr.failures.newestFirst()
+	tr.mu.Unlock()
+	bySendTime := func(a, b Entry) int { return b.Time.Compare(a.Time) }
+	slices.SortStableFunc(recent, bySendTime)
+	slices.SortStableFunc(failures, bySendTime)
+	return recent, failures
 }
 
 // sanitize makes a remote error message safe to keep and show: valid

@@ -7,7 +7,10 @@ import (
 	"html/template"
 	"log/slog"
 	"math"
+	"mime"
 	"net/http"
+	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -43,6 +46,55 @@ type WebOptions struct {
 	Ready func() bool
 	// Version is shown in the page header.
 	Version string
+	// ExternalURL is where users reach llmprobe (--web.external-url), as
+	// Prometheus' flag: the pages' links, form actions and redirects use
+	// its path, and its origin passes the cross-origin protection (a
+	// reverse proxy may rewrite Host). nil: links use RoutePrefix.
+	ExternalURL *url.URL
+	// RoutePrefix is the path every endpoint is served under
+	// (--web.route-prefix; "" or "/" for none). ParseWebURLs derives it,
+	// as Prometheus does, from ExternalURL's path by default.
+	RoutePrefix string
+}
+
+// ParseWebURLs checks --web.external-url and --web.route-prefix and
+// returns the external URL (nil when externalURL is empty) and the route
+// prefix: "" for none, else "/path" without a trailing slash. The prefix
+// defaults to the external URL's path, as in Prometheus.
+func ParseWebURLs(externalURL, routePrefix string) (*url.URL, string, error) {
+	var ext *url.URL
+	if externalURL != "" {
+		u, err := url.Parse(externalURL)
+		if err != nil {
+			return nil, "", fmt.Errorf("--web.external-url: %w", err)
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, "", fmt.Errorf("--web.external-url %q: want an absolute http or https URL", externalURL)
+		}
+		if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return nil, "", fmt.Errorf("--web.external-url %q: credentials, a query or a fragment are not allowed", externalURL)
+		}
+		u.Path = strings.TrimRight(u.Path, "/")
+		u.RawPath = ""
+		ext = u
+		if routePrefix == "" {
+			routePrefix = u.Path
+		}
+	}
+	prefix := cleanPrefix(routePrefix)
+	if strings.ContainsAny(prefix, "?#%") || path.Clean("/"+prefix) != "/"+strings.TrimPrefix(prefix, "/") {
+		return nil, "", fmt.Errorf("--web.route-prefix %q: want a plain path such as /llmprobe", routePrefix)
+	}
+	return ext, prefix, nil
+}
+
+// cleanPrefix makes a route prefix "" or "/a/b".
+func cleanPrefix(p string) string {
+	p = strings.Trim(p, "/")
+	if p == "" {
+		return ""
+	}
+	return "/" + p
 }
 
 //go:embed templates/*.html
@@ -72,7 +124,11 @@ func NewHandler(o WebOptions) http.Handler {
 	if o.Gatherer == nil {
 		o.Gatherer = prometheus.DefaultGatherer
 	}
-	w := &web{o: o}
+	prefix := cleanPrefix(o.RoutePrefix)
+	w := &web{o: o, link: prefix}
+	if o.ExternalURL != nil {
+		w.link = strings.TrimRight(o.ExternalURL.EscapedPath(), "/")
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{
 		ErrorLog:          promhttpLogger{o.Logger},
@@ -91,15 +147,44 @@ func NewHandler(o WebOptions) http.Handler {
 	// /-/reload (or any future state-changing endpoint): cross-origin
 	// requests with unsafe methods are refused (Sec-Fetch-Site, or Origin
 	// against Host). curl and other non-browser clients send neither.
+	// Behind a reverse proxy that rewrites Host, a browser without
+	// Sec-Fetch-Site sends the external origin.
 	csrf := http.NewCrossOriginProtection()
+	if u := o.ExternalURL; u != nil {
+		if err := csrf.AddTrustedOrigin(u.Scheme + "://" + u.Host); err != nil {
+			o.Logger.Warn("the external URL's origin is not trusted for POST /-/reload", "err", err)
+		}
+	}
 	csrf.SetDenyHandler(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
 		writeText(rw, http.StatusForbidden, "cross-origin request refused")
 	}))
-	return csrf.Handler(mux)
+	var h http.Handler = mux
+	if prefix != "" {
+		h = withPrefix(prefix, mux)
+	}
+	return csrf.Handler(h)
+}
+
+// withPrefix serves h under prefix (/metrics at prefix/metrics, and so
+// on); / redirects to prefix/, as Prometheus does, and any other path is
+// not found.
+func withPrefix(prefix string, h http.Handler) http.Handler {
+	strip := http.StripPrefix(prefix, h)
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		switch p := r.URL.Path; {
+		case strings.HasPrefix(p, prefix+"/"):
+			strip.ServeHTTP(rw, r)
+		case p == prefix || p == "/":
+			http.Redirect(rw, r, prefix+"/", http.StatusFound)
+		default:
+			http.NotFound(rw, r)
+		}
+	})
 }
 
 type web struct {
-	o WebOptions
+	o    WebOptions
+	link string // the path prefix of links, "" or "/a/b"
 }
 
 // promhttpLogger routes promhttp's errors (failed collections, broken
@@ -125,7 +210,13 @@ func (w *web) ready(rw http.ResponseWriter, _ *http.Request) {
 	writeText(rw, http.StatusOK, "Ready")
 }
 
-func (w *web) reload(rw http.ResponseWriter, _ *http.Request) {
+// reloadFormField is the status page's reload form's field: a POST that
+// carries it is the browser's, answered with 303 See Other back to the
+// page; any other request (curl, PUT, a POST without the field) gets the
+// text answer and status code.
+const reloadFormField = "from"
+
+func (w *web) reload(rw http.ResponseWriter, r *http.Request) {
 	if !w.o.EnableLifecycle {
 		writeText(rw, http.StatusForbidden, "Lifecycle API is not enabled (start with --web.enable-lifecycle, or send SIGHUP).")
 		return
@@ -134,11 +225,42 @@ func (w *web) reload(rw http.ResponseWriter, _ *http.Request) {
 		writeText(rw, http.StatusServiceUnavailable, "configuration reload is not available")
 		return
 	}
-	if err := w.o.Reloader.Reload(); err != nil {
+	fromPage := isPageForm(rw, r)
+	err := w.o.Reloader.Reload()
+	if fromPage {
+		outcome := "ok"
+		if err != nil {
+			outcome = "failed"
+		}
+		http.Redirect(rw, r, w.link+"/?reload="+outcome, http.StatusSeeOther)
+		return
+	}
+	if err != nil {
 		writeText(rw, http.StatusInternalServerError, "failed to reload config: "+err.Error())
 		return
 	}
 	writeText(rw, http.StatusOK, "Reloaded")
+}
+
+// isPageForm reports whether r is the status page's form being submitted:
+// a POST with a form body (at most 4 KiB) carrying reloadFormField.
+func isPageForm(rw http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct != "application/x-www-form-urlencoded" && ct != "multipart/form-data" {
+		return false
+	}
+	r.Body = http.MaxBytesReader(rw, r.Body, 4<<10)
+	if ct == "multipart/form-data" {
+		if err := r.ParseMultipartForm(4 << 10); err != nil {
+			return false
+		}
+	} else if err := r.ParseForm(); err != nil {
+		return false
+	}
+	return r.PostForm.Get(reloadFormField) == "status-page"
 }
 
 func (w *web) render(rw http.ResponseWriter, name string, data any) {
@@ -159,6 +281,20 @@ type pageData struct {
 	Title   string
 	Version string
 	Now     time.Time
+	Prefix  string // of links: "" or "/a/b"
+	// ReloadFailed is the last reload when it failed (nil otherwise): a
+	// banner until the next successful one.
+	ReloadFailed *ReloadStatus
+}
+
+func (w *web) pageData(title string) pageData {
+	d := pageData{Title: title, Version: w.o.Version, Now: time.Now(), Prefix: w.link}
+	if w.o.Reloader != nil {
+		if st, ok := w.o.Reloader.Status(); ok && st.Failed {
+			d.ReloadFailed = &st
+		}
+	}
+	return d
 }
 
 type statusPage struct {
@@ -167,6 +303,11 @@ type statusPage struct {
 	Reload     bool // POST /-/reload is enabled
 	Harness    probe.HarnessStats
 	HasHarness bool
+	// ReloadNotice is the outcome of the reload the page's form asked for
+	// (after its 303 redirect); nil otherwise.
+	ReloadNotice *ReloadStatus
+	WindowSpan   time.Duration
+	HasWindow    bool // Recent keeps the recent window
 }
 
 type targetView struct {
@@ -179,6 +320,9 @@ type targetView struct {
 	Recent      []Entry
 	Failures    []Entry
 	KeepsRecent bool
+	Latency     WindowSnapshot
+	HasWindow   bool
+	Charts      []svgChart // the timeline: rates, TTFT
 }
 
 type countView struct {
@@ -193,10 +337,17 @@ type classView struct {
 	SLO         *SLOCounts // nil: the class has no SLO
 }
 
-func (w *web) status(rw http.ResponseWriter, _ *http.Request) {
+func (w *web) status(rw http.ResponseWriter, r *http.Request) {
 	page := statusPage{
-		pageData: pageData{Title: "Status", Version: w.o.Version, Now: time.Now()},
-		Reload:   w.o.Reloader != nil && w.o.EnableLifecycle,
+		pageData:   w.pageData("Status"),
+		Reload:     w.o.Reloader != nil && w.o.EnableLifecycle,
+		WindowSpan: windowSpan,
+		HasWindow:  w.o.Recent != nil,
+	}
+	if r.URL.Query().Has("reload") && w.o.Reloader != nil {
+		if st, ok := w.o.Reloader.Status(); ok {
+			page.ReloadNotice = &st
+		}
 	}
 	var cfg *config.Config
 	if w.o.Reloader != nil {
@@ -233,6 +384,9 @@ func (w *web) status(rw http.ResponseWriter, _ *http.Request) {
 		}
 		if w.o.Recent != nil {
 			v.Recent, v.Failures = w.o.Recent.Snapshot(s.Name)
+			if v.Latency, v.HasWindow = w.o.Recent.Window(s.Name); v.HasWindow {
+				v.Charts = timelineCharts(s.Name, v.Latency)
+			}
 		}
 		page.Targets = append(page.Targets, v)
 	}
@@ -246,7 +400,7 @@ type configPage struct {
 }
 
 func (w *web) config(rw http.ResponseWriter, _ *http.Request) {
-	page := configPage{pageData: pageData{Title: "Configuration", Version: w.o.Version, Now: time.Now()}}
+	page := configPage{pageData: w.pageData("Configuration")}
 	var cfg *config.Config
 	if w.o.Reloader != nil {
 		cfg = w.o.Reloader.Current()

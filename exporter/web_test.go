@@ -173,7 +173,7 @@ func TestStatusPage(t *testing.T) {
 		t.Fatalf("/ = %d %s", code, h.Get("Content-Type"))
 	}
 	for _, want := range []string{
-		`<meta http-equiv="refresh" content="5">`,
+		`<meta http-equiv="refresh" content="5; url=/">`,
 		`href="/metrics"`, `href="/config"`,
 		"1.2.3-test",
 		"HARNESS SATURATED",

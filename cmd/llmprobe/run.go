@@ -38,6 +38,9 @@ type runOptions struct {
 	lifecycle  bool
 	selftest   string
 	web        *web.FlagConfig
+
+	externalURL string
+	routePrefix string
 }
 
 func registerRun(app *kingpin.Application) command {
@@ -48,12 +51,17 @@ func registerRun(app *kingpin.Application) command {
 	cmd.Flag("probe.replicas", "Number of llmprobe replicas sharing every target's rate: this process sends rate/replicas (sum the replicas in Prometheus).").Default("1").Envar("LLMPROBE_REPLICAS").IntVar(&o.replicas)
 	cmd.Flag("selftest.file", "Result of llmprobe selftest: a warning is logged at start when the configured rate is above the ceiling it measured (without one, the documented ceiling per CPU).").Default(defaultSelftestFile()).StringVar(&o.selftest)
 	cmd.Flag("web.enable-lifecycle", "Enable configuration reload over HTTP (POST /-/reload), as Prometheus' flag of the same name; SIGHUP reloads either way.").BoolVar(&o.lifecycle)
+	cmd.Flag("web.external-url", "The URL under which llmprobe is externally reachable (for example, if llmprobe is served via a reverse proxy), as Prometheus' flag of the same name. Used for the links and redirects of the status page. If the URL has a path portion, it is used to prefix all HTTP endpoints served by llmprobe (see --web.route-prefix).").PlaceHolder("<URL>").StringVar(&o.externalURL)
+	cmd.Flag("web.route-prefix", "Prefix for the internal routes of web endpoints (/metrics, /-/healthy, /-/ready, /-/reload, /, /config). Defaults to the path of --web.external-url.").PlaceHolder("<path>").StringVar(&o.routePrefix)
 	o.web = kingpinflag.AddFlags(cmd, ":9477")
 	return command{
 		clause: cmd,
 		run: func(ctx context.Context, logger *slog.Logger) error {
 			if o.replicas < 1 {
 				return usagef("--probe.replicas must be at least 1, got %d", o.replicas)
+			}
+			if _, _, err := exporter.ParseWebURLs(o.externalURL, o.routePrefix); err != nil {
+				return usagef("%v", err)
 			}
 			return runDaemon(ctx, logger, o)
 		},
@@ -144,6 +152,14 @@ func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
 	}
 	warnAboveCeiling(logger, engine.Status(), o.selftest)
 
+	externalURL, routePrefix, err := exporter.ParseWebURLs(o.externalURL, o.routePrefix)
+	if err != nil {
+		return err
+	}
+	trackCtx, stopTracking := context.WithCancel(ctx)
+	defer stopTracking()
+	go recent.Track(trackCtx, engine.Status)
+
 	var ready atomic.Bool
 	srv := &http.Server{
 		Handler: exporter.NewHandler(exporter.WebOptions{
@@ -158,6 +174,8 @@ func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
 			Version:  version.Version,
 
 			EnableLifecycle: o.lifecycle,
+			ExternalURL:     externalURL,
+			RoutePrefix:     routePrefix,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}

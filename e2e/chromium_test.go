@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmprobe/llmprobe/internal/promtest"
+)
+
+// chromiumBinary returns headless Chromium: $CHROMIUM, else chromium on
+// $PATH (Debian's package, which `make test` installs when it can). A
+// missing one skips the test, or fails it under LLMPROBE_REQUIRE_TOOLS=1.
+func chromiumBinary(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv(promtest.RequireToolsEnv) == "1" {
+		t.Fatalf("chromium not found on $PATH (`make test` installs Debian's chromium as root; %s=1 makes a missing tool an error)", promtest.RequireToolsEnv)
+	}
+	t.Skip("skipping: chromium not found on $PATH (apt-get install chromium)")
+	return ""
+}
+
+// dumpDOM loads url in headless Chromium and returns the rendered DOM.
+func dumpDOM(t *testing.T, chromium, url string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, chromium,
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir="+filepath.Join(t.TempDir(), "profile"),
+		"--dump-dom", url)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium --dump-dom %s: %v\n%s", url, err, tail(stderr.String(), 4<<10))
+	}
+	return stdout.String()
+}
+
+// TestStatusPageInChromium runs the daemon against the simulator under a
+// route prefix (--web.external-url=http://<addr>/llmprobe/), lets it
+// measure, makes a reload fail, and loads the status page in headless
+// Chromium: the rendered DOM has the failed-reload banner with the error,
+// each target's latency summary with numbers and n, and the timeline SVG
+// charts.
+func TestStatusPageInChromium(t *testing.T) {
+	chromium := chromiumBinary(t)
+	_, simURL := startSim(t)
+	cfg := filepath.Join(t.TempDir(), "llmprobe.yml")
+	vars := map[string]string{"SIM_URL": simURL}
+	writeFileAtomic(t, cfg, renderFixture(t, "reload-initial.yml", vars))
+	_, base := startServer(t, "llmprobe run", "/llmprobe/-/ready", nil, func(addr string) []string {
+		return []string{"run", "--config.file=" + cfg, "--web.listen-address=" + addr, "--web.enable-lifecycle",
+			"--web.external-url=http://" + addr + "/llmprobe/", "--log.level=debug"}
+	})
+	page := base + "/llmprobe/"
+
+	// Measured: out of warm-up, both targets have latencies in the window.
+	measured := regexp.MustCompile(`<strong>all classes</strong></td><td class="num">[0-9.]+ (µs|ms|s)</td>`)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		body := get(t, page)
+		if len(measured.FindAllString(body, -1)) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no latency summary for both targets after 30s:\n%.4000s", body)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
+	writeFileAtomic(t, cfg, renderFixture(t, "reload-bad.yml", vars))
+	if code, _, body := httpDo(t, http.MethodPost, page+"-/reload", nil); code != http.StatusInternalServerError {
+		t.Fatalf("POST /llmprobe/-/reload of a bad file = %d %s", code, body)
+	}
+
+	start := time.Now()
+	dom := dumpDOM(t, chromium, page)
+	t.Logf("chromium rendered %s in %s (%d bytes of DOM)", page, time.Since(start).Round(time.Millisecond), len(dom))
+	banner := regexp.MustCompile(`(?s)<div class="banner reloadfail" id="reload-failed" role="alert">.*?</div>`).FindString(dom)
+	for _, want := range []string{"CONFIGURATION RELOAD FAILED", "keeps running", `unknown field "rat"`, "targets[1].arrival.rat"} {
+		if !strings.Contains(banner, want) {
+			t.Errorf("the rendered failed-reload banner lacks %q:\n%s", want, banner)
+		}
+	}
+	for _, target := range []string{"keep", "drop"} {
+		lat := regexp.MustCompile(`(?s)<h3 id="latency-` + target + `">.*?</table>`).FindString(dom)
+		if !strings.Contains(lat, "Latency, last 5 minutes") || !measured.MatchString(lat) || !regexp.MustCompile(`<td class="num">[1-9][0-9]*</td>`).MatchString(lat) {
+			t.Errorf("the rendered latency summary of %s lacks quantiles or n:\n%s", target, lat)
+		}
+	}
+	if n := strings.Count(dom, "<svg"); n != 4 {
+		t.Errorf("%d SVG charts in the rendered DOM, want 4 (rate and TTFT per target)", n)
+	}
+	for _, want := range []string{"keep: requested vs achieved rate", "drop: TTFT p50 and p99", "requests per second", `href="/llmprobe/metrics"`, `action="/llmprobe/-/reload"`} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the rendered page lacks %q", want)
+		}
+	}
+}
