@@ -100,25 +100,31 @@ func replicaRow(d *board, s sels) {
 	))
 }
 
-// responsePanels add what the server answered besides latency: finish
-// reasons, retries and anomalies.
+// responsePanels add what the server answered besides latency: status
+// codes, finish reasons, retries and anomalies.
 func responsePanels(d *board, s sels) {
+	d.add(d.ts("HTTP responses by status code",
+		"Responses per second by status: 2xx, 3xx (a redirect llmprobe refused), the codes on-call tells apart (401/403 credentials, 404 model or path, "+
+			"408/504 timeouts, 413 too long a prompt, 422 a rejected parameter, 429 rate-limited, 500/502/503 the server or its gateway), other 4xx and 5xx.",
+		"reqps", 6, 8,
+		q{expr: fmt.Sprintf("sum by (target, code) (rate(llmprobe_http_responses_total%s[%s]))", s.target, rateWin), legend: "{{target}} {{code}}"},
+	).Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)))
 	d.add(d.ts("Finish reasons",
 		"How successful generations ended, per second: stop (the model finished), length (max_tokens reached: the output length llmprobe asked for), "+
 			"tool_calls, content_filter, and others. A rise of length or content_filter changes what the latency measures.",
-		"reqps", 8, 8,
+		"reqps", 6, 8,
 		q{expr: fmt.Sprintf("sum by (target, reason) (rate(llmprobe_finish_reasons_total%s[%s]))", s.targetClass, rateWin), legend: "{{target}} {{reason}}"},
 	).Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)))
 	d.add(d.ts("Client retries",
 		"Requests llmprobe re-sent because the connection failed before any byte of the response (a stale keep-alive connection). "+
 			"Steady retries mean the target or a proxy closes idle connections early.",
-		"reqps", 8, 8,
+		"reqps", 6, 8,
 		q{expr: fmt.Sprintf("sum by (target) (rate(llmprobe_client_retries_total%s[%s]))", s.target, rateWin), legend: "{{target}}"},
 	))
 	d.add(d.ts("Server anomalies",
 		"Responses that broke the API's promises but were still measured, by kind (e.g. cached tokens above prompt tokens, "+
 			"more output than max_tokens). docs/metrics.md lists the kinds.",
-		"reqps", 8, 8,
+		"reqps", 6, 8,
 		q{expr: fmt.Sprintf("sum by (target, kind) (rate(llmprobe_server_anomalies_total%s[%s]))", s.target, rateWin), legend: "{{target}} {{kind}}"},
 	))
 }

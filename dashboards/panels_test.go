@@ -104,6 +104,7 @@ func newContractExposition() *contractExposition {
 	finish := counter("llmprobe_finish_reasons_total", "target", "class", "reason")
 	retries := counter("llmprobe_client_retries_total", "target")
 	anomalies := counter("llmprobe_server_anomalies_total", "target", "kind")
+	responses := counter("llmprobe_http_responses_total", "target", "code")
 	throttled := counter("llmprobe_harness_cpu_throttled_seconds_total")
 	spansExported := counter("llmprobe_trace_spans_exported_total")
 	spansDropped := counter("llmprobe_trace_spans_dropped_total", "reason")
@@ -223,6 +224,11 @@ func newContractExposition() *contractExposition {
 				reason = "length"
 			}
 			finish.WithLabelValues(simTarget, c, reason).Inc()
+			code := "2xx"
+			if i%7 == 0 {
+				code = "503"
+			}
+			responses.WithLabelValues(simTarget, code).Inc()
 		}
 		if i%11 == 0 {
 			retries.WithLabelValues(simTarget).Inc()

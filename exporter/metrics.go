@@ -55,6 +55,7 @@ const (
 	labelOutcome = "outcome"
 	labelReason  = "reason"
 	labelKind    = "kind"
+	labelCode    = "code"
 	exemplarKey  = "trace_id"
 )
 
@@ -66,6 +67,7 @@ var (
 	droppedLabels      = []string{labelTarget, labelReason}
 	conversationLabels = []string{labelTarget, labelClass, labelOutcome}
 	anomalyLabels      = []string{labelTarget, labelKind}
+	responseLabels     = []string{labelTarget, labelCode}
 	finishLabels       = []string{labelTarget, labelClass, labelReason}
 	hitRatioDesc       = prometheus.NewDesc(namespace+"_prefix_cache_hit_ratio", "Observed prefix-cache hit ratio: server-reported cached prompt tokens / prompt tokens, over the sliding global.hit_ratio_window, of requests whose server reported cached tokens. Absent while the window holds no such request.", targetClassLabels, nil)
 	defaultRatioWindow = time.Duration(config.DefaultGlobal.HitRatioWindow)
@@ -100,6 +102,7 @@ type Metrics struct {
 	retries                                *prometheus.CounterVec   // target
 	coalesced                              *prometheus.CounterVec   // target
 	anomalies                              *prometheus.CounterVec   // target, kind
+	responses                              *prometheus.CounterVec   // target, code
 	finishReasons                          *prometheus.CounterVec   // target, class, reason
 	slo                                    sloMetrics               // target, class
 
@@ -122,6 +125,7 @@ type targetSeries struct {
 	retries                 prometheus.Counter
 	coalesced               prometheus.Counter
 	anomalies               [len(probe.AnomalyKinds)]prometheus.Counter
+	responses               [len(probe.StatusCodes)]prometheus.Counter
 	classes                 map[string]*classSeries
 	classOrder              []string
 }
@@ -219,6 +223,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Token-bearing stream events that arrived in the same read as the previous one (an ITL of 0: the bytes had queued up). Over llmprobe_itl_seconds_count it is the share of gaps the client could not time; with a high llmprobe_harness_timestamp_inflation_seconds it means the client reads late, alone it may be the server or a proxy batching."), targetLabels),
 		anomalies: prometheus.NewCounterVec(counterOpts("server_anomalies_total",
 			"Responses whose server reported something that cannot be right, by kind: cached_exceeds_prompt (clamped), output_exceeds_max_tokens, invalid_usage (a count that is not one; ignored)."), anomalyLabels),
+		responses: prometheus.NewCounterVec(counterOpts("http_responses_total",
+			"Requests that got an HTTP response, by its status: 2xx, 3xx (a redirect llmprobe refused to follow), 400, 401, 403, 404, 408, 413, 422, 429, 500, 502, 503, 504, other 4xx and 5xx, other."), responseLabels),
 		finishReasons: prometheus.NewCounterVec(counterOpts("finish_reasons_total",
 			"Requests that got a response stream, by the server's finish_reason: stop, length, tool_calls, content_filter, function_call, other (any other value), none (the stream carried none)."), finishLabels),
 		slo: newSLOMetrics(),
@@ -238,7 +244,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.scheduled, m.sent, m.requests, m.dropped,
 		m.promptTokens, m.outputTokens, m.cachedToks, m.usageEstimated,
 		m.promptTokensHist, m.outputTokensHist, m.lengthError, m.lengthMismatch,
-		m.conversations, m.retries, m.coalesced, m.anomalies, m.finishReasons,
+		m.conversations, m.retries, m.coalesced, m.anomalies, m.responses, m.finishReasons,
 	}, m.slo.collectors()...)
 }
 
@@ -277,6 +283,9 @@ func (m *Metrics) SetConfig(cfg *config.Config) {
 		ts.coalesced = m.coalesced.WithLabelValues(t.Name)
 		for i, a := range probe.AnomalyKinds {
 			ts.anomalies[i] = m.anomalies.WithLabelValues(t.Name, a.Name)
+		}
+		for i, c := range probe.StatusCodes {
+			ts.responses[i] = m.responses.WithLabelValues(t.Name, c)
 		}
 		for _, c := range w.Classes {
 			if c == nil {
@@ -340,7 +349,7 @@ func (m *Metrics) deletePartial(l prometheus.Labels, vecs ...partialDeleter) {
 }
 
 func (m *Metrics) allVecs() []partialDeleter {
-	return append(m.classVecs(), m.scheduleLag, m.clientWait, m.dropped, m.retries, m.coalesced, m.anomalies)
+	return append(m.classVecs(), m.scheduleLag, m.clientWait, m.dropped, m.retries, m.coalesced, m.anomalies, m.responses)
 }
 
 // modelVecs carry a model label.
@@ -469,6 +478,15 @@ func (m *Metrics) Observe(r *probe.Result) {
 	for i, a := range probe.AnomalyKinds {
 		if r.Anomalies.Has(a.Anomaly) {
 			ts.anomalies[i].Inc()
+		}
+	}
+	if r.StatusCode != 0 {
+		label := probe.StatusCodeLabel(r.StatusCode)
+		for i, c := range probe.StatusCodes {
+			if c == label {
+				ts.responses[i].Inc()
+				break
+			}
 		}
 	}
 	if r.StatusCode >= 200 && r.StatusCode <= 299 {

@@ -672,3 +672,22 @@ func TestDesignContractTable(t *testing.T) {
 		t.Errorf("found %d contract rows in docs/design.md, want the whole table", rows)
 	}
 }
+
+// TestEveryMetricIsDocumented: docs/metrics.md has a table row for every
+// metric llmprobe exports.
+func TestEveryMetricIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := os.ReadFile("testdata/catalogue.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(cat)), "\n") {
+		name, _, _ := strings.Cut(line, " ")
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/metrics.md does not document %s", name)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/llmprobe/llmprobe/slo"
@@ -84,6 +85,34 @@ func FinishReasonLabel(s string) string {
 		return "none"
 	case "stop", "length", "tool_calls", "content_filter", "function_call":
 		return s
+	}
+	return "other"
+}
+
+// StatusCodes are the bounded values an HTTP response's status is
+// exported as (the `code` label of llmprobe_http_responses_total): every
+// success is 2xx, every redirect 3xx; the status codes an LLM endpoint's
+// on-call tells apart by their own; other client and server errors as 4xx
+// and 5xx; anything else (1xx, a code out of range) other.
+var StatusCodes = [...]string{"2xx", "3xx", "400", "401", "403", "404", "408", "413", "422", "429", "4xx", "500", "502", "503", "504", "5xx", "other"}
+
+// StatusCodeLabel maps an HTTP status code to one of StatusCodes.
+func StatusCodeLabel(code int) string {
+	switch {
+	case code >= 200 && code <= 299:
+		return "2xx"
+	case code >= 300 && code <= 399:
+		return "3xx"
+	}
+	switch code {
+	case 400, 401, 403, 404, 408, 413, 422, 429, 500, 502, 503, 504:
+		return strconv.Itoa(code)
+	}
+	switch {
+	case code >= 400 && code <= 499:
+		return "4xx"
+	case code >= 500 && code <= 599:
+		return "5xx"
 	}
 	return "other"
 }
