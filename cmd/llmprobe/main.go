@@ -54,6 +54,7 @@ func Main(args []string) int {
 		registerBench(app),
 		registerFit(app),
 		registerSelftest(app),
+		registerMixin(app),
 	}
 
 	selected, err := app.Parse(args)
