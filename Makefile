@@ -12,6 +12,15 @@ PROMETHEUS := $(BIN)/prometheus
 PROMTOOL   := $(BIN)/promtool
 VEGETA_VERSION := v12.13.0
 VEGETA     := $(BIN)/vegeta
+# Deployment tooling the tests in deploy/ and alerts/ run (docs/deploy.md).
+HELM_VERSION        := v3.22.0
+HELM                := $(BIN)/helm
+ALERTMANAGER_VERSION := v0.35.0
+AMTOOL              := $(BIN)/amtool
+KUSTOMIZE_VERSION   := v5.8.2
+KUSTOMIZE           := $(BIN)/kustomize
+KUBECONFORM_VERSION := v0.8.0
+KUBECONFORM         := $(BIN)/kubeconform
 
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -26,7 +35,7 @@ LDFLAGS  := -X github.com/prometheus/common/version.Version=$(VERSION) \
 
 # Tests find the tools through these; with LLMPROBE_REQUIRE_TOOLS=1 a missing
 # tool fails the test instead of skipping it.
-export PROMTOOL PROMETHEUS VEGETA
+export PROMTOOL PROMETHEUS VEGETA HELM AMTOOL KUSTOMIZE KUBECONFORM
 TEST_ENV := LLMPROBE_REQUIRE_TOOLS=1
 
 .PHONY: all build run test test-short lint tools bench dashboards clean soak
@@ -39,7 +48,7 @@ build:
 run: build
 	$(BIN)/llmprobe run --demo
 
-tools: $(PROMETHEUS) $(PROMTOOL) $(VEGETA)
+tools: $(PROMETHEUS) $(PROMTOOL) $(VEGETA) $(HELM) $(AMTOOL) $(KUSTOMIZE) $(KUBECONFORM)
 
 $(PROMETHEUS) $(PROMTOOL):
 	GOBIN=$(BIN) $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/prometheus@$(PROM_VERSION) \
@@ -48,6 +57,22 @@ $(PROMETHEUS) $(PROMTOOL):
 # vegeta: the load generator `make bench` compares llmprobe with.
 $(VEGETA):
 	GOBIN=$(BIN) $(GO) install github.com/tsenart/vegeta/v12@$(VEGETA_VERSION)
+
+# helm, amtool, kustomize and kubeconform: deploy/deploy_test.go lints and
+# renders the chart, builds the kustomize base and overlay and validates
+# every object offline; alerts/alerts_test.go runs amtool check-config.
+$(HELM):
+	GOBIN=$(BIN) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+$(AMTOOL):
+	GOBIN=$(BIN) $(GO) install github.com/prometheus/alertmanager/cmd/amtool@$(ALERTMANAGER_VERSION)
+
+# kustomize v5.8.3 and later need Go 1.27.
+$(KUSTOMIZE):
+	GOBIN=$(BIN) $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+
+$(KUBECONFORM):
+	GOBIN=$(BIN) $(GO) install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }

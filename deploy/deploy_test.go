@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -168,6 +169,7 @@ type deployment struct {
 					} `yaml:"configMap"`
 					Secret *struct {
 						SecretName string `yaml:"secretName"`
+						Optional   *bool  `yaml:"optional"`
 					} `yaml:"secret"`
 				} `yaml:"volumes"`
 			} `yaml:"spec"`
@@ -370,12 +372,33 @@ func TestKustomizeBase(t *testing.T) {
 		})
 	})
 
-	// The image the Deployment names is the one kustomization.yaml sets.
+	t.Run("run without the Secret", func(t *testing.T) {
+		// The Secret volume is optional and the sample configuration
+		// names no key: the pod starts with an empty mount.
+		data, err := os.ReadFile(cfgFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runDeployed(t, dep.Spec.Template.Spec.Containers[0].Args, map[string]map[string]string{
+			configMountPath: {path.Base(gen.Files[0]): string(data)},
+			secretMountPath: {},
+		})
+	})
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		if v.Secret != nil && (v.Secret.Optional == nil || !*v.Secret.Optional) {
+			t.Errorf("Secret volume %s is not optional: the pods would not start before the Secret exists", v.Name)
+		}
+	}
+
+	// The image is set in deployment.yaml, not renamed by images: (an
+	// overlay's images: entry names what the base renders: docs/deploy.md),
+	// and it is the chart's default image.
 	c := dep.Spec.Template.Spec.Containers[0]
-	if !slices.ContainsFunc(k.Images, func(i kustomizeImage) bool {
-		return i.Name == c.Image && i.NewName != "" && i.NewTag != ""
-	}) {
-		t.Errorf("container image %q has no images entry with newName and newTag in kustomization.yaml", c.Image)
+	if len(k.Images) != 0 {
+		t.Errorf("kustomization.yaml images %+v: the base must not rename the image, or an overlay's images: entry for %q never matches", k.Images, c.Image)
+	}
+	if want := chartDefaultImage(t); c.Image != want {
+		t.Errorf("container image %q, want the chart's default %q", c.Image, want)
 	}
 
 	var svc service
@@ -1277,6 +1300,9 @@ func TestHelmChartStatic(t *testing.T) {
 
 	values := readDocs(t, filepath.Join(dir, "values.yaml"))[0]
 	cfg := loadValuesConfig(t, values)
+	if tree := values["config"].(map[string]any); tree["existingConfigMap"] != "" {
+		t.Errorf("values.yaml: config.existingConfigMap %v, want \"\" (the chart renders config)", tree["existingConfigMap"])
+	}
 	var creds struct {
 		ExistingSecret string `yaml:"existingSecret"`
 		Create         bool   `yaml:"create"`
@@ -1326,13 +1352,16 @@ func TestHelmChartStatic(t *testing.T) {
 	}
 }
 
-// loadValuesConfig loads the llmprobe configuration tree of a values file.
+// loadValuesConfig loads the llmprobe configuration tree of a values file
+// (without config.existingConfigMap, which the chart leaves out of it).
 func loadValuesConfig(t *testing.T, values map[string]any) *config.Config {
 	t.Helper()
 	tree, ok := values["config"].(map[string]any)
 	if !ok {
 		t.Fatal("values: no config tree")
 	}
+	tree = maps.Clone(tree)
+	delete(tree, "existingConfigMap")
 	data, err := yaml.Marshal(tree)
 	if err != nil {
 		t.Fatal(err)
@@ -1344,19 +1373,12 @@ func loadValuesConfig(t *testing.T, values map[string]any) *config.Config {
 	return cfg
 }
 
-// helmBinary returns $HELM, else <module root>/bin/helm, or skips: helm is
-// optional (`make helm` installs it); LLMPROBE_REQUIRE_TOOLS does not cover
-// it.
+// helmBinary returns $HELM, else <module root>/bin/helm (`make tools`
+// installs it); without it the test skips, or fails under
+// LLMPROBE_REQUIRE_TOOLS=1 (`make test`).
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	p := os.Getenv("HELM")
-	if p == "" {
-		p = filepath.Join(promtest.Root(t), "bin", "helm")
-	}
-	if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		t.Skipf("helm not found at %s (set $HELM or install it into bin/)", p)
-	}
-	return p
+	return promtest.RequireTool(t, "helm")
 }
 
 // runHelm runs helm and returns its standard output (its standard error
@@ -1374,29 +1396,39 @@ func runHelm(t *testing.T, bin string, args ...string) string {
 	return stdout.String()
 }
 
-// TestHelmChart lints the chart and renders it, with the defaults and
-// with every option on, and checks the rendered objects like the kustomize
-// base's.
+// TestHelmChart lints the chart and renders it, with the defaults, with
+// every option on, and from a copy of the chart outside the repository (a
+// vendored chart), validates every rendered object with kubeconform
+// (strict, offline schemas from the Go API types) and checks them like the
+// kustomize base's; the rendered arguments and configuration really run.
 func TestHelmChart(t *testing.T) {
 	bin := helmBinary(t)
 	dir := chartDir(t)
 	full := filepath.Join(promtest.Root(t), "deploy", "testdata", "helm-values-full.yml")
+	vendored := vendorChart(t)
+	schemas := writeSchemas(t)
 
 	runHelm(t, bin, "lint", "--strict", dir)
 	runHelm(t, bin, "lint", "--strict", dir, "-f", full)
+	runHelm(t, bin, "lint", "--strict", vendored)
+	runHelm(t, bin, "lint", "--strict", vendored, "-f", full)
 
 	cases := []struct {
 		name     string
+		chart    string
 		args     []string
 		replicas int
 		optional []string // kinds that must be rendered
 	}{
-		{"defaults", nil, 1, nil},
-		{"full", []string{"-f", full}, 3, []string{"Secret", "ServiceMonitor", "PrometheusRule"}},
+		{"defaults", dir, nil, 1, []string{"ServiceAccount", "PodDisruptionBudget"}},
+		{"full", dir, []string{"-f", full}, 3, []string{"Secret", "ServiceMonitor", "PrometheusRule", "NetworkPolicy", "ServiceAccount", "PodDisruptionBudget"}},
+		{"vendored defaults", vendored, nil, 1, nil},
+		{"vendored full", vendored, []string{"-f", full}, 3, []string{"PrometheusRule"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out := runHelm(t, bin, append([]string{"template", "probe", dir, "--namespace", "monitoring"}, tc.args...)...)
+			out := runHelm(t, bin, append([]string{"template", "probe", tc.chart, "--namespace", "monitoring"}, tc.args...)...)
+			requireValid(t, schemas, "helm-"+strings.ReplaceAll(tc.name, " ", "-"), []byte(out))
 			docs, err := decodeAll([]byte(out))
 			if err != nil {
 				t.Fatalf("rendered chart: %v\n%s", err, out)
@@ -1443,6 +1475,9 @@ func TestHelmChart(t *testing.T) {
 				return []byte(s), nil
 			}, configMaps, secrets)
 			t.Run("run", func(t *testing.T) {
+				if tc.chart == vendored {
+					t.Skip("the vendored copy renders the same arguments")
+				}
 				mounts := map[string]map[string]string{configMountPath: {}}
 				for k, v := range cmData {
 					mounts[configMountPath][k], _ = v.(string)

@@ -6,7 +6,8 @@
 //
 // Binaries are found through $PROMTOOL / $PROMETHEUS (exported by the
 // Makefile), else <module root>/bin/<name> (where `make tools` installs
-// them). When a binary is missing a test is skipped, unless
+// them); RequireTool finds the others the tests run (helm, amtool,
+// kustomize, kubeconform, vegeta) the same way, as $HELM and so on. When a binary is missing a test is skipped, unless
 // LLMPROBE_REQUIRE_TOOLS=1, in which case it fails: CI sets it, so a missing
 // tool can never turn the checks into silent skips.
 package promtest
