@@ -36,14 +36,23 @@ type completionRequest struct {
 	MaxTokens           *int     `json:"max_tokens"`
 	MaxCompletionTokens *int     `json:"max_completion_tokens"`
 	MinTokens           *int     `json:"min_tokens"`
-	IgnoreEOS           bool     `json:"ignore_eos"`
 	Temperature         *float64 `json:"temperature"`
 	TopP                *float64 `json:"top_p"`
 	N                   *int     `json:"n"`
 	Seed                *int64   `json:"seed"`
+	IgnoreEOS           bool     `json:"ignore_eos"`
 
-	Stream        bool           `json:"stream"`
+	Stream        bool           `json:"stream"` // next to IgnoreEOS: no padding
 	StreamOptions *streamOptions `json:"stream_options"`
+
+	// Chat only (ignored by /v1/completions): reasoning_effort scales the
+	// reasoning tokens; tools and tool_choice may turn the answer into a
+	// tool call. Pointers to raw JSON, so that a plain request's decoded
+	// struct stays small (it is on the heap) and completions do not
+	// validate them.
+	ReasoningEffort *string          `json:"reasoning_effort"`
+	Tools           *json.RawMessage `json:"tools"`
+	ToolChoice      *json.RawMessage `json:"tool_choice"`
 }
 
 type streamOptions struct {
@@ -295,4 +304,163 @@ type tokenizeRequest struct {
 	Prompt              *string       `json:"prompt"`
 	Messages            []chatMessage `json:"messages"`
 	AddGenerationPrompt *bool         `json:"add_generation_prompt"`
+}
+
+// reasoningEffortFactor returns the factor a chat request's
+// reasoning_effort applies to the configured reasoning tokens: absent or
+// "medium" 1, "none" 0, "minimal" 0.25, "low" 0.5, "high" 2.
+func reasoningEffortFactor(effort *string) (float64, *apiError) {
+	if effort == nil {
+		return 1, nil
+	}
+	switch *effort {
+	case "none":
+		return 0, nil
+	case "minimal":
+		return 0.25, nil
+	case "low":
+		return 0.5, nil
+	case "medium":
+		return 1, nil
+	case "high":
+		return 2, nil
+	}
+	return 0, badRequest("reasoning_effort", "Invalid value for 'reasoning_effort': %q. Supported values are: 'none', 'minimal', 'low', 'medium' and 'high'.", truncate(*effort, maxHeaderEcho))
+}
+
+// toolDef is an OpenAI function tool: {"type":"function","function":
+// {"name","description","parameters"}}.
+type toolDef struct {
+	Type     string `json:"type"`
+	Function *struct {
+		Name       string          `json:"name"`
+		Parameters json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
+// Tool choice modes.
+const (
+	toolChoiceAuto     = iota // the configured tool_call_probability
+	toolChoiceNone            // never a tool call
+	toolChoiceRequired        // always a call, of a tool chosen by the seed
+	toolChoiceNamed           // always a call of the named tool
+)
+
+// toolRequest is a chat request's validated tools and tool_choice.
+type toolRequest struct {
+	names  []string
+	choice int
+	named  string // with toolChoiceNamed
+}
+
+// maxToolNameLen is OpenAI's limit on a function name.
+const maxToolNameLen = 64
+
+// validToolName reports whether name matches OpenAI's ^[a-zA-Z0-9_-]{1,64}$
+// (which also means that it needs no escaping in JSON).
+func validToolName(name string) bool {
+	if name == "" || len(name) > maxToolNameLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func isJSONNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// rawOrNil dereferences an optional raw JSON field.
+func rawOrNil(p *json.RawMessage) json.RawMessage {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// parseTools validates a chat request's tools and tool_choice. It returns
+// nil when no tool call can happen (no tools, or tool_choice "none").
+func parseTools(r *completionRequest) (*toolRequest, *apiError) {
+	if r.Tools == nil && r.ToolChoice == nil {
+		return nil, nil
+	}
+	var tr toolRequest
+	if tools := rawOrNil(r.Tools); !isJSONNull(tools) {
+		var defs []toolDef
+		if err := json.Unmarshal(tools, &defs); err != nil {
+			return nil, badRequest("tools", "tools must be an array of {\"type\":\"function\",\"function\":{\"name\":...}} objects")
+		}
+		if len(defs) == 0 {
+			return nil, badRequest("tools", "Invalid 'tools': empty array. Expected an array with minimum length 1.")
+		}
+		tr.names = make([]string, len(defs))
+		for i, d := range defs {
+			if d.Type != "function" {
+				return nil, badRequest(fmt.Sprintf("tools[%d].type", i), "tools[%d].type is %q; only \"function\" tools are supported", i, truncate(d.Type, maxHeaderEcho))
+			}
+			if d.Function == nil {
+				return nil, badRequest(fmt.Sprintf("tools[%d].function", i), "tools[%d].function is required", i)
+			}
+			if !validToolName(d.Function.Name) {
+				return nil, badRequest(fmt.Sprintf("tools[%d].function.name", i), "tools[%d].function.name %q must be 1 to %d letters, digits, underscores or dashes", i, truncate(d.Function.Name, maxHeaderEcho), maxToolNameLen)
+			}
+			if p := bytes.TrimSpace(d.Function.Parameters); len(p) > 0 && string(p) != "null" && p[0] != '{' {
+				return nil, badRequest(fmt.Sprintf("tools[%d].function.parameters", i), "tools[%d].function.parameters must be a JSON Schema object", i)
+			}
+			tr.names[i] = d.Function.Name
+		}
+	}
+	choice := bytes.TrimSpace(rawOrNil(r.ToolChoice))
+	switch {
+	case isJSONNull(choice):
+		tr.choice = toolChoiceAuto
+	case choice[0] == '"':
+		var s string
+		if err := json.Unmarshal(choice, &s); err != nil {
+			return nil, badRequest("tool_choice", "tool_choice is not a valid JSON string")
+		}
+		switch s {
+		case "auto":
+			tr.choice = toolChoiceAuto
+		case "none":
+			tr.choice = toolChoiceNone
+		case "required":
+			tr.choice = toolChoiceRequired
+		default:
+			return nil, badRequest("tool_choice", "Invalid value for 'tool_choice': %q. Supported values are: 'none', 'auto' and 'required', or {\"type\":\"function\",\"function\":{\"name\":...}}.", truncate(s, maxHeaderEcho))
+		}
+	case choice[0] == '{':
+		var named struct {
+			Type     string `json:"type"`
+			Function *struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(choice, &named); err != nil || named.Type != "function" || named.Function == nil || named.Function.Name == "" {
+			return nil, badRequest("tool_choice", "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\":\"function\",\"function\":{\"name\":...}}")
+		}
+		tr.choice, tr.named = toolChoiceNamed, named.Function.Name
+		if !contains(tr.names, tr.named) {
+			return nil, badRequest("tool_choice", "tool_choice names the function %q, which is not in tools", truncate(tr.named, maxHeaderEcho))
+		}
+	default:
+		return nil, badRequest("tool_choice", "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\":\"function\",\"function\":{\"name\":...}}")
+	}
+	if len(tr.names) == 0 {
+		if tr.choice == toolChoiceRequired {
+			return nil, badRequest("tool_choice", "tool_choice \"required\" needs tools")
+		}
+		return nil, nil
+	}
+	if tr.choice == toolChoiceNone {
+		return nil, nil
+	}
+	out := tr // only a request that may call a tool allocates
+	return &out, nil
 }

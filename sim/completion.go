@@ -59,6 +59,8 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request, api ap
 
 	sq := &seq{notify: make(chan struct{}, 1), ignoreEOS: req.IgnoreEOS}
 	sq.hasher = newBlockHasher(s.cfg.BlockSize, make([]uint64, 0, 8))
+	effort := 1.0
+	var tools *toolRequest
 	switch api {
 	case apiChat:
 		if len(req.Messages) == 0 {
@@ -66,6 +68,14 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request, api ap
 			return
 		}
 		if aerr = validateMessages(req.Messages); aerr != nil {
+			s.reject(w, &lc, aerr)
+			return
+		}
+		if effort, aerr = reasoningEffortFactor(req.ReasoningEffort); aerr != nil {
+			s.reject(w, &lc, aerr)
+			return
+		}
+		if tools, aerr = parseTools(&req); aerr != nil {
 			s.reject(w, &lc, aerr)
 			return
 		}
@@ -96,10 +106,16 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request, api ap
 	if req.MinTokens != nil {
 		sq.minTokens = *req.MinTokens
 	}
-	if api == apiChat {
-		sq.reasoning = s.cfg.effectiveReasoning(sq.maxTokens)
-	}
 	sq.seed = s.sequenceSeed(&req, sq)
+	var call *toolCall
+	if tools != nil {
+		call = s.planToolCall(tools, sq.seed)
+	}
+	if api == apiChat {
+		sq.toolCall = call != nil
+		sq.reasoning = s.cfg.plannedReasoning(sq.maxTokens, effort, sq.toolCall)
+		lc.reasoning, lc.toolCall = sq.reasoning, sq.toolCall
+	}
 	lc.promptTokens = sq.promptTokens
 
 	if !fromHeader {
@@ -144,7 +160,7 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request, api ap
 		return
 	}
 
-	rs := responseState{s: s, w: w, ctx: r.Context(), lc: &lc, sq: sq, api: api, flt: flt, model: modelIdx}
+	rs := responseState{s: s, w: w, ctx: r.Context(), lc: &lc, sq: sq, api: api, flt: flt, model: modelIdx, tool: call}
 	if req.Stream {
 		if so := req.StreamOptions; so != nil {
 			rs.includeUsage = so.IncludeUsage
@@ -188,6 +204,7 @@ type responseState struct {
 	api   apiKind
 	flt   fault
 	model int
+	tool  *toolCall // the answer is this tool call (after the reasoning); nil: content
 
 	includeUsage bool
 	continuous   bool
@@ -312,6 +329,10 @@ func (rs *responseState) appendUsage(b []byte, completion int) []byte {
 	b = strconv.AppendInt(b, int64(completion), 10)
 	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
 	b = strconv.AppendInt(b, int64(rs.sq.cachedTokens), 10)
+	if r := rs.sq.reasoning; r > 0 {
+		b = append(b, `},"completion_tokens_details":{"reasoning_tokens":`...)
+		b = strconv.AppendInt(b, int64(min(completion, r)), 10)
+	}
 	return append(b, `}}`...)
 }
 
@@ -489,23 +510,38 @@ func (rs *responseState) stream() {
 
 var doneEvent = []byte("data: [DONE]\n\n")
 
-// sendToken writes the next token's event and records its timing.
+// sendToken writes the next token's event and records its timing. The
+// first token of a tool call is preceded by the call's header event
+// (id, type, name), which carries no token.
 func (rs *responseState) sendToken(last bool) bool {
 	i := rs.written
 	word := outputWordText[outputWord(rs.sq.seed, i)]
+	if rs.tool != nil && i == rs.sq.reasoning && !rs.sendToolHeader() {
+		return false
+	}
 	b := rs.event()
 	if rs.api == apiChat {
-		if i < rs.sq.reasoning {
-			b = append(b, `{"index":0,"delta":{"reasoning_content":"`...)
-		} else {
+		switch {
+		case i < rs.sq.reasoning:
+			b = append(b, rs.s.reasoningDelta...)
+			b = append(b, word...)
+			b = append(b, `"},"logprobs":null,"finish_reason":`...)
+		case rs.tool != nil:
+			b = append(b, `{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"`...)
+			b = appendArguments(b, word, i == rs.sq.reasoning, i == rs.sq.maxTokens-1, true)
+			b = append(b, `"}}]},"logprobs":null,"finish_reason":`...)
+		default:
 			b = append(b, `{"index":0,"delta":{"content":"`...)
+			b = append(b, word...)
+			b = append(b, `"},"logprobs":null,"finish_reason":`...)
 		}
-		b = append(b, word...)
-		b = append(b, `"},"logprobs":null,"finish_reason":`...)
-		if last {
-			b = append(b, `"length"}`...)
-		} else {
+		switch {
+		case !last:
 			b = append(b, `null}`...)
+		case rs.tool != nil && i >= rs.sq.reasoning:
+			b = append(b, `"tool_calls"}`...)
+		default:
+			b = append(b, `"length"}`...)
 		}
 	} else {
 		b = append(b, `{"index":0,"text":"`...)
@@ -548,10 +584,16 @@ func (rs *responseState) complete(fin int) {
 	lc.completionTokens = rs.written
 	lc.cachedTokens = sq.cachedTokens
 	lc.scheduled = sq.scheduledAt
-	if fin == finishStop {
+	switch {
+	case fin == finishStop:
 		lc.finishReason = "stop"
 		m.successStop.Inc()
-	} else {
+	case rs.tool != nil:
+		// A tool call is planned to end at max_tokens with its arguments
+		// complete: the model ended its turn, which vLLM counts as stop.
+		lc.finishReason = "tool_calls"
+		m.successStop.Inc()
+	default:
 		lc.finishReason = "length"
 		m.successLength.Inc()
 	}
@@ -627,6 +669,12 @@ type usageJSON struct {
 	PromptTokensDetails struct {
 		CachedTokens int `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
+	// Only for requests that reason.
+	CompletionTokensDetails *completionTokensDetailsJSON `json:"completion_tokens_details,omitempty"`
+}
+
+type completionTokensDetailsJSON struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
 }
 
 type chatChoiceJSON struct {
@@ -635,10 +683,36 @@ type chatChoiceJSON struct {
 		Role             string  `json:"role"`
 		Content          string  `json:"content"`
 		ReasoningContent *string `json:"reasoning_content,omitempty"`
+		Reasoning        *string `json:"reasoning,omitempty"`
 	} `json:"message"`
 	Logprobs     *struct{} `json:"logprobs"`
 	FinishReason string    `json:"finish_reason"`
 	StopReason   *string   `json:"stop_reason"`
+}
+
+// chatToolChoiceJSON is a chat choice whose answer is a tool call:
+// content null, message.tool_calls.
+type chatToolChoiceJSON struct {
+	Index   int `json:"index"`
+	Message struct {
+		Role             string         `json:"role"`
+		Content          *string        `json:"content"`
+		ToolCalls        []toolCallJSON `json:"tool_calls"`
+		ReasoningContent *string        `json:"reasoning_content,omitempty"`
+		Reasoning        *string        `json:"reasoning,omitempty"`
+	} `json:"message"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason string    `json:"finish_reason"`
+	StopReason   *string   `json:"stop_reason"`
+}
+
+type toolCallJSON struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }
 
 type textChoiceJSON struct {
@@ -665,11 +739,15 @@ func (rs *responseState) unaryBody(gen, fin int) []byte {
 		finish = "stop"
 	}
 	var reasoning, content strings.Builder
+	var args []byte
 	for i := 0; i < gen; i++ {
 		word := outputWordText[outputWord(rs.sq.seed, i)]
-		if rs.api == apiChat && i < rs.sq.reasoning {
+		switch {
+		case rs.api == apiChat && i < rs.sq.reasoning:
 			reasoning.WriteString(word)
-		} else {
+		case rs.tool != nil:
+			args = appendArguments(args, word, i == rs.sq.reasoning, i == rs.sq.maxTokens-1, false)
+		default:
 			content.WriteString(word)
 		}
 	}
@@ -683,20 +761,125 @@ func (rs *responseState) unaryBody(gen, fin int) []byte {
 	resp.Usage.CompletionTokens = gen
 	resp.Usage.TotalTokens = rs.sq.promptTokens + gen
 	resp.Usage.PromptTokensDetails.CachedTokens = rs.sq.cachedTokens
-	if rs.api == apiChat {
+	if rs.sq.reasoning > 0 {
+		resp.Usage.CompletionTokensDetails = &completionTokensDetailsJSON{ReasoningTokens: min(gen, rs.sq.reasoning)}
+	}
+	switch {
+	case rs.api == apiChat && len(args) > 0:
+		resp.Object = "chat.completion"
+		if fin == finishLength {
+			finish = "tool_calls"
+		}
+		c := chatToolChoiceJSON{FinishReason: finish}
+		c.Message.Role = "assistant"
+		tc := toolCallJSON{ID: rs.tool.id, Type: "function"}
+		tc.Function.Name = rs.tool.name
+		tc.Function.Arguments = string(args)
+		c.Message.ToolCalls = []toolCallJSON{tc}
+		if reasoning.Len() > 0 {
+			c.Message.ReasoningContent, c.Message.Reasoning = rs.reasoningText(reasoning.String())
+		}
+		resp.Choices = []chatToolChoiceJSON{c}
+	case rs.api == apiChat:
 		resp.Object = "chat.completion"
 		c := chatChoiceJSON{FinishReason: finish}
 		c.Message.Role = "assistant"
 		c.Message.Content = content.String()
 		if reasoning.Len() > 0 {
-			r := reasoning.String()
-			c.Message.ReasoningContent = &r
+			c.Message.ReasoningContent, c.Message.Reasoning = rs.reasoningText(reasoning.String())
 		}
 		resp.Choices = []chatChoiceJSON{c}
-	} else {
+	default:
 		resp.Object = "text_completion"
 		resp.Choices = []textChoiceJSON{{Text: content.String(), FinishReason: finish}}
 	}
 	b, _ := json.Marshal(resp)
 	return append(b, '\n')
+}
+
+// reasoningText returns the message's reasoning_content and reasoning
+// fields: the text in the configured one, nil in the other.
+func (rs *responseState) reasoningText(text string) (reasoningContent, reasoning *string) {
+	if rs.s.cfg.ReasoningField == reasoningField {
+		return nil, &text
+	}
+	return &text, nil
+}
+
+// toolCall is the tool call a chat completion answers with.
+type toolCall struct {
+	id   string // "call_" and 24 random letters and digits
+	name string // one of the request's tools; needs no JSON escaping
+}
+
+// toolSalt separates the tool-call draws from the word choice.
+const toolSalt = 0x2545f4914f6cdd1d
+
+// planToolCall decides whether a request offering tools is answered with
+// a tool call, and of which tool: tool_choice "required" always (a tool
+// chosen by the sequence seed), a named function always (that one),
+// "auto" with probability tool_call_probability (drawn from the seed, so
+// reproducible with the words). nil: the answer is content.
+func (s *Server) planToolCall(tr *toolRequest, seed uint64) *toolCall {
+	h := splitmix64(seed ^ toolSalt)
+	name := ""
+	switch tr.choice {
+	case toolChoiceAuto:
+		p := s.cfg.ToolCallProbability
+		if p <= 0 || float64(h>>11)/(1<<53) >= p {
+			return nil
+		}
+		name = tr.names[splitmix64(h)%uint64(len(tr.names))]
+	case toolChoiceRequired:
+		name = tr.names[splitmix64(h)%uint64(len(tr.names))]
+	case toolChoiceNamed:
+		name = tr.named
+	default:
+		return nil
+	}
+	const alnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	id := make([]byte, 0, len("call_")+24)
+	id = append(id, "call_"...)
+	r := s.randomSeed()
+	for i := 0; i < 24; i++ {
+		r = splitmix64(r)
+		id = append(id, alnum[r%uint64(len(alnum))])
+	}
+	return &toolCall{id: string(id), name: name}
+}
+
+// sendToolHeader writes the tool call's first event, vLLM/OpenAI style:
+// index, id, type and name, with empty arguments. It carries no token.
+func (rs *responseState) sendToolHeader() bool {
+	b := rs.event()
+	b = append(b, `{"index":0,"delta":{"tool_calls":[{"index":0,"id":"`...)
+	b = append(b, rs.tool.id...)
+	b = append(b, `","type":"function","function":{"name":"`...)
+	b = append(b, rs.tool.name...)
+	b = append(b, `","arguments":""}}]},"logprobs":null,"finish_reason":null}`...)
+	return rs.send(b, rs.written)
+}
+
+// appendArguments appends one token's fragment of a tool call's arguments,
+// which concatenate to {"q": "w1 w2 … wN"} (one word per token): the first
+// fragment opens the object, the last closes it. quoted escapes the
+// quotes, for a fragment inside a JSON string.
+func appendArguments(b []byte, word string, first, last, quoted bool) []byte {
+	if first {
+		if quoted {
+			b = append(b, `{\"q\": \"`...)
+		} else {
+			b = append(b, `{"q": "`...)
+		}
+		word = word[1:] // no space before the first word
+	}
+	b = append(b, word...)
+	if last {
+		if quoted {
+			b = append(b, `\"}`...)
+		} else {
+			b = append(b, `"}`...)
+		}
+	}
+	return b
 }

@@ -71,11 +71,23 @@ type Config struct {
 	// (never with ignore_eos).
 	EOSProbability float64 `yaml:"eos_probability"`
 	// ReasoningTokens makes chat completions emit that many
-	// delta.reasoning_content tokens before the content (capped by
-	// max_tokens; counted in completion_tokens). When zero,
-	// ReasoningFraction × max_tokens is used instead.
+	// reasoning tokens before the content (capped by max_tokens; counted
+	// in completion_tokens and in
+	// usage.completion_tokens_details.reasoning_tokens). When zero,
+	// ReasoningFraction × max_tokens is used instead. A request's
+	// reasoning_effort scales the amount (reasoningEffortFactor).
 	ReasoningTokens   int     `yaml:"reasoning_tokens"`
 	ReasoningFraction float64 `yaml:"reasoning_fraction"`
+	// ReasoningField is the delta (and message) field that carries
+	// reasoning text: "reasoning_content" (older vLLM, the default; empty
+	// means it too) or "reasoning" (newer vLLM).
+	ReasoningField string `yaml:"reasoning_field"`
+
+	// ToolCallProbability is the chance that a chat request offering
+	// tools with tool_choice "auto" (or none given) is answered with a
+	// tool call instead of content. tool_choice "required" or a named
+	// function always gets one, "none" never.
+	ToolCallProbability float64 `yaml:"tool_call_probability"`
 
 	// Seed makes word choice, early stops and fault draws reproducible;
 	// zero picks a random seed.
@@ -167,6 +179,7 @@ func DefaultConfig() Config {
 		BlockSize:           16,
 		NumKVBlocks:         8192,
 		EOSProbability:      0.0005,
+		ReasoningField:      reasoningContentField,
 		MaxRequestBodyBytes: 16 << 20,
 		Faults:              DefaultFaultConfig(),
 	}
@@ -267,6 +280,12 @@ func (c *Config) Validate() error {
 	}
 	if !(c.ReasoningFraction >= 0 && c.ReasoningFraction <= 1) {
 		bad("reasoning_fraction", "must be between 0 and 1, got %v", c.ReasoningFraction)
+	}
+	if c.ReasoningField != "" && c.ReasoningField != reasoningContentField && c.ReasoningField != reasoningField {
+		bad("reasoning_field", "must be %q or %q, got %q", reasoningContentField, reasoningField, truncate(c.ReasoningField, maxHeaderEcho))
+	}
+	if !(c.ToolCallProbability >= 0 && c.ToolCallProbability <= 1) {
+		bad("tool_call_probability", "must be between 0 and 1, got %v", c.ToolCallProbability)
 	}
 	if c.LettersPerToken < 0 || c.LettersPerToken > 64 {
 		bad("letters_per_token", "must be between 0 (default) and 64, got %d", c.LettersPerToken)
@@ -499,12 +518,35 @@ func keyLine(root *yaml.Node, path string) int {
 	return line
 }
 
+// The values of reasoning_field.
+const (
+	reasoningContentField = "reasoning_content"
+	reasoningField        = "reasoning"
+)
+
 // effectiveReasoning returns how many reasoning tokens a chat request with
-// the given max_tokens emits.
+// the given max_tokens emits at the configured amount (reasoning_effort
+// "medium", or none given).
 func (c *Config) effectiveReasoning(maxTokens int) int {
 	r := c.ReasoningTokens
 	if r == 0 && c.ReasoningFraction > 0 {
 		r = int(math.Round(c.ReasoningFraction * float64(maxTokens)))
 	}
 	return min(r, maxTokens)
+}
+
+// plannedReasoning returns how many reasoning tokens a chat request emits:
+// the configured amount times the reasoning_effort factor, rounded, capped
+// by max_tokens, and by max_tokens − 1 when the answer is a tool call (so
+// that the call has at least one token).
+func (c *Config) plannedReasoning(maxTokens int, effort float64, toolCall bool) int {
+	r := c.effectiveReasoning(maxTokens)
+	if effort != 1 {
+		r = int(math.Round(float64(r) * effort))
+	}
+	limit := maxTokens
+	if toolCall {
+		limit--
+	}
+	return max(0, min(r, limit))
 }

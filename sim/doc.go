@@ -79,6 +79,21 @@
 // number of streamed tokens. Output is reproducible for temperature 0 or
 // an explicit seed (derived from the prompt), random otherwise.
 //
+// # Reasoning and tool calls
+//
+// Chat completions may reason first (Config.ReasoningTokens or
+// ReasoningFraction, scaled by the request's reasoning_effort: none 0,
+// minimal 0.25, low 0.5, medium 1, high 2): those tokens go out in
+// delta.reasoning_content (or delta.reasoning, Config.ReasoningField) and
+// are reported in usage.completion_tokens_details.reasoning_tokens. A
+// request offering tools is answered with a tool call when tool_choice
+// requires it (or names a function), or under "auto" with probability
+// Config.ToolCallProbability: a header event (id, type, name, empty
+// arguments; no token), then one delta.tool_calls arguments fragment per
+// token up to max_tokens, concatenating to {"q": "w1 … wN"}, and
+// finish_reason "tool_calls". Every reasoning or argument token costs a
+// decode step like any other.
+//
 // # Faults
 //
 // Faults are injected at random with configured probabilities

@@ -24,7 +24,8 @@ type seq struct {
 	promptTokens int
 	maxTokens    int
 	minTokens    int
-	reasoning    int // the first reasoning tokens are reasoning_content
+	reasoning    int  // the first reasoning tokens are reasoning text
+	toolCall     bool // the tokens after the reasoning are a tool call (no early stop)
 	ignoreEOS    bool
 	empty        bool // the empty fault: stop before the first token
 	seed         uint64
@@ -373,7 +374,7 @@ func (e *engine) decode(s *seq) int {
 	if s.empty {
 		return finishStop
 	}
-	if !s.ignoreEOS && e.cfg.EOSProbability > 0 && s.generated >= s.minTokens && s.generated >= s.reasoning {
+	if !s.ignoreEOS && e.cfg.EOSProbability > 0 && s.generated >= s.minTokens && s.generated >= s.reasoning && !s.toolCall {
 		u := float64(splitmix64(s.seed^eosSalt+uint64(s.generated))>>11) / (1 << 53)
 		if u < e.cfg.EOSProbability {
 			return finishStop

@@ -42,6 +42,10 @@ func FuzzRequest(f *testing.F) {
 		{1, `null`, ""},
 		{1, `"just a string"`, ""},
 		{1, `{"prompt":"x","n":0,"top_p":1,"temperature":2}`, "stall_first:0s"},
+		{0, `{"messages":[{"role":"user","content":"x"}],"max_tokens":3,"stream":true,"reasoning_effort":"high","tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"tool_choice":"required"}`, "malformed:2"},
+		{0, `{"messages":[{"role":"user","content":"x"}],"max_tokens":1,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f"}}}`, ""},
+		{0, `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":""}}],"tool_choice":null}`, ""},
+		{0, `{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"stream":true,"tools":[{"type":"function","function":{"name":"f"}}]}`, "reset:1"},
 	} {
 		f.Add(seed.path, []byte(seed.body), seed.fault)
 	}
@@ -50,6 +54,8 @@ func FuzzRequest(f *testing.F) {
 	cfg.MaxModelLen = 1024
 	cfg.NumKVBlocks = 256
 	cfg.EOSProbability = 0.01
+	cfg.ReasoningFraction = 0.25  // chat answers reason first
+	cfg.ToolCallProbability = 0.5 // and half of those offering tools call one
 	cfg.MaxRequestBodyBytes = 64 << 10
 	s, err := New(cfg, nil)
 	if err != nil {

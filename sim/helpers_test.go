@@ -89,9 +89,11 @@ type chunk struct {
 	Choices []struct {
 		Index int `json:"index"`
 		Delta *struct {
-			Role             *string `json:"role"`
-			Content          *string `json:"content"`
-			ReasoningContent *string `json:"reasoning_content"`
+			Role             *string         `json:"role"`
+			Content          *string         `json:"content"`
+			ReasoningContent *string         `json:"reasoning_content"`
+			Reasoning        *string         `json:"reasoning"`
+			ToolCalls        []toolCallDelta `json:"tool_calls"`
 		} `json:"delta"`
 		Text         *string         `json:"text"`
 		Logprobs     json.RawMessage `json:"logprobs"`
@@ -101,6 +103,17 @@ type chunk struct {
 	Usage *usage `json:"usage"`
 }
 
+// toolCallDelta is one element of delta.tool_calls.
+type toolCallDelta struct {
+	Index    *int    `json:"index"`
+	ID       *string `json:"id"`
+	Type     *string `json:"type"`
+	Function *struct {
+		Name      *string `json:"name"`
+		Arguments *string `json:"arguments"`
+	} `json:"function"`
+}
+
 type usage struct {
 	PromptTokens        int `json:"prompt_tokens"`
 	CompletionTokens    int `json:"completion_tokens"`
@@ -108,6 +121,18 @@ type usage struct {
 	PromptTokensDetails *struct {
 		CachedTokens int `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+// reasoningTokens is completion_tokens_details.reasoning_tokens, -1 when
+// absent.
+func (u *usage) reasoningTokens() int {
+	if u == nil || u.CompletionTokensDetails == nil {
+		return -1
+	}
+	return u.CompletionTokensDetails.ReasoningTokens
 }
 
 func (u *usage) cached() int {
@@ -131,11 +156,15 @@ type streamResult struct {
 
 	tokens    []string // generated text pieces (content, reasoning, text), in order
 	tokenAt   []time.Time
-	reasoning int // how many of tokens were reasoning_content
-	finish    string
-	usage     *usage
-	roleFirst bool
-	errorBody string
+	reasoning int // how many of tokens were reasoning (either field)
+
+	toolHeaders []toolCallDelta // tool_calls elements with an id (call headers)
+	toolArgs    []string        // non-empty arguments fragments, in order
+	toolArgAt   []time.Time
+	finish      string
+	usage       *usage
+	roleFirst   bool
+	errorBody   string
 }
 
 // stream posts body and reads the SSE response event by event.
@@ -211,10 +240,21 @@ func (r *streamResult) addEvent(t testing.TB, data string, at time.Time) {
 			if d.Role != nil && len(r.events) == 1 {
 				r.roleFirst = true
 			}
-			if d.ReasoningContent != nil && *d.ReasoningContent != "" {
-				r.tokens = append(r.tokens, *d.ReasoningContent)
-				r.tokenAt = append(r.tokenAt, at)
-				r.reasoning++
+			for _, rc := range []*string{d.ReasoningContent, d.Reasoning} {
+				if rc != nil && *rc != "" {
+					r.tokens = append(r.tokens, *rc)
+					r.tokenAt = append(r.tokenAt, at)
+					r.reasoning++
+				}
+			}
+			for _, tc := range d.ToolCalls {
+				if tc.ID != nil {
+					r.toolHeaders = append(r.toolHeaders, tc)
+				}
+				if f := tc.Function; f != nil && f.Arguments != nil && *f.Arguments != "" {
+					r.toolArgs = append(r.toolArgs, *f.Arguments)
+					r.toolArgAt = append(r.toolArgAt, at)
+				}
 			}
 			if d.Content != nil && *d.Content != "" {
 				r.tokens = append(r.tokens, *d.Content)

@@ -13,9 +13,10 @@ import (
 // (a server span reading the W3C traceparent header starts in begin and
 // ends in end, with the instants below as events).
 type requestLifecycle struct {
-	api    apiKind
-	model  string
-	stream bool
+	api      apiKind
+	stream   bool
+	toolCall bool // the answer is planned as a tool call (small fields together: no padding)
+	model    string
 
 	arrival    time.Time // the handler received the request
 	queued     time.Time // handed to the engine (zero if it never was)
@@ -27,7 +28,8 @@ type requestLifecycle struct {
 	promptTokens     int
 	cachedTokens     int
 	completionTokens int
-	finishReason     string // "stop", "length", or "" when the response did not finish
+	finishReason     string // "stop", "length", "tool_calls", or "" when the response did not finish
+	reasoning        int    // planned reasoning tokens (chat)
 
 	fault  faultKind
 	status int    // HTTP status sent (0 when the connection was reset before any)

@@ -61,8 +61,17 @@ type RequestLogEntry struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CachedTokens     int `json:"cached_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
-	// FinishReason is "stop" or "length"; absent when the response did
-	// not finish (rejected, cut by a fault, abandoned, shut down).
+	// ReasoningTokens is how many of CompletionTokens were reasoning
+	// tokens (as usage.completion_tokens_details.reasoning_tokens);
+	// absent when none were.
+	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
+	// ToolCall is true when the answer was a tool call and the client
+	// was sent at least one of its tokens; absent otherwise. The call
+	// itself (name, arguments) is not logged.
+	ToolCall bool `json:"tool_call,omitempty"`
+	// FinishReason is "stop", "length" or "tool_calls"; absent when the
+	// response did not finish (rejected, cut by a fault, abandoned, shut
+	// down).
 	FinishReason string `json:"finish_reason,omitempty"`
 	// Status is the HTTP status sent; 0 when none was (the client went
 	// away first, or a reset fault cut a non-streamed response).
@@ -315,6 +324,10 @@ func (lc *requestLifecycle) logEntry() *RequestLogEntry {
 	if lc.finishReason != "" {
 		e.CachedTokens = lc.cachedTokens
 	}
+	if lc.reasoning > 0 {
+		e.ReasoningTokens = min(lc.tokensOut, lc.reasoning)
+	}
+	e.ToolCall = lc.toolCall && lc.tokensOut > lc.reasoning
 	if lc.fault != faultNone {
 		e.Fault = lc.fault.String()
 	}

@@ -53,6 +53,10 @@ type Server struct {
 	tracing     *tracing    // nil when Config.TracerProvider is nil
 	reqlog      *requestLog // nil when Config.RequestLog is empty
 	tok         tokenizer
+
+	// reasoningDelta opens a reasoning token's choice, in the configured
+	// reasoning_field: `{"index":0,"delta":{"reasoning_content":"`.
+	reasoningDelta string
 }
 
 // New builds a server from cfg (validated) and starts its engine. Call
@@ -91,6 +95,11 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		s.modelJSON = append(s.modelJSON, b)
 	}
 	s.modelsBody = s.buildModelsBody()
+	field := cfg.ReasoningField
+	if field == "" {
+		field = reasoningContentField
+	}
+	s.reasoningDelta = `{"index":0,"delta":{"` + field + `":"`
 
 	s.tracing = newTracing(cfg.TracerProvider)
 	s.engine = newEngine(&s.cfg, nil)
