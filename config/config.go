@@ -138,8 +138,55 @@ type Class struct {
 	// fields it sets replace the target's (see Config.SLO).
 	SLO *slo.Objective `yaml:"slo,omitempty"`
 
+	// ReasoningEffort is sent as reasoning_effort (OpenAI's and vLLM's
+	// key for reasoning models): one of ReasoningEfforts.
+	ReasoningEffort string `yaml:"reasoning_effort,omitempty"`
+	// Tools are OpenAI function tools, sent verbatim as "tools" (chat
+	// only): each {type: function, function: {name, description,
+	// parameters}}.
+	Tools []map[string]any `yaml:"tools,omitempty"`
+	// ToolChoice is sent as "tool_choice": auto, none, required, or
+	// {type: function, function: {name: <one of Tools>}}.
+	ToolChoice any `yaml:"tool_choice,omitempty"`
+	// ExtraBody is merged into the body of this class's requests, over
+	// the target's extra_body (the class's keys win).
+	ExtraBody map[string]any `yaml:"extra_body,omitempty"`
+
 	decodeErrs []string // see Config.takeDecodeErrors
 }
+
+// ReasoningEfforts are the values reasoning_effort takes.
+var ReasoningEfforts = []string{"none", "minimal", "low", "medium", "high"}
+
+// BodyFields returns the request-body members the class adds over its
+// target's extra_body: its extra_body, then reasoning_effort, tools and
+// tool_choice. Nil when it adds none.
+func (c *Class) BodyFields() map[string]any {
+	if c.ReasoningEffort == "" && c.Tools == nil && c.ToolChoice == nil && len(c.ExtraBody) == 0 {
+		return nil
+	}
+	out := make(map[string]any, len(c.ExtraBody)+3)
+	for k, v := range c.ExtraBody {
+		out[k] = v
+	}
+	if c.ReasoningEffort != "" {
+		out["reasoning_effort"] = c.ReasoningEffort
+	}
+	if c.Tools != nil {
+		tools := make([]any, len(c.Tools))
+		for i, t := range c.Tools {
+			tools[i] = t
+		}
+		out["tools"] = tools
+	}
+	if c.ToolChoice != nil {
+		out["tool_choice"] = c.ToolChoice
+	}
+	return out
+}
+
+// usesTools reports whether the class sends tools or tool_choice.
+func (c *Class) usesTools() bool { return c.Tools != nil || c.ToolChoice != nil }
 
 // dists lists the class's distributions (for anchoring relative files).
 func (c *Class) dists() []*Dist {
@@ -255,6 +302,11 @@ type Target struct {
 	HTTPClientConfig commoncfg.HTTPClientConfig `yaml:"http_client_config"`
 	// ExtraBody is merged into every request body (e.g. ignore_eos).
 	ExtraBody map[string]any `yaml:"extra_body,omitempty"`
+	// ContinuousUsageStats asks for usage in every chunk
+	// (stream_options.continuous_usage_stats, vLLM), so that a chunk
+	// carrying several tokens gives one ITL per token. Servers that do
+	// not know the option may refuse it (the OpenAI API does).
+	ContinuousUsageStats bool `yaml:"continuous_usage_stats,omitempty"`
 	// Tokenize selects how prompt lengths are calibrated to the server's
 	// tokenizer: "auto" asks the server's /tokenize endpoint (vLLM,
 	// SGLang, llama.cpp, the simulator) and otherwise learns from the
@@ -496,6 +548,69 @@ func (w *Workload) validate(errs *fieldErrors, path string) {
 			cl.Turns.validate(errs, cp+".turns")
 		}
 		validateSLO(errs, cp+".slo", cl.SLO)
+		cl.validateBody(errs, cp)
+	}
+}
+
+// validateBody checks what a class adds to request bodies.
+func (cl *Class) validateBody(errs *fieldErrors, cp string) {
+	if cl.ReasoningEffort != "" && !slices.Contains(ReasoningEfforts, cl.ReasoningEffort) {
+		errs.add(cp+".reasoning_effort", "must be one of %s, got %q", strings.Join(ReasoningEfforts, ", "), cl.ReasoningEffort)
+	}
+	names := map[string]bool{}
+	for i, t := range cl.Tools {
+		tp := fmt.Sprintf("%s.tools[%d]", cp, i)
+		if typ, _ := t["type"].(string); typ != "function" {
+			errs.add(tp+".type", `must be "function", got %v`, t["type"])
+		}
+		fn, _ := t["function"].(map[string]any)
+		name, _ := fn["name"].(string)
+		switch {
+		case fn == nil:
+			errs.add(tp+".function", "required: {name, description, parameters}")
+		case name == "":
+			errs.add(tp+".function.name", "required")
+		case names[name]:
+			errs.add(tp+".function.name", "duplicate tool name %q", name)
+		}
+		names[name] = true
+		for k := range t {
+			if k != "type" && k != "function" {
+				errs.add(tp+"."+k, "unknown key (a tool has type and function)")
+			}
+		}
+	}
+	switch tc := cl.ToolChoice.(type) {
+	case nil:
+	case string:
+		switch tc {
+		case "auto", "none", "required":
+			if len(cl.Tools) == 0 && tc != "none" {
+				errs.add(cp+".tool_choice", "%q needs tools", tc)
+			}
+		default:
+			errs.add(cp+".tool_choice", `must be auto, none, required or {type: function, function: {name: ...}}, got %q`, tc)
+		}
+	case map[string]any:
+		fn, _ := tc["function"].(map[string]any)
+		name, _ := fn["name"].(string)
+		if typ, _ := tc["type"].(string); typ != "function" || name == "" {
+			errs.add(cp+".tool_choice", "a mapping must be {type: function, function: {name: ...}}")
+		} else if !names[name] {
+			errs.add(cp+".tool_choice.function.name", "%q is not one of the class's tools", name)
+		}
+	default:
+		errs.add(cp+".tool_choice", "must be auto, none, required or {type: function, function: {name: ...}}, got %v", tc)
+	}
+	for _, k := range sortedKeys(cl.ExtraBody) {
+		switch k {
+		case "model", "messages", "prompt", "stream":
+			errs.add(cp+".extra_body."+k, "%q is set by llmprobe and cannot be overridden", k)
+		case "reasoning_effort", "tools", "tool_choice":
+			if set := map[string]bool{"reasoning_effort": cl.ReasoningEffort != "", "tools": cl.Tools != nil, "tool_choice": cl.ToolChoice != nil}; set[k] {
+				errs.add(cp+".extra_body."+k, "is also set as the class's %s: set it once", k)
+			}
+		}
 	}
 }
 
@@ -562,6 +677,14 @@ func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 		}
 	default:
 		errs.add(path+".prompt_format", "must be %q or %q, got %q", PromptFormatText, PromptFormatIDs, t.PromptFormat)
+	}
+	if w := c.Workloads[t.Workload]; w != nil && t.API == APICompletions {
+		for _, cl := range w.Classes {
+			if cl != nil && cl.usesTools() {
+				errs.addDep(path+".api", "workloads."+t.Workload, "completions cannot send tools (class %q of workload %q has them); use api: chat", cl.Name, t.Workload)
+				break
+			}
+		}
 	}
 	switch {
 	case t.Workload == "":

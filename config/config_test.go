@@ -175,6 +175,17 @@ func TestLoadBadConfigs(t *testing.T) {
 			`testdata/workload-from.bad.yml:12:20: targets[0].workload_from.prometheus.url: must be an http(s) URL with a host`,
 			`testdata/workload-from.bad.yml:12:44: targets[0].workload_from.prometheus.refresh: must be at least 1s, got 0s`,
 		}, "\n"),
+		"tools.bad.yml": strings.Join([]string{
+			`testdata/tools.bad.yml:7:9: workloads.w.classes[0].reasoning_effort: must be one of none, minimal, low, medium, high, got "extreme"`,
+			`testdata/tools.bad.yml:11:13: workloads.w.classes[0].tools[1].type: must be "function", got retrieval`,
+			`testdata/tools.bad.yml:12:13: workloads.w.classes[0].tools[1].function.name: required`,
+			`testdata/tools.bad.yml:13:13: workloads.w.classes[0].tools[1].strict: unknown key (a tool has type and function)`,
+			`testdata/tools.bad.yml:14:50: workloads.w.classes[0].tool_choice.function.name: "lookup" is not one of the class's tools`,
+			`testdata/tools.bad.yml:15:22: workloads.w.classes[0].extra_body.stream: "stream" is set by llmprobe and cannot be overridden`,
+			`testdata/tools.bad.yml:15:37: workloads.w.classes[0].extra_body.tools: is also set as the class's tools: set it once`,
+			`testdata/tools.bad.yml:16:59: workloads.w.classes[1].tool_choice: "required" needs tools`,
+			`testdata/tools.bad.yml:20:5: targets[0].api: completions cannot send tools (class "agent" of workload "w" has them); use api: chat`,
+		}, "\n"),
 		"multiple.bad.yml": strings.Join([]string{
 			`testdata/multiple.bad.yml:5:9: workloads.w.classes[0].weight: must be a positive number, got 0`,
 			`testdata/multiple.bad.yml:6:9: workloads.w.classes[0].prompt_tokens: must be at least 1 tokens, got 0`,

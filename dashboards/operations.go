@@ -47,6 +47,33 @@ func nowRow(d *board, cfg alerts.Config, s sels) {
 	).Thresholds(thresholds(step(nil, "orange"), step(ptr(float64(cfg.MinRequests)), "green"))))
 }
 
+// reasoningPanels compare time to first token with time to first answer
+// token (they part when a model reasons first), and show the share of
+// output spent reasoning.
+func reasoningPanels(d *board, s sels) {
+	var qs []q
+	for _, m := range []struct{ short, name string }{{"ttft", "TTFT"}, {"ttfa", "TTFA"}} {
+		for _, quant := range []float64{0.5, 0.99} {
+			qs = append(qs, q{
+				expr:     alerts.HistogramQuantile(quant, alerts.LatencyMetric(m.short), []string{"target"}, s.full, rateWin),
+				legend:   fmt.Sprintf("{{target}} %s p%s", m.name, alerts.FormatFloat(quant*100)),
+				exemplar: m.short == "ttfa" && quant == 0.99,
+			})
+		}
+	}
+	d.add(d.ts("Time to first answer token (TTFA) vs TTFT",
+		"TTFT: the first generated token, reasoning included. TTFA (dashed): the first token of the answer (content or a tool call) after any reasoning. "+
+			"They coincide for models that do not reason; the gap is the time the user waits while the model thinks.",
+		"s", 12, 8, qs...).OverrideByQuery("C", dashed()).OverrideByQuery("D", dashed()))
+	d.add(d.ts("Reasoning share of output",
+		"Reasoning tokens over all output tokens, as the server reported them (usage.completion_tokens_details.reasoning_tokens). "+
+			"A rising share with flat TTFT makes TTFA and E2E grow: the model thinks longer, the engine is not slower.",
+		"percentunit", 12, 8,
+		q{expr: fmt.Sprintf("sum by (target) (rate(llmprobe_reasoning_tokens_total%s[%s]))\n/\nsum by (target) (rate(llmprobe_output_tokens_total%s[%s]))",
+			s.full, rateWin, s.full, rateWin), legend: "{{target}}"},
+	).Min(0).Max(1))
+}
+
 // heatmapPanel draws the distribution of one latency histogram over time
 // from its native histogram (Grafana 10.4 and later render native
 // histogram results as heatmap cells).

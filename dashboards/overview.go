@@ -169,6 +169,7 @@ func Overview(cfg alerts.Config) (dashboard.Dashboard, error) {
 		"Gaps between consecutive token-bearing stream events (per chunk). Spikes without TTFT change point at decode-side contention.")
 	latencyPanel(d, s, "e2e", "End-to-end latency (E2E)",
 		"Request written → last token-bearing event (trailing usage event and [DONE] excluded). Depends on output length: read it next to the token panels.")
+	reasoningPanels(d, s)
 	heatmapPanel(d, s, "ttft", "TTFT distribution",
 		"Requests per second by TTFT over time, from the native histogram: a second band (bimodal TTFT) is often prefix-cache hits against misses, or two replicas.")
 	heatmapPanel(d, s, "tpot", "TPOT distribution",

@@ -89,6 +89,8 @@ type histogramWithExemplar interface {
 // The hot path resolves series once per SetConfig, not per observation.
 type Metrics struct {
 	ttft, tpot, itl, e2e                   *prometheus.HistogramVec // target, model, class
+	ttfa                                   *prometheus.HistogramVec // target, model, class
+	reasoningTokens                        *prometheus.CounterVec   // target, model, class
 	scheduleLag, clientWait                *prometheus.HistogramVec // target
 	scheduled, sent                        *prometheus.CounterVec   // target, class
 	requests                               *prometheus.CounterVec   // target, model, class, outcome
@@ -132,6 +134,8 @@ type targetSeries struct {
 
 type classSeries struct {
 	ttft, tpot, itl, e2e               histogramWithExemplar
+	ttfa                               histogramWithExemplar
+	reasoningTokens                    prometheus.Counter
 	scheduled, sent                    prometheus.Counter
 	requests                           [len(probe.Outcomes)]prometheus.Counter
 	promptTokens, outputTokens, cached prometheus.Counter
@@ -173,6 +177,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ttft: prometheus.NewHistogramVec(histogramOpts("ttft_seconds",
 			"Time to first token: from the request being written to the first stream event carrying generated text. Warm-up excluded.",
 			ttftBuckets), targetModelClass),
+		ttfa: prometheus.NewHistogramVec(histogramOpts("ttfa_seconds",
+			"Time to first answer token: from the request being written to the first stream event carrying answer text or a tool call, after any reasoning (equal to TTFT without reasoning). Warm-up excluded.",
+			ttftBuckets), targetModelClass),
+		reasoningTokens: prometheus.NewCounterVec(counterOpts("reasoning_tokens_total",
+			"Reasoning tokens among the output tokens, as the server reported them (usage.completion_tokens_details.reasoning_tokens), of the requests counted in llmprobe_output_tokens_total."), targetModelClass),
 		tpot: prometheus.NewHistogramVec(histogramOpts("tpot_seconds",
 			"Time per output token after the first, (E2E - TTFT) / (output tokens - 1), of successful requests with at least 2 output tokens. Warm-up excluded.",
 			tokenLatencyBuckets), targetModelClass),
@@ -240,7 +249,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return append([]prometheus.Collector{
-		m.ttft, m.tpot, m.itl, m.e2e, m.scheduleLag, m.clientWait,
+		m.ttft, m.tpot, m.itl, m.e2e, m.ttfa, m.reasoningTokens, m.scheduleLag, m.clientWait,
 		m.scheduled, m.sent, m.requests, m.dropped,
 		m.promptTokens, m.outputTokens, m.cachedToks, m.usageEstimated,
 		m.promptTokensHist, m.outputTokensHist, m.lengthError, m.lengthMismatch,
@@ -354,7 +363,7 @@ func (m *Metrics) allVecs() []partialDeleter {
 
 // modelVecs carry a model label.
 func (m *Metrics) modelVecs() []partialDeleter {
-	return []partialDeleter{m.ttft, m.tpot, m.itl, m.e2e, m.requests, m.promptTokens, m.outputTokens, m.cachedToks, m.usageEstimated}
+	return []partialDeleter{m.ttft, m.tpot, m.itl, m.e2e, m.ttfa, m.reasoningTokens, m.requests, m.promptTokens, m.outputTokens, m.cachedToks, m.usageEstimated}
 }
 
 // classVecs carry a class label.
@@ -368,6 +377,8 @@ func (m *Metrics) newClassSeries(target, model, class string) *classSeries {
 		tpot:             m.tpot.WithLabelValues(target, model, class).(histogramWithExemplar),
 		itl:              m.itl.WithLabelValues(target, model, class).(histogramWithExemplar),
 		e2e:              m.e2e.WithLabelValues(target, model, class).(histogramWithExemplar),
+		ttfa:             m.ttfa.WithLabelValues(target, model, class).(histogramWithExemplar),
+		reasoningTokens:  m.reasoningTokens.WithLabelValues(target, model, class),
 		scheduled:        m.scheduled.WithLabelValues(target, class),
 		sent:             m.sent.WithLabelValues(target, class),
 		promptTokens:     m.promptTokens.WithLabelValues(target, model, class),
@@ -504,6 +515,9 @@ func (m *Metrics) Observe(r *probe.Result) {
 	if r.UsageReported || r.FirstToken {
 		addCount(cs.promptTokens, r.PromptTokens)
 		addCount(cs.outputTokens, r.OutputTokens)
+		if r.ReasoningReported {
+			addCount(cs.reasoningTokens, r.ReasoningTokens)
+		}
 		if r.CachedTokensReported {
 			addCount(cs.cached, r.CachedTokens)
 		}
@@ -539,6 +553,9 @@ func (m *Metrics) Observe(r *probe.Result) {
 	}
 	if r.FirstToken {
 		observe(cs.ttft, seconds(r.TTFT), ex)
+	}
+	if r.FirstAnswer {
+		observe(cs.ttfa, seconds(r.TTFA), ex)
 	}
 	if len(r.ITLs) > 0 {
 		longest := 0

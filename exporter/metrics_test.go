@@ -691,3 +691,38 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestObserveReasoning: TTFA is observed for requests whose answer began
+// (warm-up excluded, with the trace exemplar), reasoning tokens for those
+// whose server reported them.
+func TestObserveReasoning(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	m.SetConfig(mustConfig(t, testConfigYAML))
+	thinking := successResult("alpha", "model-a", "chat")
+	thinking.FirstAnswer, thinking.TTFA = true, 1200*time.Millisecond
+	thinking.ReasoningTokens, thinking.ReasoningReported = 9, true
+	m.Observe(thinking)
+	truncated := successResult("alpha", "model-a", "chat") // max_tokens ran out while thinking
+	truncated.ReasoningTokens, truncated.ReasoningReported = 16, true
+	m.Observe(truncated)
+	warm := successResult("alpha", "model-a", "chat")
+	warm.Warmup, warm.FirstAnswer, warm.TTFA = true, true, time.Second
+	m.Observe(warm)
+	mfs := gather(t, reg)
+	lbl := map[string]string{"target": "alpha", "model": "model-a", "class": "chat"}
+	h := series(mfs, "llmprobe_ttfa_seconds", lbl).GetHistogram()
+	if h.GetSampleCount() != 1 || h.GetSampleSum() != 1.2 {
+		t.Errorf("ttfa count %d sum %v, want 1 and 1.2 (warm-up and a request without an answer excluded)", h.GetSampleCount(), h.GetSampleSum())
+	}
+	exemplar := false
+	for _, b := range h.GetBucket() {
+		exemplar = exemplar || b.GetExemplar() != nil
+	}
+	if !exemplar {
+		t.Error("ttfa carries no trace exemplar")
+	}
+	if got := series(mfs, "llmprobe_reasoning_tokens_total", lbl).GetCounter().GetValue(); got != 9+16+0 {
+		t.Errorf("reasoning tokens = %v, want 25 (warm-up requests count tokens, unreported ones do not)", got)
+	}
+}

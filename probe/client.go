@@ -282,7 +282,9 @@ func resetMeasurements(r *Result) {
 	r.DNS, r.Connect, r.TLS = 0, 0, 0
 	r.Outcome, r.ErrorType, r.Error, r.StatusCode, r.RetryAfter = "", "", "", 0, 0
 	r.FirstToken, r.TTFT, r.E2E, r.TPOT, r.ITLs, r.Chunks, r.CoalescedChunks = false, 0, 0, 0, itls, 0, 0
+	r.FirstAnswer, r.TTFA, r.ReasoningChunks, r.ToolCall = false, 0, 0, false
 	r.PromptTokens, r.OutputTokens, r.CachedTokens = 0, 0, 0
+	r.ReasoningTokens, r.ReasoningReported = 0, false
 	r.UsageReported, r.CachedTokensReported, r.Anomalies = false, false, 0
 	r.FinishReason, r.ResponseModel, r.ResponseID, r.TraceID, r.Completion = "", "", "", "", ""
 }
@@ -475,6 +477,9 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelFu
 		sawFinish   bool
 		hasUsage    bool
 		usage       tokenUsage
+		// completed is the last per-chunk completion_tokens seen
+		// (continuous usage), -1 before any.
+		completed = -1
 	)
 	maxEvents, maxBytes, maxText := responseBounds(req.MaxTokens)
 	if cap(res.ITLs) == 0 && req.MaxTokens > 1 {
@@ -539,11 +544,33 @@ loop:
 				first = ev.Time
 				spanFirstToken(span, first)
 			} else {
-				res.ITLs = append(res.ITLs, ev.Time.Sub(last))
+				gap := ev.Time.Sub(last)
+				// With usage in every chunk, a chunk of k tokens is k
+				// gaps of gap/k (bounded like the events themselves).
+				k := 1
+				if ch.hasUsage && ch.usage.hasCompletion && completed >= 0 {
+					k = min(max(ch.usage.completion-completed, 1), maxEvents-len(res.ITLs))
+				}
+				k = max(k, 1)
+				q, rem := gap/time.Duration(k), int(gap%time.Duration(k))
+				for j := range k {
+					d := q
+					if j < rem {
+						d++ // the gaps add up to the chunk's gap exactly
+					}
+					res.ITLs = append(res.ITLs, d)
+				}
 				if ev.Time.Equal(last) {
 					res.CoalescedChunks++
 				}
 			}
+			if ch.answer && !res.FirstAnswer {
+				res.FirstAnswer, res.TTFA = true, ev.Time.Sub(start)
+			}
+			if !ch.answer {
+				res.ReasoningChunks++
+			}
+			res.ToolCall = res.ToolCall || ch.toolCall
 			last = ev.Time
 			chunks++
 			if keepText {
@@ -565,6 +592,9 @@ loop:
 		}
 		if ch.hasUsage {
 			hasUsage, usage = true, ch.usage
+			if ch.usage.hasCompletion {
+				completed = ch.usage.completion
+			}
 		}
 		if ch.id.ok {
 			setResponseString(&res.ResponseID, ch.id, &dec.keyBuf)
@@ -638,7 +668,7 @@ loop:
 // fractional) is ignored, cached tokens above the prompt are clamped to
 // it, output above max_tokens is kept (it is what the server did).
 func applyUsage(res *Result, u tokenUsage, maxTokens int) {
-	if u.badPrompt || u.badCompletion || u.badCached {
+	if u.badPrompt || u.badCompletion || u.badCached || u.badReasoning {
 		res.Anomalies |= AnomalyInvalidUsage
 	}
 	if u.hasCompletion {
@@ -649,6 +679,9 @@ func applyUsage(res *Result, u tokenUsage, maxTokens int) {
 	}
 	if u.hasPrompt {
 		res.PromptTokens = u.prompt
+	}
+	if u.hasReasoning {
+		res.ReasoningTokens, res.ReasoningReported = u.reasoning, true
 	}
 	if u.hasCached {
 		res.CachedTokens, res.CachedTokensReported = u.cached, true

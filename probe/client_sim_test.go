@@ -128,6 +128,50 @@ func TestClientAgainstSimulatorReasoning(t *testing.T) {
 	if words := len(strings.Fields(res.Completion)); words > 5 {
 		t.Errorf("completion %q has %d words: reasoning was kept", res.Completion, words)
 	}
+	// TTFT at the first reasoning token, TTFA three decode steps later at
+	// the first answer token; the reasoning count from the usage details.
+	if !res.FirstAnswer || res.TTFA <= res.TTFT || res.ReasoningChunks != 3 || !res.ReasoningReported || res.ReasoningTokens != 3 {
+		t.Errorf("TTFT %v TTFA %v (answer %v), reasoning chunks %d, tokens %d (reported %v)",
+			res.TTFT, res.TTFA, res.FirstAnswer, res.ReasoningChunks, res.ReasoningTokens, res.ReasoningReported)
+	}
+	if step := (res.E2E - res.TTFT) / 7; res.TTFA-res.TTFT < 2*step {
+		t.Errorf("TTFA %v is %v after TTFT %v; three reasoning steps of ~%v came between", res.TTFA, res.TTFA-res.TTFT, res.TTFT, step)
+	}
+
+	// The newer spelling, and reasoning_effort scaling what is thought.
+	base2 := startSim(t, func(cfg *sim.Config) { cfg.ReasoningTokens, cfg.ReasoningField = 2, "reasoning" })
+	req := simRequest(APIChat, 8)
+	req.ExtraBody = map[string]any{"reasoning_effort": "high"}
+	res = do(t, newTestClient(t, base2, nil), req)
+	expectOutcome(t, res, OutcomeSuccess, "")
+	if res.ReasoningChunks != 4 || res.ReasoningTokens != 4 || !res.FirstAnswer {
+		t.Errorf("reasoning field, effort high: %d reasoning chunks, %d tokens, answer %v; want 4 (2 × 2)", res.ReasoningChunks, res.ReasoningTokens, res.FirstAnswer)
+	}
+}
+
+// TestClientAgainstSimulatorToolCall: a required tool call streams
+// argument fragments after the reasoning; they are the answer and its
+// tokens, and the call ends with finish_reason tool_calls, a success.
+func TestClientAgainstSimulatorToolCall(t *testing.T) {
+	base := startSim(t, func(cfg *sim.Config) { cfg.ReasoningTokens = 2 })
+	req := simRequest(APIChat, 8)
+	req.ExtraBody = map[string]any{
+		"tools": []any{map[string]any{"type": "function", "function": map[string]any{
+			"name": "search", "parameters": map[string]any{"type": "object"}}}},
+		"tool_choice":    "required",
+		"stream_options": map[string]any{"include_usage": true, "continuous_usage_stats": true},
+	}
+	res := do(t, newTestClient(t, base, nil), req)
+	expectOutcome(t, res, OutcomeSuccess, "")
+	checkTimingInvariants(t, res)
+	if !res.ToolCall || !res.FirstAnswer || res.FinishReason != "tool_calls" || res.TTFA <= res.TTFT {
+		t.Errorf("tool call %v, answer %v at %v (TTFT %v), finish %q", res.ToolCall, res.FirstAnswer, res.TTFA, res.TTFT, res.FinishReason)
+	}
+	// Token-bearing events are the completion tokens (the call's header
+	// is none), one ITL per later token.
+	if res.Chunks != 8 || res.OutputTokens != 8 || res.ReasoningTokens != 2 || len(res.ITLs) != 7 {
+		t.Errorf("chunks %d, output %d, reasoning %d, ITLs %d", res.Chunks, res.OutputTokens, res.ReasoningTokens, len(res.ITLs))
+	}
 }
 
 // TestClientAgainstSimulatorPrefixCache checks that the cached-token count

@@ -184,7 +184,9 @@ func checkTimingInvariants(t *testing.T, res *Result) {
 	if !res.FirstToken {
 		return
 	}
-	if len(res.ITLs) != res.Chunks-1 {
+	// One gap per chunk after the first, or more where per-chunk usage
+	// says a chunk carried several tokens.
+	if len(res.ITLs) < res.Chunks-1 || (len(res.ITLs) > res.Chunks-1 && !res.UsageReported) {
 		t.Errorf("%d ITLs for %d token chunks", len(res.ITLs), res.Chunks)
 	}
 	var sum time.Duration

@@ -217,7 +217,7 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64) (*runner, erro
 	}
 	h := fnv.New64a()
 	h.Write([]byte(t.Name))
-	wl := NewWorkload(&spec.Workload)
+	wl := NewWorkload(&spec.Workload).forTarget(&spec.Target)
 	format, prior := promptText, defaultPrior
 	switch {
 	case t.PromptFormat == config.PromptFormatIDs:

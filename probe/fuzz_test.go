@@ -103,6 +103,7 @@ func FuzzClientStream(f *testing.F) {
 	f.Add([]byte(sseBody(completionText("x", ""), `{"error":{"message":"bad"}}`)), uint8(1))
 	f.Add([]byte("event: error\ndata: {\"error\":\"x\"}\n\n"), uint8(2))
 	f.Add([]byte(`{"id":"x","choices":[]}`), uint8(3))
+	f.Add([]byte(sseBody(chatDelta("reasoning", "r", "", `{"completion_tokens":1}`), toolCallDelta(true, "f", "", ""), chatDelta("content", "b", "stop", `{"completion_tokens":5,"completion_tokens_details":{"reasoning_tokens":1}}`), "[DONE]")), uint8(2))
 	f.Fuzz(func(t *testing.T, body []byte, mode uint8) {
 		ct := "text/event-stream"
 		if mode%2 == 1 {
@@ -127,8 +128,17 @@ func FuzzClientStream(f *testing.F) {
 		if res.Outcome == OutcomeSuccess && (!res.FirstToken || res.Chunks == 0) {
 			t.Fatalf("success without tokens: %+v", res)
 		}
-		if len(res.ITLs) != max(res.Chunks-1, 0) || res.FirstToken != (res.Chunks > 0) {
+		// One gap per chunk after the first, more only where per-chunk
+		// usage split a chunk into tokens, never more than the response
+		// bounds allow.
+		maxEvents, _, _ := responseBounds(chatRequest().MaxTokens)
+		if len(res.ITLs) < max(res.Chunks-1, 0) || (len(res.ITLs) > max(res.Chunks-1, 0) && !res.UsageReported) ||
+			len(res.ITLs) > maxEvents || res.FirstToken != (res.Chunks > 0) {
 			t.Fatalf("%d chunks, %d ITLs, first token %v", res.Chunks, len(res.ITLs), res.FirstToken)
+		}
+		if res.FirstAnswer && (!res.FirstToken || res.TTFA < res.TTFT || res.TTFA > res.E2E) || res.ReasoningChunks > res.Chunks ||
+			(res.ReasoningChunks == res.Chunks && res.Chunks > 0 && res.FirstAnswer) {
+			t.Fatalf("first answer %v at %v (TTFT %v, E2E %v), %d of %d chunks reasoning", res.FirstAnswer, res.TTFA, res.TTFT, res.E2E, res.ReasoningChunks, res.Chunks)
 		}
 		if res.TTFT < 0 || res.E2E < res.TTFT || res.TPOT < 0 || res.OutputTokens < 0 || res.PromptTokens < 0 {
 			t.Fatalf("negative figure: %+v", res)

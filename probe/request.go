@@ -34,7 +34,7 @@ func (r *runner) newPrepared(c *Class, maxTokens int) *prepared {
 		Model:     r.model,
 		MaxTokens: maxTokens,
 		Sampling:  c.Sampling,
-		ExtraBody: r.spec.Target.ExtraBody,
+		ExtraBody: c.Body,
 	}
 	return &prepared{
 		class:   c,

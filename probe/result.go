@@ -207,11 +207,24 @@ type Result struct {
 
 	// Timing per docs/design.md. FirstToken is false when no token-bearing event arrived.
 	FirstToken bool
-	TTFT       time.Duration   // Start -> first token-bearing event
-	E2E        time.Duration   // Start -> last token-bearing event (Start -> end when no token)
-	TPOT       time.Duration   // (E2E-TTFT)/(OutputTokens-1), 0 when OutputTokens < 2
-	ITLs       []time.Duration // gaps between consecutive token-bearing events
-	Chunks     int             // token-bearing events received
+	TTFT       time.Duration // Start -> first token-bearing event
+	E2E        time.Duration // Start -> last token-bearing event (Start -> end when no token)
+	TPOT       time.Duration // (E2E-TTFT)/(OutputTokens-1), 0 when OutputTokens < 2
+	// ITLs are the gaps between consecutive token-bearing events; where
+	// the server reports usage in every chunk (continuous_usage_stats), a
+	// chunk that carries k tokens gives k gaps of gap/k.
+	ITLs   []time.Duration
+	Chunks int // token-bearing events received
+	// FirstAnswer is true when a token of the answer arrived: content or
+	// completion text, or a tool call, as opposed to reasoning. TTFA is
+	// Start -> that event; with no reasoning it equals TTFT.
+	FirstAnswer bool
+	TTFA        time.Duration
+	// ReasoningChunks are token-bearing events that carried only
+	// reasoning (reasoning_content or reasoning).
+	ReasoningChunks int
+	// ToolCall is true when the answer held a tool call (delta.tool_calls).
+	ToolCall bool
 	// CoalescedChunks are token-bearing events that arrived in the same
 	// read as the previous one (so their ITL is 0): the bytes had queued
 	// up. Alone that may be the server or a proxy batching; with a high
@@ -220,8 +233,13 @@ type Result struct {
 
 	// Token counts. *Reported say whether the server's usage provided the
 	// number; otherwise it was estimated (prompt: planned; output: chunks).
-	PromptTokens         int
-	OutputTokens         int
+	PromptTokens int
+	OutputTokens int
+	// ReasoningTokens are the reasoning tokens among OutputTokens, from
+	// usage.completion_tokens_details.reasoning_tokens (ReasoningReported);
+	// otherwise 0.
+	ReasoningTokens      int
+	ReasoningReported    bool
 	CachedTokens         int
 	UsageReported        bool
 	CachedTokensReported bool

@@ -30,8 +30,10 @@ import (
 //	           llmprobe.schedule_lag_seconds, llmprobe.warmup
 //	at the end gen_ai.response.model, .id, .finish_reasons,
 //	           gen_ai.response.time_to_first_chunk, llmprobe.ttft_seconds,
+//	           llmprobe.ttfa_seconds (the first answer token),
 //	           gen_ai.usage.input_tokens, .output_tokens,
-//	           .cache_read.input_tokens (as the server reported them),
+//	           .cache_read.input_tokens, .reasoning.output_tokens (as the
+//	           server reported them),
 //	           llmprobe.usage_reported, http.response.status_code,
 //	           llmprobe.outcome, and on failure error.type, llmprobe.error
 //	           and status Error with the outcome as its description
@@ -49,6 +51,7 @@ const (
 	attrScheduleLag   = attribute.Key("llmprobe.schedule_lag_seconds")
 	attrWarmup        = attribute.Key("llmprobe.warmup")
 	attrTTFT          = attribute.Key("llmprobe.ttft_seconds")
+	attrTTFA          = attribute.Key("llmprobe.ttfa_seconds")
 	attrOutcome       = attribute.Key("llmprobe.outcome")
 	attrError         = attribute.Key("llmprobe.error")
 	attrUsageReported = attribute.Key("llmprobe.usage_reported")
@@ -182,6 +185,9 @@ func (c *Client) endSpan(span trace.Span, res *Result) {
 		ttft := res.TTFT.Seconds()
 		kv = append(kv, attrTTFT.Float64(ttft), semconv.GenAIResponseTimeToFirstChunk(ttft))
 	}
+	if res.FirstAnswer {
+		kv = append(kv, attrTTFA.Float64(res.TTFA.Seconds()))
+	}
 	if res.StatusCode >= 200 && res.StatusCode <= 299 {
 		kv = append(kv, attrUsageReported.Bool(res.UsageReported))
 	}
@@ -192,6 +198,9 @@ func (c *Client) endSpan(span trace.Span, res *Result) {
 	}
 	if res.CachedTokensReported {
 		kv = append(kv, semconv.GenAIUsageCacheReadInputTokens(res.CachedTokens))
+	}
+	if res.ReasoningReported {
+		kv = append(kv, semconv.GenAIUsageReasoningOutputTokens(res.ReasoningTokens))
 	}
 	if res.Outcome != OutcomeSuccess {
 		et := res.ErrorType

@@ -142,6 +142,7 @@ func TestSpanSuccess(t *testing.T) {
 		"llmprobe.planned_time":                attribute.StringValue("2026-01-02T03:04:05.0000006Z"),
 		"llmprobe.schedule_lag_seconds":        attribute.Float64Value(0.0015),
 		"llmprobe.ttft_seconds":                attribute.Float64Value(res.TTFT.Seconds()),
+		"llmprobe.ttfa_seconds":                attribute.Float64Value(res.TTFA.Seconds()),
 		"llmprobe.outcome":                     attribute.StringValue("success"),
 		"llmprobe.usage_reported":              attribute.BoolValue(true),
 	}

@@ -510,11 +510,11 @@ type jsonString struct {
 
 // tokenUsage is the `usage` object of a chunk.
 type tokenUsage struct {
-	prompt, completion, cached          int
-	hasPrompt, hasCompletion, hasCached bool
+	prompt, completion, cached, reasoning             int
+	hasPrompt, hasCompletion, hasCached, hasReasoning bool
 	// bad*: the field held a number that is not a count (negative,
 	// fractional, above 1e9); has* is false then.
-	badPrompt, badCompletion, badCached bool
+	badPrompt, badCompletion, badCached, badReasoning bool
 }
 
 // streamChunk is what the client takes from one chunk. Slices alias the
@@ -522,9 +522,12 @@ type tokenUsage struct {
 type streamChunk struct {
 	id, model jsonString
 	// tokens is true when a choice carries generated text: delta.content,
-	// delta.reasoning_content or delta.reasoning (chat), or text
-	// (completions), non-empty.
+	// delta.reasoning_content or delta.reasoning, a delta.tool_calls
+	// arguments fragment (chat), or text (completions), non-empty.
 	tokens bool
+	// answer is true when those tokens include the answer (content, text
+	// or a tool call), not only reasoning; toolCall when a tool call.
+	answer, toolCall bool
 	// texts are the content / text pieces in choice order (reasoning is not
 	// part of the completion kept for conversation history).
 	texts  []jsonString
@@ -687,11 +690,12 @@ func (d *chunkDecoder) choice() error {
 	}
 	s.i++
 	var content, reasoningContent, reasoning, text, finish jsonString
+	var tool bool
 	k, more, err := s.objectStart()
 	for ; more && err == nil; k, more, err = s.objectNext(err) {
 		switch string(d.key(k)) {
 		case "delta":
-			content, reasoningContent, reasoning = jsonString{}, jsonString{}, jsonString{}
+			content, reasoningContent, reasoning, tool = jsonString{}, jsonString{}, jsonString{}, false
 			s.ws()
 			if s.i >= len(s.b) || s.b[s.i] != '{' {
 				err = s.skip(3)
@@ -709,6 +713,8 @@ func (d *chunkDecoder) choice() error {
 					reasoningContent, err = s.stringValue(4)
 				case "reasoning":
 					reasoning, err = s.stringValue(4)
+				case "tool_calls":
+					tool, err = d.toolCalls()
 				default:
 					err = s.skip(4)
 				}
@@ -724,9 +730,12 @@ func (d *chunkDecoder) choice() error {
 	if err != nil {
 		return err
 	}
-	if len(content.raw) > 0 || len(reasoningContent.raw) > 0 || len(reasoning.raw) > 0 || len(text.raw) > 0 {
+	answer := len(content.raw) > 0 || len(text.raw) > 0 || tool
+	if answer || len(reasoningContent.raw) > 0 || len(reasoning.raw) > 0 {
 		c.tokens = true
 	}
+	c.answer = c.answer || answer
+	c.toolCall = c.toolCall || tool
 	if len(content.raw) > 0 {
 		c.texts = append(c.texts, content)
 	}
@@ -737,6 +746,58 @@ func (d *chunkDecoder) choice() error {
 		c.finish = finish
 	}
 	return nil
+}
+
+// toolCalls walks delta.tool_calls, an array of {index, id, type,
+// function: {name, arguments}}; it reports whether any element carries a
+// non-empty arguments fragment: the generated tokens (the header naming
+// the function, arguments "", announces the call and is no token, as
+// servers count it). Repeated keys resolve as encoding/json resolves
+// them: the last one wins.
+func (d *chunkDecoder) toolCalls() (bool, error) {
+	s := &d.s
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != '[' {
+		return false, s.skip(4) // null, or not a list: no tool tokens
+	}
+	s.i++
+	fragment := false
+	more, err := s.arrayStart()
+	for ; more && err == nil; more, err = s.arrayNext(err) {
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != '{' {
+			err = s.skip(5)
+			continue
+		}
+		s.i++
+		var args jsonString // of the element's last "function"
+		k, kmore, kerr := s.objectStart()
+		for ; kmore && kerr == nil; k, kmore, kerr = s.objectNext(kerr) {
+			if string(d.key(k)) != "function" {
+				kerr = s.skip(6)
+				continue
+			}
+			args = jsonString{}
+			s.ws()
+			if s.i >= len(s.b) || s.b[s.i] != '{' {
+				kerr = s.skip(6)
+				continue
+			}
+			s.i++
+			fk, fmore, ferr := s.objectStart()
+			for ; fmore && ferr == nil; fk, fmore, ferr = s.objectNext(ferr) {
+				if string(d.key(fk)) == "arguments" {
+					args, ferr = s.stringValue(7)
+				} else {
+					ferr = s.skip(7)
+				}
+			}
+			kerr = ferr
+		}
+		err = kerr
+		fragment = fragment || len(args.raw) > 0
+	}
+	return fragment, err
 }
 
 func (d *chunkDecoder) usage() error {
@@ -755,6 +816,24 @@ func (d *chunkDecoder) usage() error {
 			u.prompt, u.hasPrompt, u.badPrompt, err = s.usageCount(2)
 		case "completion_tokens":
 			u.completion, u.hasCompletion, u.badCompletion, err = s.usageCount(2)
+		case "completion_tokens_details":
+			u.reasoning, u.hasReasoning, u.badReasoning = 0, false, false
+			s.ws()
+			if s.i >= len(s.b) || s.b[s.i] != '{' {
+				err = s.skip(2)
+				break
+			}
+			s.i++
+			var dk jsonString
+			var dmore bool
+			dk, dmore, err = s.objectStart()
+			for ; dmore && err == nil; dk, dmore, err = s.objectNext(err) {
+				if string(d.key(dk)) == "reasoning_tokens" {
+					u.reasoning, u.hasReasoning, u.badReasoning, err = s.usageCount(3)
+				} else {
+					err = s.skip(3)
+				}
+			}
 		case "prompt_tokens_details":
 			u.cached, u.hasCached, u.badCached = 0, false, false
 			s.ws()

@@ -549,15 +549,26 @@ func refChunk(data []byte) (c refResult, isObject, ok bool) {
 				continue
 			}
 			var content, rc, r string
+			tool := false
 			if d, ok := ch["delta"].(map[string]any); ok {
 				content, _ = str(d, "content")
 				rc, _ = str(d, "reasoning_content")
 				r, _ = str(d, "reasoning")
+				calls, _ := d["tool_calls"].([]any)
+				for _, call := range calls {
+					cm, _ := call.(map[string]any)
+					fn, _ := cm["function"].(map[string]any)
+					args, _ := str(fn, "arguments")
+					tool = tool || args != ""
+				}
 			}
 			text, _ := str(ch, "text")
-			if content != "" || rc != "" || r != "" || text != "" {
+			answer := content != "" || text != "" || tool
+			if answer || rc != "" || r != "" {
 				c.tokens = true
 			}
+			c.answer = c.answer || answer
+			c.toolCall = c.toolCall || tool
 			c.texts += content + text
 			if f, ok := str(ch, "finish_reason"); ok {
 				c.finish, c.hasFinish = f, true
@@ -581,6 +592,9 @@ func refChunk(data []byte) (c refResult, isObject, ok bool) {
 		if d, ok := u["prompt_tokens_details"].(map[string]any); ok {
 			c.usage.cached, c.usage.hasCached, c.usage.badCached = count(d, "cached_tokens")
 		}
+		if d, ok := u["completion_tokens_details"].(map[string]any); ok {
+			c.usage.reasoning, c.usage.hasReasoning, c.usage.badReasoning = count(d, "reasoning_tokens")
+		}
 	}
 	if e, ok := top["error"]; ok && e != nil {
 		c.isError = true
@@ -601,6 +615,7 @@ type refResult struct {
 	id, model, texts, finish, errMsg      string
 	hasID, hasModel, hasFinish, hasErrMsg bool
 	tokens, hasUsage, isError             bool
+	answer, toolCall                      bool
 	usage                                 tokenUsage
 }
 
@@ -614,6 +629,7 @@ func scannerResult(c *streamChunk) refResult {
 		finish: decodeString(c.finish), errMsg: decodeString(c.errMsg),
 		hasID: c.id.ok, hasModel: c.model.ok, hasFinish: c.finish.ok, hasErrMsg: c.errMsg.ok,
 		tokens: c.tokens, hasUsage: c.hasUsage, isError: c.isError,
+		answer: c.answer, toolCall: c.toolCall,
 	}
 	if c.hasUsage {
 		r.usage = c.usage
@@ -660,6 +676,9 @@ var chunkCorpus = []string{
 	"{\"model\":\"\xff\xfe bad utf8\",\"choices\":[{\"delta\":{\"content\":\"\xc3\x28\"}}]}",
 	`{"a":[{"b":[{"c":[]}]}],"choices":[{"delta":{"content":"x","content":""}}]}`,
 	`{"choices":[{"delta":{"content":"x"},"delta":{"role":"assistant"}}]}`,
+	`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}}]},"finish_reason":null}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"{\"q\": 1}","name":7}},{"function":null},{"function":{"name":""},"function":{"arguments":"x"}}],"tool_calls":[]},"finish_reason":"tool_calls"}]}`,
+	`{"choices":[{"delta":{"reasoning_content":"hmm","tool_calls":"no"}}],"usage":{"completion_tokens":3,"completion_tokens_details":{"reasoning_tokens":2,"reasoning_tokens":-1}}}`,
 	`[]`, `"s"`, `{}`, `{"a":1}garbage`,
 }
 

@@ -23,6 +23,11 @@ type Class struct {
 	// ReuseIntent is the configured fraction of prompt tokens meant to be
 	// served from a prefix cache (llmprobe_prefix_reuse_target_ratio).
 	ReuseIntent float64
+
+	// Body holds the members merged into this class's request bodies:
+	// the class's own (reasoning_effort, tools, tool_choice, extra_body)
+	// from NewWorkload, over the target's once forTarget ran.
+	Body map[string]any
 }
 
 // Workload is a compiled weighted mix of classes.
@@ -52,6 +57,7 @@ func NewWorkload(w *config.Workload) *Workload {
 				TopK:        c.Sampling.TopK,
 				Seed:        c.Sampling.Seed,
 			},
+			Body: c.BodyFields(),
 		}
 		if c.Turns != nil {
 			cl.Turns = newTurns(c.Turns, cl.Prompt)
@@ -62,6 +68,41 @@ func NewWorkload(w *config.Workload) *Workload {
 		out.cum = append(out.cum, acc)
 	}
 	out.cum[len(out.cum)-1] = 1 // guard against rounding
+	return out
+}
+
+// continuousUsage is stream_options asking for usage in every chunk.
+var continuousUsage = map[string]any{"include_usage": true, "continuous_usage_stats": true}
+
+// forTarget merges the request-body members of target t under each
+// class's own: t's extra_body, and stream_options with continuous usage
+// when t asks for it (unless its extra_body sets stream_options). A class
+// that adds nothing shares the target's map; the maps are built once, not
+// per request.
+func (w *Workload) forTarget(t *config.Target) *Workload {
+	base := t.ExtraBody
+	if _, set := base["stream_options"]; t.ContinuousUsageStats && !set {
+		base = mergeBody(base, map[string]any{"stream_options": continuousUsage})
+	}
+	for _, c := range w.Classes {
+		c.Body = mergeBody(base, c.Body)
+	}
+	return w
+}
+
+// mergeBody returns base with over's members replacing or added; base
+// itself when over is empty.
+func mergeBody(base, over map[string]any) map[string]any {
+	if len(over) == 0 {
+		return base
+	}
+	out := make(map[string]any, len(base)+len(over))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
 	return out
 }
 

@@ -1,0 +1,99 @@
+package probe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/llmprobe/llmprobe/config"
+)
+
+// TestClassBodyFields runs the engine against a server that records the
+// bodies it gets: a class's reasoning_effort, tools, tool_choice and
+// extra_body reach the wire over the target's extra_body, continuous usage
+// sets stream_options, and a class without fields sends the target's
+// body alone.
+func TestClassBodyFields(t *testing.T) {
+	srv, seen := fixtureServer(t, "text/event-stream", steps(0,
+		chatRole(), chatContent("a"), chatDelta("content", "b", "stop", ""), usageChunk(8, 2, -1), "[DONE]"))
+	cfg, err := config.Load([]byte(fmt.Sprintf(`
+global: {warmup: 0s}
+workloads:
+  w:
+    classes:
+      - name: agent
+        prompt_tokens: 16
+        output_tokens: 4
+        reasoning_effort: high
+        tools:
+          - type: function
+            function: {name: search, parameters: {type: object, properties: {q: {type: string}}}}
+        tool_choice: {type: function, function: {name: search}}
+        extra_body: {ignore_eos: false, top_logprobs: 2}
+      - {name: plain, prompt_tokens: 16, output_tokens: 4}
+targets:
+  - name: t
+    url: %s/v1
+    model: m
+    workload: w
+    tokenize: "off"
+    arrival: {process: constant, rate: 40}
+    continuous_usage_stats: true
+    extra_body: {ignore_eos: true, repetition_penalty: 1.1}
+`, srv.URL)), "test.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewEngine(Options{Logger: slog.New(slog.DiscardHandler), Observer: Observers{}})
+	if err := e.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	var agent, plain map[string]any
+	deadline := time.After(20 * time.Second)
+	for agent == nil || plain == nil {
+		select {
+		case r := <-seen:
+			if _, ok := r.body["tools"]; ok {
+				agent = r.body
+			} else {
+				plain = r.body
+			}
+		case <-deadline:
+			t.Fatal("no request of each class within 20s")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	for key, want := range map[string]string{
+		"reasoning_effort":   `"high"`,
+		"tools":              `[{"function":{"name":"search","parameters":{"properties":{"q":{"type":"string"}},"type":"object"}},"type":"function"}]`,
+		"tool_choice":        `{"function":{"name":"search"},"type":"function"}`,
+		"ignore_eos":         `false`, // the class's extra_body wins
+		"top_logprobs":       `2`,
+		"repetition_penalty": `1.1`, // the target's stays
+		"stream_options":     `{"continuous_usage_stats":true,"include_usage":true}`,
+	} {
+		if got := js(agent[key]); got != want {
+			t.Errorf("agent body %s = %s, want %s", key, got, want)
+		}
+	}
+	for key, want := range map[string]string{
+		"ignore_eos":         `true`,
+		"repetition_penalty": `1.1`,
+		"stream_options":     `{"continuous_usage_stats":true,"include_usage":true}`,
+		"reasoning_effort":   `null`,
+		"tool_choice":        `null`,
+	} {
+		if got := js(plain[key]); got != want {
+			t.Errorf("plain body %s = %s, want %s", key, got, want)
+		}
+	}
+}
