@@ -76,6 +76,8 @@ $(KUBECONFORM):
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
+	@missing="$$(grep -L 'SPDX-License-Identifier: Apache-2.0' $$(git ls-files '*.go'))"; \
+		test -z "$$missing" || { echo "Go files without the license header (// Copyright The llmprobe Authors, // SPDX-License-Identifier: Apache-2.0):"; echo "$$missing"; exit 1; }
 	$(GO) vet ./...
 
 test: tools lint chromium

@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package alerts holds llmprobe's monitoring mixin configuration and
 // generates its Prometheus recording and alerting rules.
 //

@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package bench runs finite benchmark sweeps with the probe engine: a list
 // of stages, each a requested rate held for a duration, measured exactly
 // like the daemon measures (open-loop arrivals, same client, same

@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package config holds llmprobe's configuration: the YAML schema, its
 // defaults, and validation whose errors name the file, line and field.
 //

@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package dashboards generates llmprobe's Grafana dashboards with the
 // Grafana Foundation SDK, from the same mixin configuration (alerts.Config)
 // as the Prometheus rules.

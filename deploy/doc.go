@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package deploy holds no code: it is the home of the tests that validate
 // llmprobe's deployment files (deploy/docker, deploy/kubernetes,
 // deploy/helm, deploy/compose) against the real configuration loader and

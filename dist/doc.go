@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package dist provides the probability distributions llmprobe draws request
 // lengths (and other workload quantities) from, and the statistics helpers
 // its reports and `llmprobe fit` use.

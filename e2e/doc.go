@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package e2e holds the end-to-end tests of the real llmprobe binary.
 //
 // TestMain builds cmd/llmprobe once (without the race detector, to keep the

@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package examples holds the shipped configuration files: the demo that
 // `llmprobe run --demo` embeds and the workload catalog.
 package examples

@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package exporter turns what the probe engine measures into what people
 // and Prometheus read: the llmprobe_* metrics (Metrics, NewStatusCollector),
 // the recent-requests log (Recent), the HTTP surface (NewHandler: /metrics,

@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fit derives a workload from production data: the distributions
 // of prompt and completion lengths, read from an access log or from a
 // serving engine's own token histograms in Prometheus, turned into

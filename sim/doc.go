@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sim is llmprobe's built-in OpenAI-compatible LLM serving
 // simulator: an HTTP server that behaves like a continuous-batching
 // inference engine (vLLM-like) without a GPU, for the demo, the end-to-end

@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package slo holds service-level objectives and decides, request by
 // request, whether a request was good. The daemon (its SLO counters, hence
 // the burn-rate alerts) and bench (goodput per stage) both judge with Judge,

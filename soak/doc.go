@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package soak is the soak test of the llmprobe binary: `make soak` runs
 // the real daemon against the real simulator (`llmprobe sim`) at a steady
 // open-loop rate for an hour, scrapes the daemon's own /metrics at a fixed

@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command llmprobe is a Prometheus-native continuous benchmarking exporter
 // for OpenAI-compatible LLM serving endpoints.
 //

@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command generate writes llmprobe's monitoring mixin: the Grafana
 // dashboards (dashboards/*.json), the Prometheus rule file
 // (alerts/llmprobe.rules.yml, and the Helm chart's copy of it) and its

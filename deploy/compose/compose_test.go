@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package compose holds the docker compose files of the local stack; its
 // test checks the OpenTelemetry Collector overlay (otel-collector.yml)
 // without Docker. (deploy/deploy_test.go checks docker-compose.yml.)

@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package systemd_test checks deploy/systemd/llmprobe.service: its
 // commands are command lines the real binary accepts, it reloads by
 // signalling its own main process, it is hardened, secrets reach it as

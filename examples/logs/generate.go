@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build ignore
 
 // Command generate writes the sample access log examples/logs/access.jsonl

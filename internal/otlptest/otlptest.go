@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package otlptest runs real OTLP trace receivers on a loopback port, for
 // tests that check the spans llmprobe and its simulator export: the
 // collector's gRPC trace service (from go.opentelemetry.io/proto/otlp),

@@ -1,3 +1,6 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package promtest runs the real Prometheus tools in tests: it locates the
 // promtool and prometheus binaries, runs `promtool check rules` and
 // `promtool test rules`, and starts a real Prometheus server on a free
