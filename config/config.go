@@ -154,6 +154,9 @@ type Class struct {
 	// ExtraBody is merged into the body of this class's requests, over
 	// the target's extra_body (the class's keys win).
 	ExtraBody map[string]any `yaml:"extra_body,omitempty"`
+	// BatchSize is the number of inputs of each embeddings request (each
+	// of the drawn prompt length); 1 when unset.
+	BatchSize int `yaml:"batch_size,omitempty"`
 
 	decodeErrs []string // see Config.takeDecodeErrors
 }
@@ -247,11 +250,23 @@ func (s *Sampling) UnmarshalYAML(unmarshal func(any) error) error {
 	return decodePlain(unmarshal, (*plain)(s))
 }
 
-// API values.
+// API values: the wire protocol a target is probed through.
 const (
-	APIChat        = "chat"
-	APICompletions = "completions"
+	APIChat        = "chat"        // OpenAI chat completions
+	APICompletions = "completions" // OpenAI completions
+	APIResponses   = "responses"   // OpenAI Responses API
+	APIMessages    = "messages"    // Anthropic Messages API
+	APIEmbeddings  = "embeddings"  // OpenAI embeddings (not streamed)
 )
+
+// APIs lists the API values.
+var APIs = []string{APIChat, APICompletions, APIResponses, APIMessages, APIEmbeddings}
+
+// messageBased reports whether api carries a conversation as role
+// messages (and can send tools).
+func messageBased(api string) bool {
+	return api == APIChat || api == APIResponses || api == APIMessages
+}
 
 // Arrival processes.
 const (
@@ -555,8 +570,14 @@ func (w *Workload) validate(errs *fieldErrors, path string) {
 	}
 }
 
+// MaxBatchSize bounds batch_size.
+const MaxBatchSize = 2048
+
 // validateBody checks what a class adds to request bodies.
 func (cl *Class) validateBody(errs *fieldErrors, cp string) {
+	if cl.BatchSize < 0 || cl.BatchSize > MaxBatchSize {
+		errs.add(cp+".batch_size", "must be from 1 to %d, got %d", MaxBatchSize, cl.BatchSize)
+	}
 	if cl.ReasoningEffort != "" && !slices.Contains(ReasoningEfforts, cl.ReasoningEffort) {
 		errs.add(cp+".reasoning_effort", "must be one of %s, got %q", strings.Join(ReasoningEfforts, ", "), cl.ReasoningEffort)
 	}
@@ -660,8 +681,8 @@ func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 	case u.RawQuery != "" || u.Fragment != "":
 		errs.add(path+".url", "must be a base URL without query or fragment")
 	}
-	if t.API != APIChat && t.API != APICompletions {
-		errs.add(path+".api", "must be %q or %q, got %q", APIChat, APICompletions, t.API)
+	if !slices.Contains(APIs, t.API) {
+		errs.add(path+".api", "must be one of %s, got %q", strings.Join(APIs, ", "), t.API)
 	}
 	if t.Model == "" {
 		errs.add(path+".model", "required")
@@ -672,8 +693,8 @@ func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 	switch t.PromptFormat {
 	case PromptFormatText:
 	case PromptFormatIDs:
-		if t.API != APICompletions {
-			errs.add(path+".prompt_format", "%q needs api: completions (chat messages are text)", PromptFormatIDs)
+		if t.API != APICompletions && t.API != APIEmbeddings {
+			errs.add(path+".prompt_format", "%q needs api: completions or embeddings (messages are text)", PromptFormatIDs)
 		}
 		if w := c.Workloads[t.Workload]; w != nil && slices.ContainsFunc(w.Classes, func(cl *Class) bool { return cl != nil && cl.Turns != nil }) {
 			errs.addDep(path+".prompt_format", "workloads."+t.Workload, "%q cannot carry multi-turn history (workload %q has turns); use text", PromptFormatIDs, t.Workload)
@@ -681,12 +702,20 @@ func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 	default:
 		errs.add(path+".prompt_format", "must be %q or %q, got %q", PromptFormatText, PromptFormatIDs, t.PromptFormat)
 	}
-	if w := c.Workloads[t.Workload]; w != nil && t.API == APICompletions {
+	if w := c.Workloads[t.Workload]; w != nil && slices.Contains(APIs, t.API) {
 		for _, cl := range w.Classes {
-			if cl != nil && cl.usesTools() {
-				errs.addDep(path+".api", "workloads."+t.Workload, "completions cannot send tools (class %q of workload %q has them); use api: chat", cl.Name, t.Workload)
-				break
+			switch {
+			case cl == nil:
+			case cl.usesTools() && !messageBased(t.API):
+				errs.addDep(path+".api", "workloads."+t.Workload, "%s cannot send tools (class %q of workload %q has them); use api: chat, responses or messages", t.API, cl.Name, t.Workload)
+			case cl.Turns != nil && t.API == APIEmbeddings:
+				errs.addDep(path+".api", "workloads."+t.Workload, "embeddings have no conversation (class %q of workload %q has turns)", cl.Name, t.Workload)
+			case cl.BatchSize > 1 && t.API != APIEmbeddings:
+				errs.addDep(path+".api", "workloads."+t.Workload, "batch_size applies to api: embeddings (class %q of workload %q sets it)", cl.Name, t.Workload)
+			default:
+				continue
 			}
+			break
 		}
 	}
 	switch {

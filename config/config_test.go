@@ -170,7 +170,7 @@ func TestLoadBadConfigs(t *testing.T) {
 		"turns.bad.yml": strings.Join([]string{
 			`testdata/turns.bad.yml:8:11: workloads.w.classes[0].turns.count: must be at least 1 turn, got 0`,
 			`testdata/turns.bad.yml:9:11: workloads.w.classes[0].turns.think_time: can draw negative durations; set min: 0s`,
-			`testdata/turns.bad.yml:20:5: targets[0].prompt_format: "token_ids" needs api: completions (chat messages are text)`,
+			`testdata/turns.bad.yml:20:5: targets[0].prompt_format: "token_ids" needs api: completions or embeddings (messages are text)`,
 			`testdata/turns.bad.yml:20:5: targets[0].prompt_format: "token_ids" cannot carry multi-turn history (workload "w" has turns); use text`,
 		}, "\n"),
 		"workload-from.bad.yml": strings.Join([]string{
@@ -187,7 +187,7 @@ func TestLoadBadConfigs(t *testing.T) {
 			`testdata/tools.bad.yml:15:22: workloads.w.classes[0].extra_body.stream: "stream" is set by llmprobe and cannot be overridden`,
 			`testdata/tools.bad.yml:15:37: workloads.w.classes[0].extra_body.tools: is also set as the class's tools: set it once`,
 			`testdata/tools.bad.yml:16:59: workloads.w.classes[1].tool_choice: "required" needs tools`,
-			`testdata/tools.bad.yml:20:5: targets[0].api: completions cannot send tools (class "agent" of workload "w" has them); use api: chat`,
+			`testdata/tools.bad.yml:20:5: targets[0].api: completions cannot send tools (class "agent" of workload "w" has them); use api: chat, responses or messages`,
 		}, "\n"),
 		"multiple.bad.yml": strings.Join([]string{
 			`testdata/multiple.bad.yml:5:9: workloads.w.classes[0].weight: must be a positive number, got 0`,
@@ -195,7 +195,7 @@ func TestLoadBadConfigs(t *testing.T) {
 			`testdata/multiple.bad.yml:7:9: workloads.w.classes[0].output_tokens: empirical: quantiles must increase: p0.9=50 < p0.5=100`,
 			`testdata/multiple.bad.yml:8:20: workloads.w.classes[0].sampling.temperature: must be in [0, 2], got 3`,
 			`testdata/multiple.bad.yml:11:5: targets[0].url: scheme must be http or https, got "ftp"`,
-			`testdata/multiple.bad.yml:12:5: targets[0].api: must be "chat" or "completions", got "embeddings"`,
+			`testdata/multiple.bad.yml:12:5: targets[0].api: must be one of chat, completions, responses, messages, embeddings, got "rerank"`,
 			`testdata/multiple.bad.yml:15:15: targets[0].arrival.process: must be one of poisson, gamma, constant; got "weibull"`,
 			`testdata/multiple.bad.yml:16:5: targets[0].max_inflight: must be at least 1, got 0`,
 			`testdata/multiple.bad.yml:21:42: targets[1].arrival.burstiness: applies only to process gamma (poisson has a fixed shape), got 0.5`,

@@ -190,7 +190,7 @@ targets:
     workload: w
     arrival: {rate: fast}
     request_timeout: 10
-    api: embeddings
+    api: rerank
   - name: t
     url: http://x/v1
     model: m
@@ -204,7 +204,7 @@ targets:
 		`x.yml:12:5: targets[0].url: scheme must be http or https, got "ftp"`,
 		`x.yml:15:15: targets[0].arrival.rate: cannot use string "fast" as a number`,
 		`x.yml:16:5: targets[0].request_timeout: not a valid duration "10" ` + durationHint,
-		`x.yml:17:5: targets[0].api: must be "chat" or "completions", got "embeddings"`,
+		`x.yml:17:5: targets[0].api: must be one of chat, completions, responses, messages, embeddings, got "rerank"`,
 		`x.yml:18:5: targets[1].name: duplicate target name "t" (also targets[0])`,
 	}, "\n")
 	_, err := Load([]byte(doc), "x.yml")

@@ -15,148 +15,135 @@ import (
 
 // Request body encoding.
 //
-// EncodeBody writes the JSON body by hand, appending to a caller-owned
-// buffer: no reflection and no intermediate map for the standard fields,
-// which are written in a fixed order. Strings are escaped so that
+// Bodies are written by hand, appending to a caller-owned buffer: no
+// reflection and no intermediate map for the standard fields, which each
+// protocol writes in a fixed order. Strings are escaped so that
 // encoding/json decodes them to the same text (invalid UTF-8 becomes
 // U+FFFD, exactly as encoding/json.Marshal does); HTML characters are not
-// escaped, which JSON does not need.
+// escaped, which JSON does not need. ExtraBody members follow in key
+// order; one that names a member the protocol writes replaces it (e.g.
+// "stream_options" with continuous_usage_stats), so no key appears
+// twice. ExtraBody values of the types YAML and JSON decoding produce are
+// encoded directly; other types go through encoding/json.
 
-// standardKeys are the body keys EncodeBody writes itself; an ExtraBody key
-// of the same name replaces the standard one.
-var standardKeys = [...]string{"model", "messages", "prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stream", "stream_options"}
-
-// EncodeBody appends the JSON body of req to dst and returns the extended
-// buffer. The body is
-//
-//	{"model", "messages" (chat) | "prompt" (completions: PromptIDs when
-//	non-nil, else Prompt), "max_tokens" (when > 0), "temperature",
-//	"top_p" (when > 0), "top_k" (when > 0), "seed" (when set),
-//	"stream": true, "stream_options": {"include_usage": true}}
-//
-// followed by the ExtraBody members in key order. An ExtraBody key that
-// names a standard member replaces it (e.g. "stream_options" with
-// continuous_usage_stats), so no key appears twice. ExtraBody values of
-// the types YAML and JSON decoding produce are encoded directly; other
-// types go through encoding/json.
+// EncodeBody appends the JSON body of req, in the wire format of its API,
+// to dst and returns the extended buffer.
 func EncodeBody(dst []byte, req *Request) ([]byte, error) {
 	if req == nil {
 		return dst, errors.New("nil request")
 	}
-	switch req.API {
-	case APIChat, APICompletions:
-	default:
+	p, ok := protocols[req.API]
+	if !ok {
 		return dst, fmt.Errorf("unknown API %q", req.API)
 	}
-	overridden := func(key string) bool {
-		if len(req.ExtraBody) == 0 {
+	return p.encode(dst, req)
+}
+
+// bodyWriter writes a JSON object member by member, leaving out the
+// members ExtraBody replaces and appending ExtraBody's at the end.
+type bodyWriter struct {
+	dst   []byte
+	extra map[string]any
+	first bool
+}
+
+func newBodyWriter(dst []byte, extra map[string]any) bodyWriter {
+	return bodyWriter{dst: append(dst, '{'), extra: extra, first: true}
+}
+
+// member writes the key of a standard member and reports true, or
+// reports false when ExtraBody replaces it.
+func (w *bodyWriter) member(key string) bool {
+	if len(w.extra) > 0 {
+		if _, ok := w.extra[key]; ok {
 			return false
 		}
-		_, ok := req.ExtraBody[key]
-		return ok
+	}
+	w.key(key)
+	return true
+}
+
+func (w *bodyWriter) key(key string) {
+	if w.first {
+		w.first = false
+	} else {
+		w.dst = append(w.dst, ',')
+	}
+	w.dst = appendJSONString(w.dst, key)
+	w.dst = append(w.dst, ':')
+}
+
+// float writes a standard float member.
+func (w *bodyWriter) float(key string, f float64) error {
+	if !w.member(key) {
+		return nil
 	}
 	var err error
-	first := true
-	member := func(key string) {
-		if first {
-			dst = append(dst, '"')
-			first = false
-		} else {
-			dst = append(dst, ',', '"')
-		}
-		dst = append(dst, key...) // standard keys need no escaping
-		dst = append(dst, '"', ':')
+	if w.dst, err = appendJSONFloat(w.dst, f); err != nil {
+		return fmt.Errorf("%s: %w", key, err)
 	}
-	dst = append(dst, '{')
-	if !overridden("model") {
-		member("model")
-		dst = appendJSONString(dst, req.Model)
+	return nil
+}
+
+// int writes a standard integer member.
+func (w *bodyWriter) int(key string, n int64) {
+	if w.member(key) {
+		w.dst = strconv.AppendInt(w.dst, n, 10)
 	}
-	if req.API == APIChat {
-		if !overridden("messages") {
-			member("messages")
-			dst = append(dst, '[')
-			for i, m := range req.Messages {
-				if i > 0 {
-					dst = append(dst, ',')
-				}
-				dst = append(dst, `{"role":`...)
-				dst = appendJSONString(dst, m.Role)
-				dst = append(dst, `,"content":`...)
-				dst = appendJSONString(dst, m.Content)
-				dst = append(dst, '}')
-			}
-			dst = append(dst, ']')
-		}
-	} else if !overridden("prompt") {
-		member("prompt")
-		if req.PromptIDs != nil {
-			dst = append(dst, '[')
-			for i, id := range req.PromptIDs {
-				if i > 0 {
-					dst = append(dst, ',')
-				}
-				dst = strconv.AppendInt(dst, int64(id), 10)
-			}
-			dst = append(dst, ']')
-		} else {
-			dst = appendJSONString(dst, req.Prompt)
+}
+
+// raw writes a standard member whose value is literal JSON.
+func (w *bodyWriter) raw(key, json string) {
+	if w.member(key) {
+		w.dst = append(w.dst, json...)
+	}
+}
+
+// str writes a standard string member.
+func (w *bodyWriter) str(key, s string) {
+	if w.member(key) {
+		w.dst = appendJSONString(w.dst, s)
+	}
+}
+
+// sampling writes temperature, top_p (when > 0), top_k (when > 0) and
+// seed (when set).
+func (w *bodyWriter) sampling(sp *Sampling) error {
+	if err := w.float("temperature", sp.Temperature); err != nil {
+		return err
+	}
+	if sp.TopP > 0 {
+		if err := w.float("top_p", sp.TopP); err != nil {
+			return err
 		}
 	}
-	if req.MaxTokens > 0 && !overridden("max_tokens") {
-		member("max_tokens")
-		dst = strconv.AppendInt(dst, int64(req.MaxTokens), 10)
+	if sp.TopK > 0 {
+		w.int("top_k", int64(sp.TopK))
 	}
-	sp := &req.Sampling
-	if !overridden("temperature") {
-		member("temperature")
-		if dst, err = appendJSONFloat(dst, sp.Temperature); err != nil {
-			return dst, fmt.Errorf("temperature: %w", err)
-		}
+	if sp.Seed != nil {
+		w.int("seed", *sp.Seed)
 	}
-	if sp.TopP > 0 && !overridden("top_p") {
-		member("top_p")
-		if dst, err = appendJSONFloat(dst, sp.TopP); err != nil {
-			return dst, fmt.Errorf("top_p: %w", err)
-		}
-	}
-	if sp.TopK > 0 && !overridden("top_k") {
-		member("top_k")
-		dst = strconv.AppendInt(dst, int64(sp.TopK), 10)
-	}
-	if sp.Seed != nil && !overridden("seed") {
-		member("seed")
-		dst = strconv.AppendInt(dst, *sp.Seed, 10)
-	}
-	if !overridden("stream") {
-		member("stream")
-		dst = append(dst, "true"...)
-	}
-	if !overridden("stream_options") {
-		member("stream_options")
-		dst = append(dst, `{"include_usage":true}`...)
-	}
-	if len(req.ExtraBody) > 0 {
+	return nil
+}
+
+// close appends the ExtraBody members in key order and ends the object.
+func (w *bodyWriter) close() ([]byte, error) {
+	if len(w.extra) > 0 {
 		var keysBuf [16]string
 		keys := keysBuf[:0]
-		for k := range req.ExtraBody {
+		for k := range w.extra {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			if first {
-				first = false
-			} else {
-				dst = append(dst, ',')
-			}
-			dst = appendJSONString(dst, k)
-			dst = append(dst, ':')
-			if dst, err = appendJSONValue(dst, req.ExtraBody[k], 0); err != nil {
-				return dst, fmt.Errorf("extra_body.%s: %w", k, err)
+			w.key(k)
+			var err error
+			if w.dst, err = appendJSONValue(w.dst, w.extra[k], 0); err != nil {
+				return w.dst, fmt.Errorf("extra_body.%s: %w", k, err)
 			}
 		}
 	}
-	return append(dst, '}'), nil
+	return append(w.dst, '}'), nil
 }
 
 // maxValueDepth bounds the nesting of ExtraBody values.

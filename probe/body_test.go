@@ -181,7 +181,7 @@ func TestAppendJSONFloatMatchesEncodingJSON(t *testing.T) {
 func TestEncodeBodyErrors(t *testing.T) {
 	for name, req := range map[string]*Request{
 		"nil":              nil,
-		"unknown api":      {API: "embeddings", Model: "m"},
+		"unknown api":      {API: "rerank", Model: "m"},
 		"nan temperature":  {API: APIChat, Sampling: Sampling{Temperature: math.NaN()}},
 		"inf top_p":        {API: APIChat, Sampling: Sampling{TopP: math.Inf(1)}},
 		"bad extra value":  {API: APIChat, ExtraBody: map[string]any{"f": func() {}}},

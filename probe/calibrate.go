@@ -497,7 +497,7 @@ func calibrateWithTokenize(ctx context.Context, hc *http.Client, base, model str
 	if err := plausible(p.perPrompt, fmt.Sprintf("counts %v and %v for %d and %d words", s1, s2, w1, w2)); err != nil {
 		return lengthPrior{}, 0, err
 	}
-	if api != APIChat {
+	if !api.messageBased() {
 		return p, b, nil
 	}
 	one := []Message{{Role: "user", Content: t1}}

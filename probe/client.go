@@ -127,24 +127,30 @@ type ClientConfig struct {
 	// sends before it is stored (see redact.go); nil scrubs only the
 	// header values each request carried.
 	Redactor *Redactor
+	// ConfiguredHeaders are the headers the target's http_client_config
+	// sets (its transport adds them): the protocol's own defaults of the
+	// same name (anthropic-version) are left out, so none is sent twice.
+	ConfiguredHeaders []string
 }
 
 // Client sends streamed completion requests and measures them. It is safe
 // for concurrent use.
 type Client struct {
-	http           *http.Client
-	chatURL        string
-	completionsURL string
-	timeout        time.Duration
-	userAgent      string
-	keepText       bool
-	recordContent  bool
-	provider       string
-	tracer         trace.Tracer
-	propagator     propagation.TextMapPropagator
-	serverAddress  string
-	serverPort     int
-	redactor       *Redactor
+	http *http.Client
+	// urls are the endpoints of the protocols, by API.
+	urls map[API]string
+	// configured are ClientConfig.ConfiguredHeaders, canonical.
+	configured    []string
+	timeout       time.Duration
+	userAgent     string
+	keepText      bool
+	recordContent bool
+	provider      string
+	tracer        trace.Tracer
+	propagator    propagation.TextMapPropagator
+	serverAddress string
+	serverPort    int
+	redactor      *Redactor
 }
 
 // NewClient validates cfg and returns a Client.
@@ -170,18 +176,23 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		return e.String()
 	}
 	c := &Client{
-		http:           cfg.HTTPClient,
-		chatURL:        endpoint("/chat/completions"),
-		completionsURL: endpoint("/completions"),
-		timeout:        cfg.Timeout,
-		userAgent:      cfg.UserAgent,
-		keepText:       cfg.KeepText || cfg.RecordContent,
-		recordContent:  cfg.RecordContent,
-		provider:       cmp.Or(cfg.Provider, DefaultProvider),
-		tracer:         cfg.Tracer,
-		propagator:     cfg.Propagator,
-		serverAddress:  u.Hostname(),
-		redactor:       cfg.Redactor,
+		http:          cfg.HTTPClient,
+		urls:          make(map[API]string, len(protocols)),
+		timeout:       cfg.Timeout,
+		userAgent:     cfg.UserAgent,
+		keepText:      cfg.KeepText || cfg.RecordContent,
+		recordContent: cfg.RecordContent,
+		provider:      cmp.Or(cfg.Provider, DefaultProvider),
+		tracer:        cfg.Tracer,
+		propagator:    cfg.Propagator,
+		serverAddress: u.Hostname(),
+		redactor:      cfg.Redactor,
+	}
+	for api, p := range protocols {
+		c.urls[api] = endpoint(p.path())
+	}
+	for _, h := range cfg.ConfiguredHeaders {
+		c.configured = append(c.configured, http.CanonicalHeaderKey(h))
 	}
 	if c.http == nil {
 		c.http = defaultHTTPClient()
@@ -321,10 +332,8 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 	}
 	defer cancel()
 
-	target := c.chatURL
-	if req.API == APICompletions {
-		target = c.completionsURL
-	}
+	proto := protocols[req.API]
+	target := c.urls[req.API]
 	var (
 		resp *http.Response
 		ct   *connTrace
@@ -343,8 +352,16 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 			return
 		}
 		hr.Header["Content-Type"] = []string{"application/json"}
-		hr.Header["Accept"] = []string{"text/event-stream"}
+		if proto.streaming() {
+			hr.Header["Accept"] = []string{"text/event-stream"}
+		} else {
+			hr.Header["Accept"] = []string{"application/json"}
+		}
 		hr.Header["User-Agent"] = []string{c.userAgent}
+		proto.headers(hr.Header)
+		for _, h := range c.configured {
+			delete(hr.Header, h)
+		}
 		c.inject(actx, hr.Header)
 
 		sent = time.Now()
@@ -392,6 +409,10 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 		res.E2E = time.Since(start)
 		return
 	}
+	if !proto.streaming() {
+		c.readAnswer(parent, ctx, st, proto, req, txt, resp.Body, res, start)
+		return
+	}
 	st.sr.Reset(resp.Body, DefaultMaxSSELine)
 	if !isEventStream(resp.Header.Get("Content-Type")) {
 		ok, err := st.sr.looksLikeSSE()
@@ -408,6 +429,61 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 		}
 	}
 	c.readStream(parent, ctx, cancel, span, st, req, txt, res, start)
+}
+
+// maxAnswerBytes bounds a non-streaming answer (a batch of embeddings:
+// 64 inputs of 4096 floats as JSON text is about 6 MiB).
+const maxAnswerBytes = 64 << 20
+
+// readAnswer reads a non-streaming answer (embeddings): E2E is the time to
+// its last byte; it must hold one result per input sent.
+func (c *Client) readAnswer(parent, ctx context.Context, st *streamState, proto protocol, req *Request, txt *serverText, body io.Reader, res *Result, start time.Time) {
+	buf := bytes.NewBuffer(st.text[:0])
+	n, err := buf.ReadFrom(io.LimitReader(body, maxAnswerBytes+1))
+	end := time.Now()
+	st.text = buf.Bytes()
+	res.E2E = end.Sub(start)
+	switch {
+	case err != nil:
+		streamFailed(parent, ctx, err, res)
+		return
+	case n > maxAnswerBytes:
+		res.fail(OutcomeInvalidResponse, "response_too_large", fmt.Sprintf("the answer passed %d bytes; reading stopped", maxAnswerBytes))
+		return
+	}
+	dec := &st.dec
+	dec.begin()
+	if _, err := proto.decode(dec, SSEEvent{Data: st.text, Time: end}); err != nil {
+		if errors.Is(err, errTooDeep) {
+			res.fail(OutcomeInvalidResponse, "json_too_deep", fmt.Sprintf("the answer nests JSON deeper than %d levels", maxJSONDepth))
+		} else {
+			res.fail(OutcomeInvalidResponse, "malformed_response", malformedMessage(err, dec, 0))
+		}
+		return
+	}
+	ch := &dec.c
+	if ch.model.ok {
+		setResponseString(&res.ResponseModel, ch.model, &dec.keyBuf)
+	}
+	if ch.isError {
+		msg := "error object in the answer"
+		if ch.errMsg.ok {
+			msg += ": " + txt.clean(decodeString(ch.errMsg))
+		}
+		res.fail(OutcomeInvalidResponse, "error_event", msg)
+		return
+	}
+	want := max(len(req.Inputs), 1)
+	if ch.items != want {
+		res.fail(OutcomeInvalidResponse, "wrong_result_count", fmt.Sprintf("%d results for %d inputs", ch.items, want))
+		return
+	}
+	res.PromptTokens = res.PlannedPromptTokens
+	if ch.hasUsage {
+		applyUsage(res, ch.usage, 0)
+		res.OutputTokens, res.UsageReported = 0, ch.usage.hasPrompt
+	}
+	res.Outcome = OutcomeSuccess
 }
 
 // serverClosedIdle reports whether a round trip failed because the server
@@ -490,6 +566,8 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelFu
 	}
 	st.text = st.text[:0]
 	sr, dec := &st.sr, &st.dec
+	proto := protocols[req.API]
+	dec.begin()
 loop:
 	for {
 		ev, err := sr.Next()
@@ -506,24 +584,19 @@ loop:
 				fmt.Sprintf("the stream passed %d bytes (%d token events so far), far more than max_tokens %d allows; reading stopped", maxBytes, chunks, req.MaxTokens))
 			break
 		}
-		if ev.Type != nil && !ev.IsType("message") {
-			if ev.IsType("error") {
-				end = ev.Time
-				res.fail(OutcomeInvalidResponse, "error_event", errorEventMessage(dec, ev.Data, txt))
-				break
-			}
+		kind, err := proto.decode(dec, ev)
+		switch {
+		case kind == eventSkip:
 			continue
-		}
-		data := bytes.TrimSpace(ev.Data)
-		if len(data) == 0 {
-			continue
-		}
-		if string(data) == "[DONE]" {
+		case kind == eventError:
+			end = ev.Time
+			res.fail(OutcomeInvalidResponse, "error_event", errorEventMessage(dec, ev.Data, txt))
+			break loop
+		case kind == eventDone:
 			sawDone = true
 			end = ev.Time
-			break
-		}
-		if err := dec.decode(data); err != nil {
+			break loop
+		case err != nil:
 			end = ev.Time
 			switch {
 			case ev.Partial:
@@ -533,7 +606,7 @@ loop:
 			default:
 				res.fail(OutcomeInvalidResponse, "malformed_event", malformedMessage(err, dec, chunks))
 			}
-			break
+			break loop
 		}
 		ch := &dec.c
 		if ch.tokens {
@@ -613,6 +686,13 @@ loop:
 			}
 			res.fail(OutcomeInvalidResponse, "error_event", msg)
 			break loop
+		}
+		if ch.end {
+			// The event that ends the protocol's stream (Responses'
+			// response.completed, Messages' message_stop).
+			sawDone = true
+			end = ev.Time
+			break
 		}
 	}
 

@@ -709,7 +709,7 @@ func TestClientConnectErrors(t *testing.T) {
 	})
 	t.Run("invalid request", func(t *testing.T) {
 		c := newTestClient(t, "http://127.0.0.1:1", nil)
-		res := do(t, c, &Request{API: "embeddings", Model: "m"})
+		res := do(t, c, &Request{API: "rerank", Model: "m"})
 		expectOutcome(t, res, OutcomeConnectError, "invalid_request")
 		res = &Result{}
 		c.Do(context.Background(), nil, res)
@@ -733,8 +733,8 @@ func TestNewClientErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.chatURL != "https://api.example.com/openai/v1/chat/completions?api-version=2024-10-21" || c.serverPort != 443 || c.serverAddress != "api.example.com" || c.userAgent != "ua/1" {
-		t.Errorf("chat URL %q port %d address %q ua %q", c.chatURL, c.serverPort, c.serverAddress, c.userAgent)
+	if c.urls[APIChat] != "https://api.example.com/openai/v1/chat/completions?api-version=2024-10-21" || c.serverPort != 443 || c.serverAddress != "api.example.com" || c.userAgent != "ua/1" {
+		t.Errorf("chat URL %q port %d address %q ua %q", c.urls[APIChat], c.serverPort, c.serverAddress, c.userAgent)
 	}
 }
 

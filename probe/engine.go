@@ -4,6 +4,7 @@
 package probe
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -200,16 +201,23 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64) (*runner, erro
 		return nil, fmt.Errorf("http_client_config: %w", err)
 	}
 	redactor := NewRedactor(t.HTTPClientConfig)
+	var configured []string
+	if hh := t.HTTPClientConfig.HTTPHeaders; hh != nil {
+		for name := range hh.Headers {
+			configured = append(configured, name)
+		}
+	}
 	client, err := NewClient(ClientConfig{
-		BaseURL:       t.URL,
-		HTTPClient:    httpClient,
-		Timeout:       spec.Timeout,
-		UserAgent:     e.opts.UserAgent,
-		RecordContent: e.opts.RecordContent,
-		Provider:      t.Provider,
-		Tracer:        e.opts.Tracer,
-		Propagator:    e.opts.Propagator,
-		Redactor:      redactor,
+		ConfiguredHeaders: configured,
+		BaseURL:           t.URL,
+		HTTPClient:        httpClient,
+		Timeout:           spec.Timeout,
+		UserAgent:         e.opts.UserAgent,
+		RecordContent:     e.opts.RecordContent,
+		Provider:          cmp.Or(t.Provider, defaultProviderFor(API(t.API))),
+		Tracer:            e.opts.Tracer,
+		Propagator:        e.opts.Propagator,
+		Redactor:          redactor,
 	})
 	if err != nil {
 		return nil, err
@@ -225,7 +233,7 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64) (*runner, erro
 	switch {
 	case t.PromptFormat == config.PromptFormatIDs:
 		format, prior = promptIDs, lengthPrior{}
-	case t.API == config.APICompletions:
+	case t.API == config.APICompletions, t.API == config.APIEmbeddings:
 		prior = lengthPrior{perPrompt: 1} // a begin-of-text token
 	}
 	now := time.Now()

@@ -85,7 +85,7 @@ func (r *runner) firstTurn(p *Plan, rng *rand.Rand, conv *conversation) *prepare
 	}
 
 	k := 0
-	if r.api == APIChat {
+	if r.api.messageBased() {
 		k = 1
 		if p.PrefixGroup >= 0 {
 			k = 2
@@ -112,8 +112,8 @@ func (r *runner) firstTurn(p *Plan, rng *rand.Rand, conv *conversation) *prepare
 		prefix = r.synth.Prefix(p.PrefixGroup, p.PrefixTokens)
 	}
 	pr.words, pr.messages = words, k
-	switch r.api {
-	case APIChat:
+	switch {
+	case r.api.messageBased():
 		if prefix != "" {
 			pr.req.Messages = []Message{{Role: "system", Content: prefix}, {Role: "user", Content: text}}
 		} else {
@@ -124,6 +124,23 @@ func (r *runner) firstTurn(p *Plan, rng *rand.Rand, conv *conversation) *prepare
 			text = prefix + " " + text
 		}
 		pr.req.Prompt = text
+		if r.api == APIEmbeddings && p.Class.Batch > 1 {
+			// A batch: the first input as planned, the others of the same
+			// length with their own random text.
+			inputs := make([]string, p.Class.Batch)
+			inputs[0] = text
+			for i := 1; i < len(inputs); i++ {
+				b := r.synth.AppendNonce(make([]byte, 0, len(buf)), rng)
+				if body > 0 {
+					b = append(b, ' ')
+					b = r.synth.AppendText(b, rng, body)
+				}
+				inputs[i] = string(b)
+			}
+			pr.req.Inputs = inputs
+			res.PlannedPromptTokens *= len(inputs)
+			pr.words = -1 // calibration learns from single prompts only
+		}
 	}
 	if conv != nil {
 		conv.messages = pr.req.Messages
@@ -146,15 +163,15 @@ func (r *runner) nextTurn(c *Class, conv *conversation, prev *Result, userTokens
 	pr.words = -1
 
 	k := 0
-	if r.api == APIChat {
+	if r.api.messageBased() {
 		k = 1
 	}
 	words := max(r.lengths.scale(userTokens, k), 1)
 	text := string(r.synth.AppendText(make([]byte, 0, 8*(words+1)), rng, words))
 	newTokens := r.lengths.tokens(words, k) - r.lengths.tokens(0, k)
 
-	switch r.api {
-	case APIChat:
+	switch {
+	case r.api.messageBased():
 		msgs := make([]Message, 0, len(conv.messages)+2)
 		msgs = append(msgs, conv.messages...)
 		msgs = append(msgs, Message{Role: "assistant", Content: prev.Completion}, Message{Role: "user", Content: text})

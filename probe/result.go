@@ -16,6 +16,9 @@ type API string
 const (
 	APIChat        API = "chat"        // POST {base}/chat/completions
 	APICompletions API = "completions" // POST {base}/completions
+	APIResponses   API = "responses"   // POST {base}/responses (OpenAI Responses API)
+	APIMessages    API = "messages"    // POST {base}/messages (Anthropic Messages API)
+	APIEmbeddings  API = "embeddings"  // POST {base}/embeddings
 )
 
 // Outcome classifies how a request ended. The values are the `outcome`
@@ -154,8 +157,9 @@ type Request struct {
 	Model string
 
 	Messages  []Message // APIChat
-	Prompt    string    // APICompletions, text mode
+	Prompt    string    // APICompletions, text mode (and a single embeddings input)
 	PromptIDs []int     // APICompletions, token-id mode (vLLM accepts a list of ints)
+	Inputs    []string  // APIEmbeddings: a batch of inputs (Prompt when empty)
 	// KeepText keeps the completion text in Result.Completion for this
 	// request (conversation history) even when the client does not.
 	KeepText bool

@@ -69,14 +69,26 @@ const FirstTokenEvent = "gen_ai.first_token"
 // (server.address tells which).
 const DefaultProvider = "openai"
 
+// defaultProviderFor is the gen_ai.provider.name of a target of api that
+// sets none: the protocol's vendor (the OpenTelemetry GenAI values).
+func defaultProviderFor(api API) string {
+	if api == APIMessages {
+		return "anthropic"
+	}
+	return DefaultProvider
+}
+
 // maxContentBytes bounds each text recorded with ClientConfig.RecordContent, so that a
 // long prompt cannot make a span too large to export.
 const maxContentBytes = 16 << 10
 
 // operationName is the gen_ai.operation.name of a request.
 func operationName(api API) string {
-	if api == APICompletions {
+	switch api {
+	case APICompletions:
 		return "text_completion"
+	case APIEmbeddings:
+		return "embeddings"
 	}
 	return "chat"
 }
@@ -231,12 +243,12 @@ func (c *Client) endSpan(span trace.Span, res *Result) {
 func inputMessages(req *Request) (attribute.KeyValue, bool) {
 	var msgs []attribute.Value
 	switch {
-	case req.API == APIChat && len(req.Messages) > 0:
+	case req.API.messageBased() && len(req.Messages) > 0:
 		msgs = make([]attribute.Value, 0, len(req.Messages))
 		for _, m := range req.Messages {
 			msgs = append(msgs, textMessage(m.Role, m.Content))
 		}
-	case req.API == APICompletions && req.Prompt != "":
+	case (req.API == APICompletions || req.API == APIEmbeddings) && req.Prompt != "":
 		msgs = []attribute.Value{textMessage("user", req.Prompt)}
 	default:
 		return attribute.KeyValue{}, false

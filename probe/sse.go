@@ -544,6 +544,12 @@ type streamChunk struct {
 	// an ErrorResponse at top level). errMsg is its message when found.
 	isError bool
 	errMsg  jsonString
+
+	// end is set by the event that ends a protocol's stream when it also
+	// carries data (Responses' response.completed).
+	end bool
+	// items counts the results of a non-streaming answer (embeddings).
+	items int
 }
 
 // chunkDecoder decodes stream chunks; it keeps scratch buffers across calls.
@@ -552,7 +558,15 @@ type chunkDecoder struct {
 	c      streamChunk
 	keyBuf []byte
 	errAt  int // byte offset of the last syntax error
+
+	// prompt is the prompt side of usage that a protocol reports in one
+	// event and completes in a later one (Messages: message_start, then
+	// message_delta); reset by begin.
+	prompt tokenUsage
 }
+
+// begin resets the state a protocol keeps across the events of a stream.
+func (d *chunkDecoder) begin() { d.prompt = tokenUsage{} }
 
 // decode parses data into d.c. It returns errMalformedJSON (offset in
 // d.errAt) when data is not valid JSON, errTooDeep when it nests deeper

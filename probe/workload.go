@@ -27,6 +27,9 @@ type Class struct {
 	// served from a prefix cache (llmprobe_prefix_reuse_target_ratio).
 	ReuseIntent float64
 
+	// Batch is the number of inputs of an embeddings request (1 or more).
+	Batch int
+
 	// Body holds the members merged into this class's request bodies:
 	// the class's own (reasoning_effort, tools, tool_choice, extra_body)
 	// from NewWorkload, over the target's once forTarget ran.
@@ -60,7 +63,8 @@ func NewWorkload(w *config.Workload) *Workload {
 				TopK:        c.Sampling.TopK,
 				Seed:        c.Sampling.Seed,
 			},
-			Body: c.BodyFields(),
+			Body:  c.BodyFields(),
+			Batch: max(c.BatchSize, 1),
 		}
 		if c.Turns != nil {
 			cl.Turns = newTurns(c.Turns, cl.Prompt)

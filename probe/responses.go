@@ -1,0 +1,209 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package probe
+
+import (
+	"bytes"
+	"net/http"
+)
+
+// The OpenAI Responses API (POST /v1/responses), as OpenAI serves it and
+// vLLM serves it for open-weight models.
+//
+// Body: {"model", "input" (the messages as {role, content} items; system
+// messages go as role system), "max_output_tokens" (when > 0),
+// "temperature", "top_p" (when > 0), "stream": true}, then ExtraBody
+// ("reasoning", "tools", "tool_choice", "instructions" come from there).
+//
+// Stream: named events whose data carries the same "type":
+// response.output_text.delta (answer text), response.reasoning_text.delta
+// and response.reasoning_summary_text.delta (reasoning),
+// response.function_call_arguments.delta (a tool call's arguments) are
+// token-bearing; response.created carries the id and model;
+// response.completed ends the stream with the usage (input_tokens with
+// input_tokens_details.cached_tokens, output_tokens with
+// output_tokens_details.reasoning_tokens), response.incomplete ends it
+// truncated (finish reason length when the reason is max_output_tokens),
+// response.failed and error are errors. Everything else (output items and
+// content parts added or done, in_progress) is bookkeeping. There is no
+// [DONE].
+
+type responsesAPI struct{}
+
+func (responsesAPI) path() string          { return "/responses" }
+func (responsesAPI) streaming() bool       { return true }
+func (responsesAPI) headers(h http.Header) {}
+
+func (responsesAPI) encode(dst []byte, req *Request) ([]byte, error) {
+	w := newBodyWriter(dst, req.ExtraBody)
+	w.str("model", req.Model)
+	if w.member("input") {
+		w.dst = append(w.dst, '[')
+		for i, m := range req.Messages {
+			if i > 0 {
+				w.dst = append(w.dst, ',')
+			}
+			w.dst = append(w.dst, `{"role":`...)
+			w.dst = appendJSONString(w.dst, m.Role)
+			w.dst = append(w.dst, `,"content":`...)
+			w.dst = appendJSONString(w.dst, m.Content)
+			w.dst = append(w.dst, '}')
+		}
+		w.dst = append(w.dst, ']')
+	}
+	if req.MaxTokens > 0 {
+		w.int("max_output_tokens", int64(req.MaxTokens))
+	}
+	sp := req.Sampling
+	sp.Seed, sp.TopK = nil, 0 // not parameters of the Responses API
+	if err := w.sampling(&sp); err != nil {
+		return w.dst, err
+	}
+	w.raw("stream", "true")
+	return w.close()
+}
+
+func (responsesAPI) decode(d *chunkDecoder, ev SSEEvent) (eventKind, error) {
+	data := bytes.TrimSpace(ev.Data)
+	if len(data) == 0 {
+		return eventSkip, nil
+	}
+	var typ, delta, status, reason, message jsonString
+	var usage tokenUsage
+	var hasUsage bool
+	s := &d.s
+	err := d.topObject(data, func(key []byte) error {
+		var err error
+		switch string(key) {
+		case "type":
+			typ, err = s.stringValue(1)
+		case "delta":
+			delta, err = s.stringValue(1)
+		case "message": // the error event's
+			message, err = s.stringValue(1)
+		case "response":
+			_, err = d.object(1, func(k []byte) error {
+				switch string(k) {
+				case "id":
+					d.c.id, err = s.stringValue(2)
+				case "model":
+					d.c.model, err = s.stringValue(2)
+				case "status":
+					status, err = s.stringValue(2)
+				case "incomplete_details":
+					_, err = d.object(2, func(ik []byte) error {
+						if string(ik) == "reason" {
+							reason, err = s.stringValue(3)
+							return err
+						}
+						return s.skip(3)
+					})
+				case "error":
+					_, message, err = d.errorObject(2)
+				case "usage":
+					usage = tokenUsage{}
+					hasUsage, err = d.object(2, func(uk []byte) error { return d.responsesUsage(uk, &usage) })
+				default:
+					err = s.skip(2)
+				}
+				return err
+			})
+		default:
+			err = s.skip(1)
+		}
+		return err
+	})
+	if err != nil {
+		return eventChunk, err
+	}
+	name := typ
+	if ev.Type != nil {
+		name = jsonString{raw: ev.Type, ok: true}
+	}
+	c := &d.c
+	switch {
+	case name.is("response.output_text.delta"):
+		if len(delta.raw) == 0 {
+			return eventSkip, nil
+		}
+		c.tokens, c.answer = true, true
+		c.texts = append(c.texts, delta)
+	case name.is("response.reasoning_text.delta"), name.is("response.reasoning_summary_text.delta"):
+		if len(delta.raw) == 0 {
+			return eventSkip, nil
+		}
+		c.tokens = true
+	case name.is("response.function_call_arguments.delta"):
+		if len(delta.raw) == 0 {
+			return eventSkip, nil
+		}
+		c.tokens, c.answer, c.toolCall = true, true, true
+	case name.is("response.created"), name.is("response.in_progress"):
+		// id and model only
+	case name.is("response.completed"), name.is("response.incomplete"):
+		c.end = true
+		c.hasUsage, c.usage = hasUsage, usage
+		switch {
+		case status.is("incomplete") && reason.is("max_output_tokens"):
+			c.finish = jsonString{raw: []byte("length"), ok: true}
+		case status.is("incomplete"):
+			c.finish = reason
+		default:
+			c.finish = jsonString{raw: []byte("stop"), ok: true}
+		}
+	case name.is("response.failed"), name.is("error"):
+		c.isError, c.errMsg = true, message
+	default:
+		return eventSkip, nil
+	}
+	return eventChunk, nil
+}
+
+// errorObject reads {"code", "message"} (a failed response's error).
+func (d *chunkDecoder) errorObject(depth int) (bool, jsonString, error) {
+	s := &d.s
+	var msg jsonString
+	ok, err := d.object(depth, func(k []byte) error {
+		if string(k) == "message" {
+			var err error
+			msg, err = s.stringValue(depth + 1)
+			return err
+		}
+		return s.skip(depth + 1)
+	})
+	return ok, msg, err
+}
+
+// responsesUsage reads one member of a Responses usage object.
+func (d *chunkDecoder) responsesUsage(key []byte, u *tokenUsage) error {
+	s := &d.s
+	var err error
+	switch string(key) {
+	case "input_tokens":
+		u.prompt, u.hasPrompt, u.badPrompt, err = s.usageCount(3)
+	case "output_tokens":
+		u.completion, u.hasCompletion, u.badCompletion, err = s.usageCount(3)
+	case "input_tokens_details":
+		_, err = d.object(3, func(k []byte) error {
+			if string(k) == "cached_tokens" {
+				var err error
+				u.cached, u.hasCached, u.badCached, err = s.usageCount(4)
+				return err
+			}
+			return s.skip(4)
+		})
+	case "output_tokens_details":
+		_, err = d.object(3, func(k []byte) error {
+			if string(k) == "reasoning_tokens" {
+				var err error
+				u.reasoning, u.hasReasoning, u.badReasoning, err = s.usageCount(4)
+				return err
+			}
+			return s.skip(4)
+		})
+	default:
+		err = s.skip(3)
+	}
+	return err
+}
