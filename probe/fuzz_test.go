@@ -264,3 +264,48 @@ func FuzzClientHTTPError(f *testing.F) {
 		}
 	})
 }
+
+// FuzzProtocolDecode runs every protocol's event decoder on arbitrary
+// payloads: no panic, and an error exactly when the payload is not a
+// valid JSON object (the OpenAI [DONE] marker and empty events aside).
+func FuzzProtocolDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`,
+		`{"type":"message_start","message":{"id":"m","usage":{"input_tokens":3,"cache_read_input_tokens":2}}}`,
+		`{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":-1}}`,
+		`{"type":"response.completed","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"usage":{"input_tokens":1,"output_tokens_details":{"reasoning_tokens":1}}}}`,
+		`{"type":"response.function_call_arguments.delta","delta":"{"}`,
+		`{"object":"list","data":[{"embedding":[1]},{"embedding":[2]}],"usage":{"prompt_tokens":2}}`,
+		`{"error":{"message":"x"}}`, `[]`, `null`, `{"data":"x"}`,
+	} {
+		for ev := range uint8(4) {
+			f.Add([]byte(s), ev)
+		}
+	}
+	events := []string{"", "content_block_delta", "message_delta", "response.completed"}
+	f.Fuzz(func(t *testing.T, data []byte, which uint8) {
+		ev := SSEEvent{Data: data}
+		if name := events[int(which)%len(events)]; name != "" {
+			ev.Type = []byte(name)
+		}
+		trimmed := bytes.TrimSpace(data)
+		for _, api := range []API{APIMessages, APIResponses, APIEmbeddings} {
+			var d chunkDecoder
+			_, err := protocols[api].decode(&d, ev)
+			if len(trimmed) == 0 && api != APIEmbeddings {
+				continue // an empty event is skipped
+			}
+			var v any
+			object := json.Unmarshal(data, &v) == nil
+			if _, isMap := v.(map[string]any); !isMap {
+				object = false
+			}
+			if (err == nil) != object {
+				t.Fatalf("%s: decode(%q) = %v, but it is a JSON object: %v", api, data, err, object)
+			}
+			if err == nil && (d.c.items < 0 || (d.c.hasUsage && (d.c.usage.prompt < 0 || d.c.usage.completion < 0))) {
+				t.Fatalf("%s: decode(%q): negative counts %+v", api, data, d.c.usage)
+			}
+		}
+	})
+}
