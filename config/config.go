@@ -154,6 +154,11 @@ type Class struct {
 	// ExtraBody is merged into the body of this class's requests, over
 	// the target's extra_body (the class's keys win).
 	ExtraBody map[string]any `yaml:"extra_body,omitempty"`
+	// Model, when set, is the model (or LoRA adapter) this class's
+	// requests name instead of the target's: one target then probes a base
+	// model and its adapters with the classes' weights. It is the model
+	// label of the class's series.
+	Model string `yaml:"model,omitempty"`
 	// BatchSize is the number of inputs of each embeddings request (each
 	// of the drawn prompt length); 1 when unset.
 	BatchSize int `yaml:"batch_size,omitempty"`
@@ -189,6 +194,14 @@ func (c *Class) BodyFields() map[string]any {
 		out["tool_choice"] = c.ToolChoice
 	}
 	return out
+}
+
+// ModelFor returns the model a request of class c to target t names.
+func ModelFor(t *Target, c *Class) string {
+	if c != nil && c.Model != "" {
+		return c.Model
+	}
+	return t.Model
 }
 
 // usesTools reports whether the class sends tools or tool_choice.
@@ -575,6 +588,9 @@ const MaxBatchSize = 2048
 
 // validateBody checks what a class adds to request bodies.
 func (cl *Class) validateBody(errs *fieldErrors, cp string) {
+	if cl.Model != "" && (len(cl.Model) > 256 || strings.ContainsFunc(cl.Model, func(r rune) bool { return r < 0x20 || r == 0x7f })) {
+		errs.add(cp+".model", "must be a model or adapter name of at most 256 printable characters")
+	}
 	if cl.BatchSize < 0 || cl.BatchSize > MaxBatchSize {
 		errs.add(cp+".batch_size", "must be from 1 to %d, got %d", MaxBatchSize, cl.BatchSize)
 	}

@@ -124,7 +124,7 @@ type metricsState struct {
 }
 
 type targetSeries struct {
-	name, model             string
+	name                    string
 	scheduleLag, clientWait prometheus.Observer
 	dropped                 [len(probe.DropReasons)]prometheus.Counter
 	retries                 prometheus.Counter
@@ -136,6 +136,7 @@ type targetSeries struct {
 }
 
 type classSeries struct {
+	model                              string // the model label: the class's model, else the target's
 	ttft, tpot, itl, e2e               histogramWithExemplar
 	ttfa                               histogramWithExemplar
 	reasoningTokens                    prometheus.Counter
@@ -283,7 +284,6 @@ func (m *Metrics) SetConfig(cfg *config.Config) {
 		prev := old.targets[t.Name]
 		ts := &targetSeries{
 			name:        t.Name,
-			model:       t.Model,
 			scheduleLag: m.scheduleLag.WithLabelValues(t.Name),
 			clientWait:  m.clientWait.WithLabelValues(t.Name),
 			classes:     map[string]*classSeries{},
@@ -303,7 +303,7 @@ func (m *Metrics) SetConfig(cfg *config.Config) {
 			if c == nil {
 				continue
 			}
-			cs := m.newClassSeries(t.Name, t.Model, c.Name)
+			cs := m.newClassSeries(t.Name, config.ModelFor(t, c), c.Name)
 			if c.Turns != nil {
 				cs.conversations = new([len(probe.ConversationOutcomes)]prometheus.Counter)
 				for i, o := range probe.ConversationOutcomes {
@@ -339,12 +339,12 @@ func (m *Metrics) SetConfig(cfg *config.Config) {
 			m.deletePartial(prometheus.Labels{labelTarget: name}, m.allVecs()...)
 			continue
 		}
-		if nt.model != ot.model {
-			m.deletePartial(prometheus.Labels{labelTarget: name, labelModel: ot.model}, m.modelVecs()...)
-		}
-		for class := range ot.classes {
-			if nt.classes[class] == nil {
+		for class, oc := range ot.classes {
+			switch nc := nt.classes[class]; {
+			case nc == nil:
 				m.deletePartial(prometheus.Labels{labelTarget: name, labelClass: class}, m.classVecs()...)
+			case nc.model != oc.model:
+				m.deletePartial(prometheus.Labels{labelTarget: name, labelClass: class, labelModel: oc.model}, m.modelVecs()...)
 			}
 		}
 	}
@@ -376,6 +376,7 @@ func (m *Metrics) classVecs() []partialDeleter {
 
 func (m *Metrics) newClassSeries(target, model, class string) *classSeries {
 	cs := &classSeries{
+		model:            model,
 		ttft:             m.ttft.WithLabelValues(target, model, class).(histogramWithExemplar),
 		tpot:             m.tpot.WithLabelValues(target, model, class).(histogramWithExemplar),
 		itl:              m.itl.WithLabelValues(target, model, class).(histogramWithExemplar),
@@ -469,11 +470,11 @@ func (m *Metrics) Observe(r *probe.Result) {
 		return
 	}
 	ts := m.target(r.Target)
-	if ts == nil || ts.model != r.Model {
+	if ts == nil {
 		return
 	}
 	cs := ts.classes[r.Class]
-	if cs == nil {
+	if cs == nil || cs.model != r.Model {
 		return
 	}
 

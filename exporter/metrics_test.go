@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/llmprobe/llmprobe/internal/promtest"
+	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/probe"
 )
 
@@ -727,5 +728,53 @@ func TestObserveReasoning(t *testing.T) {
 	}
 	if got := series(mfs, "llmprobe_reasoning_tokens_total", lbl).GetCounter().GetValue(); got != 9+16+0 {
 		t.Errorf("reasoning tokens = %v, want 25 (warm-up requests count tokens, unreported ones do not)", got)
+	}
+}
+
+// TestClassModels: a class that names a model or LoRA adapter gets series
+// with that model label; results naming another model are not counted;
+// a reload that changes a class's model deletes its old series.
+func TestClassModels(t *testing.T) {
+	cfgFor := func(adapter string) *config.Config {
+		return mustConfig(t, `
+workloads:
+  w:
+    classes:
+      - {name: base, weight: 0.6, prompt_tokens: 16, output_tokens: 4}
+      - {name: sql, weight: 0.4, prompt_tokens: 16, output_tokens: 4, model: `+adapter+`}
+targets:
+  - {name: alpha, url: "http://127.0.0.1:1/v1", model: llama-8b, workload: w, arrival: {rate: 1}}
+`)
+	}
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	m.SetConfig(cfgFor("sql-lora"))
+	m.Observe(successResult("alpha", "llama-8b", "base"))
+	m.Observe(successResult("alpha", "sql-lora", "sql"))
+	m.Observe(successResult("alpha", "llama-8b", "sql")) // not what the class sends
+	mfs := gather(t, reg)
+	for _, tc := range []struct {
+		model, class string
+		want         float64
+	}{{"llama-8b", "base", 1}, {"sql-lora", "sql", 1}} {
+		lbl := map[string]string{"target": "alpha", "model": tc.model, "class": tc.class, "outcome": "success"}
+		if got := series(mfs, "llmprobe_requests_total", lbl).GetCounter().GetValue(); got != tc.want {
+			t.Errorf("requests{model=%s, class=%s} = %v, want %v", tc.model, tc.class, got, tc.want)
+		}
+	}
+	if n := countSeries(mfs, "llmprobe_ttft_seconds", map[string]string{"class": "sql", "model": "llama-8b"}); n != 0 {
+		t.Errorf("%d ttft series of class sql under the base model", n)
+	}
+
+	m.SetConfig(cfgFor("sql-lora-v2"))
+	mfs = gather(t, reg)
+	if n := countSeries(mfs, "llmprobe_requests_total", map[string]string{"model": "sql-lora"}); n != 0 {
+		t.Errorf("%d series of the replaced adapter remain", n)
+	}
+	if n := countSeries(mfs, "llmprobe_requests_total", map[string]string{"model": "sql-lora-v2", "class": "sql"}); n == 0 {
+		t.Error("no series for the new adapter")
+	}
+	if n := countSeries(mfs, "llmprobe_requests_total", map[string]string{"model": "llama-8b", "class": "base"}); n == 0 {
+		t.Error("the base class lost its series")
 	}
 }

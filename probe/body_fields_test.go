@@ -18,7 +18,7 @@ import (
 // bodies it gets: a class's reasoning_effort, tools, tool_choice and
 // extra_body reach the wire over the target's extra_body, continuous usage
 // sets stream_options, and a class without fields sends the target's
-// body alone.
+// body alone; a class's model (a LoRA adapter) replaces the target's.
 func TestClassBodyFields(t *testing.T) {
 	srv, seen := fixtureServer(t, "text/event-stream", steps(0,
 		chatRole(), chatContent("a"), chatDelta("content", "b", "stop", ""), usageChunk(8, 2, -1), "[DONE]"))
@@ -36,6 +36,7 @@ workloads:
             function: {name: search, parameters: {type: object, properties: {q: {type: string}}}}
         tool_choice: {type: function, function: {name: search}}
         extra_body: {ignore_eos: false, top_logprobs: 2}
+        model: sql-lora
       - {name: plain, prompt_tokens: 16, output_tokens: 4}
 targets:
   - name: t
@@ -76,6 +77,7 @@ targets:
 
 	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
 	for key, want := range map[string]string{
+		"model":              `"sql-lora"`, // the class's adapter
 		"reasoning_effort":   `"high"`,
 		"tools":              `[{"function":{"name":"search","parameters":{"properties":{"q":{"type":"string"}},"type":"object"}},"type":"function"}]`,
 		"tool_choice":        `{"function":{"name":"search"},"type":"function"}`,
@@ -89,6 +91,7 @@ targets:
 		}
 	}
 	for key, want := range map[string]string{
+		"model":              `"m"`, // the target's
 		"ignore_eos":         `true`,
 		"repetition_penalty": `1.1`,
 		"stream_options":     `{"continuous_usage_stats":true,"include_usage":true}`,

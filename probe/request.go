@@ -4,6 +4,7 @@
 package probe
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"strconv"
 )
@@ -32,9 +33,10 @@ type prepared struct {
 }
 
 func (r *runner) newPrepared(c *Class, maxTokens int) *prepared {
+	model := cmp.Or(c.Model, r.model)
 	req := &Request{
 		API:       r.api,
-		Model:     r.model,
+		Model:     model,
 		MaxTokens: maxTokens,
 		Sampling:  c.Sampling,
 		ExtraBody: c.Body,
@@ -45,7 +47,7 @@ func (r *runner) newPrepared(c *Class, maxTokens int) *prepared {
 		lengths: r.lengths,
 		res: &Result{
 			Target:              r.name,
-			Model:               r.model,
+			Model:               model,
 			Class:               c.Name,
 			PlannedOutputTokens: maxTokens,
 			MaxTokens:           maxTokens,

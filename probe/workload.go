@@ -29,6 +29,9 @@ type Class struct {
 
 	// Batch is the number of inputs of an embeddings request (1 or more).
 	Batch int
+	// Model is the model or adapter the class's requests name; empty:
+	// the target's.
+	Model string
 
 	// Body holds the members merged into this class's request bodies:
 	// the class's own (reasoning_effort, tools, tool_choice, extra_body)
@@ -65,6 +68,7 @@ func NewWorkload(w *config.Workload) *Workload {
 			},
 			Body:  c.BodyFields(),
 			Batch: max(c.BatchSize, 1),
+			Model: c.Model,
 		}
 		if c.Turns != nil {
 			cl.Turns = newTurns(c.Turns, cl.Prompt)
