@@ -20,11 +20,21 @@ type apiKind uint8
 const (
 	apiChat apiKind = iota
 	apiCompletions
+	apiResponses  // POST /v1/responses (responses.go)
+	apiMessages   // POST /v1/messages (messages.go)
+	apiEmbeddings // POST /v1/embeddings (embeddings.go)
 )
 
 func (a apiKind) String() string {
-	if a == apiChat {
+	switch a {
+	case apiChat:
 		return "chat"
+	case apiResponses:
+		return "responses"
+	case apiMessages:
+		return "messages"
+	case apiEmbeddings:
+		return "embeddings"
 	}
 	return "completions"
 }
@@ -71,14 +81,19 @@ type chatMessage struct {
 }
 
 // messageContent holds the text parts of a message's content (one part for
-// a string). The chat template tokenises each part separately.
+// a string) and its images. The chat template tokenises each part
+// separately, then the images' tokens (images.go).
 type messageContent struct {
-	parts []string
+	parts  []string
+	images []imageRef // nil without images
 }
 
 type contentPart struct {
-	Type string  `json:"type"`
-	Text *string `json:"text"`
+	Type     string  `json:"type"`
+	Text     *string `json:"text"`
+	ImageURL *struct {
+		URL string `json:"url"`
+	} `json:"image_url"`
 }
 
 func (c *messageContent) UnmarshalJSON(b []byte) error {
@@ -101,8 +116,19 @@ func (c *messageContent) UnmarshalJSON(b []byte) error {
 		}
 		c.parts = make([]string, 0, len(parts))
 		for i, p := range parts {
+			if p.Type == "image_url" {
+				if p.ImageURL == nil {
+					return fmt.Errorf("content part %d has no image_url", i)
+				}
+				img, err := parseImageURL(p.ImageURL.URL)
+				if err != nil {
+					return fmt.Errorf("content part %d: %w", i, err)
+				}
+				c.images = append(c.images, img)
+				continue
+			}
 			if p.Type != "text" {
-				return fmt.Errorf("content part %d has type %q; only \"text\" parts are supported", i, truncate(p.Type, maxHeaderEcho))
+				return fmt.Errorf("content part %d has type %q; only \"text\" and \"image_url\" parts are supported", i, truncate(p.Type, maxHeaderEcho))
 			}
 			if p.Text == nil {
 				return fmt.Errorf("content part %d has no text", i)

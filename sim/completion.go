@@ -53,14 +53,17 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request, api ap
 		s.reject(w, &lc, aerr)
 		return
 	}
-	lc.model = s.cfg.Models[modelIdx]
+	lc.model = s.modelName(modelIdx)
+	if a := s.adapterOf(modelIdx); a != nil {
+		lc.baseModel = s.cfg.Models[a.base]
+	}
 	lc.stream = req.Stream
 	if aerr = validateSampling(&req); aerr != nil {
 		s.reject(w, &lc, aerr)
 		return
 	}
 
-	sq := &seq{notify: make(chan struct{}, 1), ignoreEOS: req.IgnoreEOS}
+	sq := &seq{notify: make(chan struct{}, 1), ignoreEOS: req.IgnoreEOS, adapter: s.adapterOf(modelIdx)}
 	sq.hasher = newBlockHasher(s.cfg.BlockSize, make([]uint64, 0, 8))
 	effort := 1.0
 	var tools *toolRequest
@@ -79,6 +82,10 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request, api ap
 			return
 		}
 		if tools, aerr = parseTools(&req); aerr != nil {
+			s.reject(w, &lc, aerr)
+			return
+		}
+		if lc.imageTokens, aerr = s.checkImageBudget(req.Messages, "messages"); aerr != nil {
 			s.reject(w, &lc, aerr)
 			return
 		}
@@ -186,12 +193,17 @@ func (s *Server) reject(w http.ResponseWriter, lc *requestLifecycle, e *apiError
 // derived from the prompt when the output must be reproducible
 // (temperature 0, or an explicit seed), random otherwise.
 func (s *Server) sequenceSeed(req *completionRequest, sq *seq) uint64 {
+	return s.seedFor(req.Seed, req.Temperature, sq)
+}
+
+// seedFor is sequenceSeed for the given seed and temperature.
+func (s *Server) seedFor(seed *int64, temperature *float64, sq *seq) uint64 {
 	h := &sq.hasher
 	promptHash := splitmix64(h.prev ^ h.cur*chainPrime ^ uint64(h.n)<<32 ^ uint64(sq.promptTokens))
 	switch {
-	case req.Seed != nil:
-		return splitmix64(uint64(*req.Seed)) ^ promptHash
-	case req.Temperature != nil && *req.Temperature == 0:
+	case seed != nil:
+		return splitmix64(uint64(*seed)) ^ promptHash
+	case temperature != nil && *temperature == 0:
 		return promptHash
 	}
 	return s.randomSeed()
@@ -758,7 +770,7 @@ func (rs *responseState) unaryBody(gen, fin int) []byte {
 	resp := completionJSON{
 		ID:      rs.lc.id,
 		Created: rs.lc.arrival.Unix(),
-		Model:   rs.s.cfg.Models[rs.model],
+		Model:   rs.s.modelName(rs.model),
 	}
 	resp.Usage.PromptTokens = rs.sq.promptTokens
 	resp.Usage.CompletionTokens = gen

@@ -105,6 +105,21 @@ type Config struct {
 	BeginOfText     bool `yaml:"begin_of_text"`
 	DisableTokenize bool `yaml:"disable_tokenize"`
 
+	// EmbeddingDimensions is the length of the vectors /v1/embeddings
+	// returns (a request's dimensions may shorten them); 0 means 768.
+	EmbeddingDimensions int `yaml:"embedding_dimensions"`
+
+	// ImageTokenPixels is the number of image pixels per prompt token: an
+	// image in a prompt costs ceil(width × height / ImageTokenPixels)
+	// tokens (images.go). The default (also for 0), 784 = 28×28, is
+	// Qwen2-VL's.
+	ImageTokenPixels int `yaml:"image_token_pixels"`
+
+	// Adapters are LoRA adapters served on top of Models: a request
+	// naming one is served by the engine as its base model's, with its
+	// time factors (adapters.go).
+	Adapters []AdapterConfig `yaml:"adapters"`
+
 	// MaxRequestBodyBytes caps request bodies (413 beyond).
 	MaxRequestBodyBytes int64 `yaml:"max_request_body_bytes"`
 
@@ -184,6 +199,8 @@ func DefaultConfig() Config {
 		EOSProbability:      0.0005,
 		ReasoningField:      reasoningContentField,
 		MaxRequestBodyBytes: 16 << 20,
+		EmbeddingDimensions: defaultEmbeddingDimensions,
+		ImageTokenPixels:    defaultImageTokenPixels,
 		Faults:              DefaultFaultConfig(),
 	}
 }
@@ -296,6 +313,13 @@ func (c *Config) Validate() error {
 	if c.MaxRequestBodyBytes < 1024 {
 		bad("max_request_body_bytes", "must be at least 1024, got %d", c.MaxRequestBodyBytes)
 	}
+	if c.EmbeddingDimensions < 0 || c.EmbeddingDimensions > maxEmbeddingDimensions {
+		bad("embedding_dimensions", "must be between 1 and %d (0: the default %d), got %d", maxEmbeddingDimensions, defaultEmbeddingDimensions, c.EmbeddingDimensions)
+	}
+	if c.ImageTokenPixels < 0 || c.ImageTokenPixels > maxImageSide*maxImageSide {
+		bad("image_token_pixels", "must be between 1 and %d (0: the default %d), got %d", maxImageSide*maxImageSide, defaultImageTokenPixels, c.ImageTokenPixels)
+	}
+	errs = append(errs, c.validateAdapters()...)
 	errs = append(errs, c.Faults.validate()...)
 	return errors.Join(errs...)
 }
@@ -446,6 +470,9 @@ func parseConfig(data []byte) (Config, error) {
 	}
 	if len(cfg.TimingSteps) == 0 {
 		cfg.TimingSteps = nil // `timing_steps: []` is the default, none
+	}
+	if len(cfg.Adapters) == 0 {
+		cfg.Adapters = nil // `adapters: []` is the default, none
 	}
 	if err := cfg.Validate(); err != nil {
 		var root yaml.Node

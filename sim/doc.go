@@ -10,6 +10,9 @@
 //
 //	POST /v1/chat/completions   chat, streaming (SSE) or not
 //	POST /v1/completions        text completions, streaming or not
+//	POST /v1/responses          OpenAI's Responses API (responses.go)
+//	POST /v1/messages           Anthropic's Messages API (messages.go)
+//	POST /v1/embeddings         embeddings, prefill only (embeddings.go)
 //	GET  /v1/models             the served model names
 //	POST /tokenize              vLLM's tokenizer endpoint
 //	GET  /health                200 while serving
@@ -96,6 +99,17 @@
 // token up to max_tokens, concatenating to {"q": "w1 … wN"}, and
 // finish_reason "tool_calls". Every reasoning or argument token costs a
 // decode step like any other.
+//
+// # Other APIs, images, adapters
+//
+// The Responses, Messages and Embeddings handlers (gen.go) template their
+// prompt like chat messages and submit it to the same engine; an
+// embedding is a sequence with no token to generate, done once
+// prefilled. Images (data URLs or base64 sources, PNG or JPEG, header
+// decoded only) add ceil(width×height / image_token_pixels) prompt tokens
+// (images.go). LoRA adapters are further model names served by the engine
+// with their base's requests, their share of each step multiplied by
+// their time factors (adapters.go).
 //
 // # Faults
 //

@@ -25,7 +25,7 @@ const (
 type seq struct {
 	// Request, read-only once submitted.
 	promptTokens int
-	maxTokens    int
+	maxTokens    int // 0: an embedding (prefill only, no token)
 	minTokens    int
 	reasoning    int  // the first reasoning tokens are reasoning text
 	toolCall     bool // the tokens after the reasoning are a tool call (no early stop)
@@ -33,6 +33,7 @@ type seq struct {
 	empty        bool // the empty fault: stop before the first token
 	seed         uint64
 	hasher       blockHasher // hashed prompt; continues over generated tokens
+	adapter      *adapter    // the LoRA adapter the request names; nil: a model
 
 	// Engine-owned.
 	blocks      []*kvBlock
@@ -126,15 +127,26 @@ func (e *engine) submit(ctx context.Context, s *seq) error {
 	default:
 	}
 	e.numWaiting.Add(1)
+	if s.adapter != nil {
+		s.adapter.waiting.Add(1)
+	}
 	select {
 	case e.submitCh <- s:
 		return nil
 	case <-e.quit:
-		e.numWaiting.Add(-1)
+		e.unwait(s)
 		return errEngineStopped
 	case <-ctx.Done():
-		e.numWaiting.Add(-1)
+		e.unwait(s)
 		return ctx.Err()
+	}
+}
+
+// unwait counts s out of the waiting requests.
+func (e *engine) unwait(s *seq) {
+	e.numWaiting.Add(-1)
+	if s.adapter != nil {
+		s.adapter.waiting.Add(-1)
 	}
 }
 
@@ -235,6 +247,9 @@ func (e *engine) admit() {
 			return
 		}
 		e.popWaiting()
+		if s.adapter != nil {
+			s.adapter.running.Add(1)
+		}
 		if now.IsZero() {
 			now = time.Now()
 		}
@@ -245,9 +260,10 @@ func (e *engine) admit() {
 }
 
 func (e *engine) popWaiting() {
+	s := e.waiting[e.waitHead]
 	e.waiting[e.waitHead] = nil
 	e.waitHead++
-	e.numWaiting.Add(-1)
+	e.unwait(s)
 }
 
 // allocatePrompt looks the prompt up in the prefix cache and gives it its
@@ -299,7 +315,9 @@ func (e *engine) planStep() time.Duration {
 		}
 	}
 	prefill, inStep := 0, 0
+	adapted := false
 	for _, s := range e.running {
+		adapted = adapted || s.adapter != nil
 		if s.prefillLeft == 0 {
 			inStep++
 			continue
@@ -317,6 +335,9 @@ func (e *engine) planStep() time.Duration {
 	d := e.cfg.DecodeBase + time.Duration(inStep)*e.cfg.DecodePerSeq
 	if prefill > 0 {
 		d += e.cfg.PrefillBase + time.Duration(prefill)*e.cfg.PrefillPerToken
+	}
+	if adapted {
+		d = e.adapterStepDuration()
 	}
 	if len(e.timing.steps) > 0 {
 		d = scaleDuration(d, e.timing.factorAt(time.Now()))
@@ -346,6 +367,11 @@ func (e *engine) completeStep() {
 				continue
 			}
 			prompt += s.promptTokens
+			if s.maxTokens == 0 {
+				// An embedding is done once prefilled.
+				e.finish(s, finishStop)
+				continue
+			}
 		}
 		if fin := e.decode(s); fin != finishNone {
 			if fin == finishLength {
@@ -405,6 +431,9 @@ func (e *engine) decode(s *seq) int {
 // finish releases s's blocks (last block first, so that a sequence's tail
 // is evicted before its prefix) and publishes its end.
 func (e *engine) finish(s *seq, code int) {
+	if s.adapter != nil {
+		s.adapter.running.Add(-1)
+	}
 	for i := len(s.blocks) - 1; i >= 0; i-- {
 		e.cache.release(s.blocks[i])
 	}
@@ -426,7 +455,7 @@ func (e *engine) abortAll() {
 	for {
 		select {
 		case s := <-e.submitCh:
-			e.numWaiting.Add(-1)
+			e.unwait(s)
 			s.publish(finishAborted)
 		default:
 			e.publishGauges()

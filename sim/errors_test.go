@@ -64,7 +64,7 @@ func TestBadRequests(t *testing.T) {
 		{"batched prompts", "POST", comp, `{"prompt":["a","b"]}`, 400, "prompt", "", "batched"},
 		{"prompt object", "POST", comp, `{"prompt":{"a":1}}`, 400, "prompt", "", "prompt"},
 		{"body too large", "POST", comp, `{"prompt":"` + strings.Repeat("a ", 4096) + `"}`, 413, "", "", "4096"},
-		{"unknown path", "POST", base + "/v1/embeddings", `{}`, 404, "", "not_found", "/v1/embeddings"},
+		{"unknown path", "POST", base + "/v1/rerank", `{}`, 404, "", "not_found", "/v1/rerank"},
 		{"wrong method", "GET", chat, ``, 405, "", "method_not_allowed", "POST"},
 		{"tokenize both", "POST", base + "/tokenize", `{"prompt":"a",` + msgs + `}`, 400, "", "", "either"},
 		{"tokenize neither", "POST", base + "/tokenize", `{"model":"sim-model"}`, 400, "prompt", "", ""},

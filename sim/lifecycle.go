@@ -33,6 +33,8 @@ type requestLifecycle struct {
 	completionTokens int
 	finishReason     string // "stop", "length", "tool_calls", or "" when the response did not finish
 	reasoning        int    // planned reasoning tokens (chat)
+	imageTokens      int    // prompt tokens that are images' (images.go)
+	baseModel        string // the adapter's base model, when model is an adapter
 
 	fault  faultKind
 	status int    // HTTP status sent (0 when the connection was reset before any)

@@ -38,10 +38,13 @@ type RequestLogEntry struct {
 	// XRequestID is the request's X-Request-Id header (at most 256
 	// bytes), absent when it had none.
 	XRequestID string `json:"x_request_id,omitempty"`
-	Path       string `json:"path"`            // "/v1/chat/completions" or "/v1/completions"
-	API        string `json:"api"`             // "chat" or "completions"
+	Path       string `json:"path"`            // "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages" or "/v1/embeddings"
+	API        string `json:"api"`             // "chat", "completions", "responses", "messages" or "embeddings"
 	Stream     bool   `json:"stream"`          // the request asked for a stream
-	Model      string `json:"model,omitempty"` // the served model, absent when it was not resolved
+	Model      string `json:"model,omitempty"` // the served model or adapter, absent when it was not resolved
+	// BaseModel is the adapter's base model when Model is a LoRA
+	// adapter; absent otherwise.
+	BaseModel string `json:"base_model,omitempty"`
 	// Arrival is when the handler received the request (RFC 3339, UTC,
 	// nanoseconds).
 	Arrival string `json:"arrival"`
@@ -64,6 +67,9 @@ type RequestLogEntry struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CachedTokens     int `json:"cached_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
+	// ImageTokens is how many of PromptTokens were images' tokens;
+	// absent when the prompt had no image.
+	ImageTokens int `json:"image_tokens,omitempty"`
 	// ReasoningTokens is how many of CompletionTokens were reasoning
 	// tokens (as usage.completion_tokens_details.reasoning_tokens);
 	// absent when none were.
@@ -316,6 +322,8 @@ func (lc *requestLifecycle) logEntry() *RequestLogEntry {
 		API:              lc.api.String(),
 		Stream:           lc.stream,
 		Model:            lc.model,
+		BaseModel:        lc.baseModel,
+		ImageTokens:      lc.imageTokens,
 		Arrival:          lc.arrival.UTC().Format(time.RFC3339Nano),
 		PromptTokens:     lc.promptTokens,
 		CachedTokens:     lc.engineCached,

@@ -43,8 +43,10 @@ type Server struct {
 	handler http.Handler
 	http    *http.Server
 
-	models      map[string]int // served name -> index
+	models      map[string]int // served name (model or adapter) -> index
+	modelNames  []string       // Models, then the adapters' names
 	modelJSON   [][]byte       // each name as a JSON string literal
+	adapters    []*adapter     // index i is model index len(Models)+i
 	modelsBody  []byte         // GET /v1/models answer
 	created     int64          // model creation time reported by /v1/models
 	idPrefix    [16]byte       // random hex prefix of response ids
@@ -73,12 +75,13 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	}
 	cfg.Models = append([]string(nil), cfg.Models...)
 	cfg.TimingSteps = append([]TimingStep(nil), cfg.TimingSteps...)
+	cfg.Adapters = append([]AdapterConfig(nil), cfg.Adapters...)
 	s := &Server{
 		cfg:    cfg,
 		logger: logger,
 		faults: newFaultTable(&cfg.Faults),
 		models: make(map[string]int, len(cfg.Models)),
-		tok:    tokenizer{maxLetters: cfg.LettersPerToken, beginOfText: cfg.BeginOfText},
+		tok:    tokenizer{maxLetters: cfg.LettersPerToken, beginOfText: cfg.BeginOfText, imagePixels: cfg.ImageTokenPixels},
 	}
 	seed1, seed2 := cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15
 	if cfg.Seed == 0 {
@@ -92,7 +95,12 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		s.idPrefix[i] = hexdigits[s.rng.IntN(16)]
 	}
 	s.created = time.Now().Unix()
-	for i, m := range cfg.Models {
+	s.adapters = newAdapters(&cfg)
+	s.modelNames = append([]string(nil), cfg.Models...)
+	for _, a := range s.adapters {
+		s.modelNames = append(s.modelNames, a.name)
+	}
+	for i, m := range s.modelNames {
 		s.models[m] = i
 		b, _ := json.Marshal(m)
 		s.modelJSON = append(s.modelJSON, b)
@@ -108,6 +116,9 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s.engine = newEngine(&s.cfg, nil)
 	s.metrics = newMetrics(&s.cfg, s.engine)
 	s.engine.metrics = s.metrics
+	if len(s.adapters) > 0 {
+		s.metrics.registry.MustRegister(newLoraCollector(s.adapters))
+	}
 	if cfg.RequestLog != "" {
 		l, err := openRequestLog(cfg.RequestLog, logger, s.metrics.registry, prometheus.Labels{"model_name": cfg.Models[0]})
 		if err != nil {
@@ -173,6 +184,7 @@ func (s *Server) Config() Config {
 	c := s.cfg
 	c.Models = append([]string(nil), s.cfg.Models...)
 	c.TimingSteps = append([]TimingStep(nil), s.cfg.TimingSteps...)
+	c.Adapters = append([]AdapterConfig(nil), s.cfg.Adapters...)
 	return c
 }
 
@@ -224,6 +236,9 @@ func (s *Server) routes() http.Handler {
 	table := map[string]route{
 		"/v1/chat/completions": {http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.handleCompletion(w, r, apiChat) }},
 		"/v1/completions":      {http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.handleCompletion(w, r, apiCompletions) }},
+		"/v1/responses":        {http.MethodPost, s.handleResponses},
+		"/v1/messages":         {http.MethodPost, s.handleMessages},
+		"/v1/embeddings":       {http.MethodPost, s.handleEmbeddings},
 		"/v1/models":           {http.MethodGet, s.handleModels},
 		"/tokenize":            {http.MethodPost, s.handleTokenize},
 		"/health":              {http.MethodGet, handleHealth},
@@ -282,6 +297,10 @@ func (s *Server) buildModelsBody() []byte {
 	}{Object: "list"}
 	for _, m := range s.cfg.Models {
 		list.Data = append(list.Data, model{ID: m, Object: "model", Created: s.created, OwnedBy: "llmprobe-sim", Root: s.cfg.Models[0], MaxModelLen: s.cfg.MaxModelLen})
+	}
+	for _, a := range s.adapters {
+		parent := s.cfg.Models[a.base]
+		list.Data = append(list.Data, model{ID: a.name, Object: "model", Created: s.created, OwnedBy: "llmprobe-sim", Root: a.name, Parent: &parent, MaxModelLen: s.cfg.MaxModelLen})
 	}
 	b, _ := json.Marshal(list)
 	return append(b, '\n')

@@ -63,6 +63,7 @@ func roleID(role string) (int, bool) {
 type tokenizer struct {
 	maxLetters  int  // letters per token; 0 means maxLetterRun
 	beginOfText bool // every prompt starts with a begin-of-text token
+	imagePixels int  // pixels per image token (images.go); 0 means 784
 }
 
 // tokBeginOfText is the begin-of-text token id.
@@ -205,6 +206,9 @@ func (t tokenizer) emitChat(sink tokenSink, msgs []chatMessage, addGenerationPro
 				n++
 				j = next
 			}
+		}
+		for _, im := range msgs[i].Content.images {
+			n += t.emitImage(sink, im)
 		}
 		sink.add(tokMsgEnd)
 	}

@@ -87,8 +87,11 @@ func (lc *requestLifecycle) markFirstToken(now time.Time) {
 // traceEnd emits the request's spans.
 func (lc *requestLifecycle) traceEnd() {
 	op := "chat"
-	if lc.api == apiCompletions {
+	switch lc.api {
+	case apiCompletions:
 		op = "text_completion"
+	case apiEmbeddings:
+		op = "embeddings"
 	}
 	name := op
 	if lc.model != "" {

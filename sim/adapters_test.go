@@ -1,0 +1,223 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package sim
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// LoRA adapters over loopback: /v1/models, time factors, the
+// vllm:lora_requests_info gauge, validation.
+
+func adapterConfig() Config {
+	cfg := DefaultConfig()
+	cfg.EOSProbability = 0
+	cfg.PrefillBase, cfg.PrefillPerToken = time.Millisecond, 0
+	cfg.DecodeBase, cfg.DecodePerSeq = 10*time.Millisecond, 0
+	cfg.Models = []string{"base-a", "base-b"}
+	cfg.Adapters = []AdapterConfig{
+		{Name: "lora-slow", DecodeFactor: 2},
+		{Name: "lora-b", Base: "base-b", PrefillFactor: 3},
+	}
+	return cfg
+}
+
+func TestAdaptersModels(t *testing.T) {
+	base, _ := startSim(t, adapterConfig())
+	resp, err := testClient.Get(base + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID     string  `json:"id"`
+			Root   string  `json:"root"`
+			Parent *string `json:"parent"`
+		} `json:"data"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(b, &list); err != nil || len(list.Data) != 4 {
+		t.Fatalf("models: %s", b)
+	}
+	want := map[string]string{"base-a": "", "base-b": "", "lora-slow": "base-a", "lora-b": "base-b"}
+	for _, m := range list.Data {
+		parent := ""
+		if m.Parent != nil {
+			parent = *m.Parent
+		}
+		if p, ok := want[m.ID]; !ok || p != parent {
+			t.Errorf("model %s parent %q, want %q", m.ID, parent, p)
+		}
+	}
+	// Every API accepts the adapter and echoes its name.
+	for _, c := range []struct {
+		url  string
+		body any
+		hdr  []string
+	}{
+		{base + "/v1/chat/completions", map[string]any{"model": "lora-b", "messages": []map[string]any{{"role": "user", "content": "x"}}, "max_tokens": 1}, nil},
+		{base + "/v1/completions", map[string]any{"model": "lora-b", "prompt": "x", "max_tokens": 1}, nil},
+		{base + "/v1/responses", responsesBody("x", 1, "model", "lora-b"), nil},
+		{base + "/v1/messages", messagesBody("x", 1, "model", "lora-b"), anthropicHeaders},
+		{base + "/v1/embeddings", map[string]any{"model": "lora-b", "input": "x"}, nil},
+	} {
+		status, v, raw := postJSON(t, c.url, c.body, c.hdr...)
+		if status != 200 || v["model"] != "lora-b" {
+			t.Errorf("%s: %s", c.url, raw)
+		}
+	}
+}
+
+// meanGap returns the mean gap between a stream's token events.
+func meanGap(at []time.Time) time.Duration {
+	if len(at) < 2 {
+		return 0
+	}
+	return at[len(at)-1].Sub(at[1]) / time.Duration(len(at)-2)
+}
+
+func TestAdapterDecodeFactor(t *testing.T) {
+	base, _ := startSim(t, adapterConfig())
+	gap := func(model string) time.Duration {
+		b := chatBody("time me", 12)
+		b["model"] = model
+		r := stream(t, base+"/v1/chat/completions", b)
+		if !r.done || len(r.tokenAt) != 12 {
+			t.Fatalf("%s: %d tokens, %s", model, len(r.tokenAt), r.errorBody)
+		}
+		return meanGap(r.tokenAt)
+	}
+	baseGap, loraGap := gap("base-a"), gap("lora-slow")
+	ratio := float64(loraGap) / float64(baseGap)
+	t.Logf("inter-token gap: base %v, decode_factor 2 adapter %v (×%.2f)", baseGap, loraGap, ratio)
+	if ratio < 1.6 || ratio > 2.5 {
+		t.Errorf("adapter gap %v is ×%.2f the base's %v, want about ×2", loraGap, ratio, baseGap)
+	}
+	// The same through the Messages API.
+	ns := streamNamed(t, base+"/v1/messages", messagesBody("time me", 12, "model", "lora-slow", "stream", true), anthropicHeaders...)
+	var at []time.Time
+	for _, e := range ns.events {
+		if e.name == "content_block_delta" {
+			at = append(at, e.at)
+		}
+	}
+	if g := meanGap(at); float64(g)/float64(baseGap) < 1.6 {
+		t.Errorf("messages via the adapter: gap %v, base %v", g, baseGap)
+	}
+}
+
+func TestAdapterMetricsAndLog(t *testing.T) {
+	base, _ := startSim(t, adapterConfig())
+	m := scrape(t, base)
+	if !strings.Contains(m, `vllm:lora_requests_info{max_lora="2",running_lora_adapters="",waiting_lora_adapters=""}`) {
+		t.Fatalf("idle lora info:\n%s", grepLines(m, "lora"))
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		b := chatBody("long", 40)
+		b["model"] = "lora-slow"
+		stream(t, base+"/v1/chat/completions", b)
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m = scrape(t, base)
+		if strings.Contains(m, `running_lora_adapters="lora-slow"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lora-slow never running:\n%s", grepLines(m, "lora"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	wg.Wait()
+	if m = scrape(t, base); !strings.Contains(m, `running_lora_adapters=""`) {
+		t.Errorf("after the request:\n%s", grepLines(m, "lora"))
+	}
+	// No adapters, no gauge.
+	plain, _ := startSim(t, zeroConfig())
+	if strings.Contains(scrape(t, plain), "lora") {
+		t.Error("lora metric without adapters")
+	}
+}
+
+func TestAdapterRequestLog(t *testing.T) {
+	cfg := adapterConfig()
+	cfg.ZeroLatency = true
+	cfg.RequestLog = t.TempDir() + "/log.jsonl"
+	base, s := startSim(t, cfg)
+	b := chatBody("x", 2)
+	b["model"] = "lora-b"
+	stream(t, base+"/v1/chat/completions", b)
+	_ = s.Shutdown(t.Context())
+	e := readRequestLogLines(t, cfg.RequestLog)
+	if len(e) != 1 || e[0].Model != "lora-b" || e[0].BaseModel != "base-b" || e[0].API != "chat" {
+		t.Errorf("log %+v", e)
+	}
+}
+
+func readRequestLogLines(t *testing.T, path string) []RequestLogEntry {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []RequestLogEntry
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var e RequestLogEntry
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("%v: %q", err, l)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func TestAdapterConfigValidation(t *testing.T) {
+	yml := `models: [m1, m2]
+adapters:
+  - name: m1
+  - name: ok
+    base: m3
+  - name: ok
+    decode_factor: -1
+  - name: fine
+    prefill_factor: 2000
+embedding_dimensions: -3
+image_token_pixels: -1
+`
+	_, err := parseConfig([]byte(yml))
+	if err == nil {
+		t.Fatal("invalid adapters accepted")
+	}
+	for _, want := range []string{
+		`line 3: adapters[0].name: adapter name "m1" is also a model name`,
+		`line 5: adapters[1].base: base "m3" is not one of models`,
+		`line 6: adapters[2].name: duplicate adapter name "ok"`,
+		`line 7: adapters[2].decode_factor: must be between 0`,
+		`line 9: adapters[3].prefill_factor: must be between 0`,
+		`line 10: embedding_dimensions: must be between 1`,
+		`line 11: image_token_pixels: must be between 1`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	cfg, err := parseConfig([]byte("models: [m]\nadapters:\n  - {name: a, decode_factor: 2}\n"))
+	if err != nil || len(cfg.Adapters) != 1 || cfg.Adapters[0].DecodeFactor != 2 || !slices.Equal(cfg.Models, []string{"m"}) {
+		t.Errorf("valid adapters: %+v %v", cfg.Adapters, err)
+	}
+	if _, err := parseConfig([]byte("adapters:\n  - {name: a, rank: 8}\n")); err == nil || !strings.Contains(err.Error(), "rank") {
+		t.Errorf("unknown adapter key: %v", err)
+	}
+}
