@@ -4,8 +4,10 @@
 package probe
 
 import (
+	"cmp"
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -193,4 +195,98 @@ func TestClientAgainstSimulatorPrefixCache(t *testing.T) {
 	if !second.ConnReused {
 		t.Error("second request did not reuse the connection")
 	}
+}
+
+// TestClientAgainstSimulatorAPIs runs every protocol against the
+// simulator's own endpoint: the Messages and Responses streams with and
+// without reasoning and tool calls, embeddings, and an adapter.
+func TestClientAgainstSimulatorAPIs(t *testing.T) {
+	base := startSim(t, func(cfg *sim.Config) {
+		cfg.ReasoningTokens = 3
+		cfg.Adapters = []sim.AdapterConfig{{Name: "sql-lora"}}
+	})
+	tools := []any{map[string]any{"name": "lookup", "description": "look up", "input_schema": map[string]any{"type": "object"}}}
+	fnTools := []any{map[string]any{"type": "function", "name": "lookup", "parameters": map[string]any{"type": "object"}}}
+	for _, tc := range []struct {
+		name      string
+		api       API
+		model     string
+		extra     map[string]any
+		reasoning int
+		tool      bool
+		maxTokens int // 8 when 0
+	}{
+		{"messages", APIMessages, "sim-model", nil, 0, false, 0},
+		// The API wants budget_tokens ≥ 1024 and below max_tokens.
+		{"messages thinking", APIMessages, "sim-model", map[string]any{"thinking": map[string]any{"type": "enabled", "budget_tokens": 1024}}, 3, false, 1030},
+		{"messages tool_use", APIMessages, "sim-model", map[string]any{"tools": tools, "tool_choice": map[string]any{"type": "any"}}, 0, true, 0},
+		{"responses", APIResponses, "sim-model", map[string]any{"reasoning": map[string]any{"effort": "none"}}, 0, false, 0},
+		{"responses reasoning", APIResponses, "sim-model", map[string]any{"reasoning": map[string]any{"effort": "medium"}}, 3, false, 0},
+		{"responses function call", APIResponses, "sim-model", map[string]any{"reasoning": map[string]any{"effort": "none"}, "tools": fnTools, "tool_choice": "required"}, 0, true, 0},
+		{"chat on an adapter", APIChat, "sql-lora", nil, 3, false, 0},
+		{"messages on an adapter", APIMessages, "sql-lora", nil, 0, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := cmp.Or(tc.maxTokens, 8)
+			req := simRequest(APIChat, n)
+			req.API, req.Model, req.ExtraBody = tc.api, tc.model, tc.extra
+			req.Messages = append([]Message{{Role: "system", Content: "be brief"}}, req.Messages...)
+			res := do(t, newTestClient(t, base, func(cfg *ClientConfig) { cfg.KeepText = true }), req)
+			expectOutcome(t, res, OutcomeSuccess, "")
+			checkTimingInvariants(t, res)
+			if res.Chunks != n || res.OutputTokens != n || !res.UsageReported || res.PromptTokens <= 0 || res.ResponseModel != tc.model {
+				t.Errorf("chunks %d, output %d (reported %v), prompt %d, model %q", res.Chunks, res.OutputTokens, res.UsageReported, res.PromptTokens, res.ResponseModel)
+			}
+			if res.ReasoningChunks != tc.reasoning || res.ToolCall != tc.tool || !res.FirstAnswer {
+				t.Errorf("reasoning chunks %d (want %d), tool call %v (want %v), answer %v", res.ReasoningChunks, tc.reasoning, res.ToolCall, tc.tool, res.FirstAnswer)
+			}
+			if tc.reasoning > 0 && res.TTFA <= res.TTFT {
+				t.Errorf("TTFA %v not after TTFT %v with %d reasoning tokens", res.TTFA, res.TTFT, tc.reasoning)
+			}
+			if !tc.tool && strings.TrimSpace(res.Completion) == "" {
+				t.Error("no answer text kept")
+			}
+		})
+	}
+
+	t.Run("embeddings", func(t *testing.T) {
+		c := newTestClient(t, base, nil)
+		res := do(t, c, &Request{API: APIEmbeddings, Model: "sim-model", Inputs: []string{"the quick brown fox", "jumps over", "the lazy dog"}})
+		expectOutcome(t, res, OutcomeSuccess, "")
+		if res.PromptTokens <= 3 || !res.UsageReported || res.E2E <= 0 || res.FirstToken {
+			t.Errorf("prompt %d (reported %v), E2E %v, first token %v", res.PromptTokens, res.UsageReported, res.E2E, res.FirstToken)
+		}
+	})
+}
+
+// TestClientMatchesSimulatorTiming: against the simulator's default
+// timing model, TTFA − TTFT is the reasoning phase (one decode step per
+// reasoning token) within 5 ms, and with per-chunk usage every inter-token
+// gap is a decode step.
+func TestClientMatchesSimulatorTiming(t *testing.T) {
+	const reasoning = 4
+	def := sim.DefaultConfig()
+	step := def.DecodeBase + def.DecodePerSeq // one running sequence
+	base := startSim(t, func(cfg *sim.Config) {
+		cfg.PrefillBase, cfg.PrefillPerToken = def.PrefillBase, def.PrefillPerToken
+		cfg.DecodeBase, cfg.DecodePerSeq = def.DecodeBase, def.DecodePerSeq
+		cfg.ReasoningTokens = reasoning
+	})
+	req := simRequest(APIChat, 12)
+	req.ExtraBody = map[string]any{"stream_options": map[string]any{"include_usage": true, "continuous_usage_stats": true}}
+	res := do(t, newTestClient(t, base, nil), req)
+	expectOutcome(t, res, OutcomeSuccess, "")
+	want := reasoning * step
+	if d := res.TTFA - res.TTFT - want; d > 5*time.Millisecond || d < -5*time.Millisecond {
+		t.Errorf("TTFA − TTFT = %v, the simulator's reasoning phase is %v (%d steps of %v)", res.TTFA-res.TTFT, want, reasoning, step)
+	}
+	if len(res.ITLs) != 11 {
+		t.Fatalf("%d ITLs for 12 tokens", len(res.ITLs))
+	}
+	sorted := slices.Clone(res.ITLs)
+	slices.Sort(sorted)
+	if med := sorted[len(sorted)/2]; med-step > 2*time.Millisecond || step-med > 2*time.Millisecond {
+		t.Errorf("median ITL %v, the simulator's decode step is %v", med, step)
+	}
+	t.Logf("TTFA − TTFT %v (want %v), median ITL %v (step %v)", res.TTFA-res.TTFT, want, sorted[len(sorted)/2], step)
 }
