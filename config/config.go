@@ -159,6 +159,9 @@ type Class struct {
 	// model and its adapters with the classes' weights. It is the model
 	// label of the class's series.
 	Model string `yaml:"model,omitempty"`
+	// Images attaches synthetic images to the first user message of each
+	// request, for vision models (message-based APIs only).
+	Images *Images `yaml:"images,omitempty"`
 	// BatchSize is the number of inputs of each embeddings request (each
 	// of the drawn prompt length); 1 when unset.
 	BatchSize int `yaml:"batch_size,omitempty"`
@@ -213,7 +216,46 @@ func (c *Class) dists() []*Dist {
 	if c.Turns != nil {
 		d = append(d, &c.Turns.Count, &c.Turns.ThinkTime.Dist, &c.Turns.UserTokens)
 	}
+	if c.Images != nil {
+		d = append(d, &c.Images.Count, &c.Images.Width, &c.Images.Height)
+	}
 	return d
+}
+
+// Images describes the synthetic images a class attaches to its requests:
+// how many, of which size in pixels, in which format. They are generated
+// per request (so no server cache has seen them), encoded, and sent as
+// base64 data URLs; image tokens come from the server's usage.
+type Images struct {
+	Count  Dist   `yaml:"count"`
+	Width  Dist   `yaml:"width"`
+	Height Dist   `yaml:"height"`
+	Format string `yaml:"format"`
+
+	heightSet bool // height was given (else it is the width's)
+}
+
+// Image bounds: draws are clamped to them.
+const (
+	MaxImagesPerRequest = 8
+	MinImagePixels      = 16
+	MaxImagePixels      = 2048
+)
+
+// UnmarshalYAML implements yaml.Unmarshaler: count 1, format png, and a
+// height equal to the width unless set.
+func (im *Images) UnmarshalYAML(unmarshal func(any) error) error {
+	one := 1.0
+	*im = Images{Count: Dist{Kind: DistFixed, Value: &one}, Format: "png"}
+	type plain Images
+	if err := decodePlain(unmarshal, (*plain)(im)); err != nil {
+		return err
+	}
+	im.heightSet = im.Height.IsSet()
+	if !im.heightSet {
+		im.Height = im.Width
+	}
+	return nil
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler. Problems are kept, not
@@ -591,6 +633,19 @@ func (cl *Class) validateBody(errs *fieldErrors, cp string) {
 	if cl.Model != "" && (len(cl.Model) > 256 || strings.ContainsFunc(cl.Model, func(r rune) bool { return r < 0x20 || r == 0x7f })) {
 		errs.add(cp+".model", "must be a model or adapter name of at most 256 printable characters")
 	}
+	if im := cl.Images; im != nil {
+		im.Count.validateAtLeast(errs, cp+".images.count", 0, "images")
+		im.Width.validateAtLeast(errs, cp+".images.width", MinImagePixels, "pixels")
+		if im.heightSet {
+			im.Height.validateAtLeast(errs, cp+".images.height", MinImagePixels, "pixels")
+		} else {
+			// The width's copy: any problem of it is reported at the width.
+			_ = im.Height.build(errs.samples)
+		}
+		if im.Format != "png" && im.Format != "jpeg" {
+			errs.add(cp+".images.format", "must be png or jpeg, got %q", im.Format)
+		}
+	}
 	if cl.BatchSize < 0 || cl.BatchSize > MaxBatchSize {
 		errs.add(cp+".batch_size", "must be from 1 to %d, got %d", MaxBatchSize, cl.BatchSize)
 	}
@@ -724,6 +779,8 @@ func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 			case cl == nil:
 			case cl.usesTools() && !messageBased(t.API):
 				errs.addDep(path+".api", "workloads."+t.Workload, "%s cannot send tools (class %q of workload %q has them); use api: chat, responses or messages", t.API, cl.Name, t.Workload)
+			case cl.Images != nil && !messageBased(t.API):
+				errs.addDep(path+".api", "workloads."+t.Workload, "%s cannot send images (class %q of workload %q has them); use api: chat, responses or messages", t.API, cl.Name, t.Workload)
 			case cl.Turns != nil && t.API == APIEmbeddings:
 				errs.addDep(path+".api", "workloads."+t.Workload, "embeddings have no conversation (class %q of workload %q has turns)", cl.Name, t.Workload)
 			case cl.BatchSize > 1 && t.API != APIEmbeddings:

@@ -178,6 +178,11 @@ func TestLoadBadConfigs(t *testing.T) {
 			`testdata/workload-from.bad.yml:12:20: targets[0].workload_from.prometheus.url: must be an http(s) URL with a host`,
 			`testdata/workload-from.bad.yml:12:44: targets[0].workload_from.prometheus.refresh: must be at least 1s, got 0s`,
 		}, "\n"),
+		"images.bad.yml": strings.Join([]string{
+			`testdata/images.bad.yml:7:28: workloads.w.classes[0].images.width: must be at least 16 pixels, got 8`,
+			`testdata/images.bad.yml:7:38: workloads.w.classes[0].images.format: must be png or jpeg, got "gif"`,
+			`testdata/images.bad.yml:11:5: targets[0].api: completions cannot send images (class "vision" of workload "w" has them); use api: chat, responses or messages`,
+		}, "\n"),
 		"tools.bad.yml": strings.Join([]string{
 			`testdata/tools.bad.yml:7:9: workloads.w.classes[0].reasoning_effort: must be one of none, minimal, low, medium, high, got "extreme"`,
 			`testdata/tools.bad.yml:11:13: workloads.w.classes[0].tools[1].type: must be "function", got retrieval`,

@@ -218,6 +218,11 @@ func (d *Dist) resolve(file string) string {
 // least at sampling time, so only a fixed value or a bound below it is an
 // error).
 func (d *Dist) validateLength(errs *fieldErrors, path string, least float64) {
+	d.validateAtLeast(errs, path, least, "tokens")
+}
+
+// validateAtLeast is validateLength for a count in unit (tokens, pixels).
+func (d *Dist) validateAtLeast(errs *fieldErrors, path string, least float64, unit string) {
 	if !d.IsSet() {
 		errs.add(path, "required")
 		return
@@ -227,9 +232,9 @@ func (d *Dist) validateLength(errs *fieldErrors, path string, least float64) {
 		return
 	}
 	if d.Kind == DistFixed && *d.Value < least {
-		errs.add(path, "must be at least %v tokens, got %v", least, *d.Value)
+		errs.add(path, "must be at least %v %s, got %v", least, unit, *d.Value)
 	}
 	if d.Max != nil && *d.Max < least {
-		errs.add(path+".max", "must be at least %v tokens, got %v", least, *d.Max)
+		errs.add(path+".max", "must be at least %v %s, got %v", least, unit, *d.Max)
 	}
 }

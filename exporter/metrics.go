@@ -536,7 +536,7 @@ func (m *Metrics) Observe(r *probe.Result) {
 		if r.OutputTokens >= 0 {
 			cs.outputTokensHist.Observe(float64(r.OutputTokens))
 		}
-		if r.PlannedPromptTokens > 0 && r.PromptTokens >= 0 {
+		if r.PlannedPromptTokens > 0 && r.PromptTokens >= 0 && r.Images == 0 { // image tokens are not planned
 			e := float64(r.PromptTokens-r.PlannedPromptTokens) / float64(r.PlannedPromptTokens)
 			cs.lengthError.Observe(e)
 			if math.Abs(e) > PromptLengthMismatchThreshold {

@@ -21,8 +21,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/llmprobe/llmprobe/internal/promtest"
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/promtest"
 	"github.com/llmprobe/llmprobe/probe"
 )
 

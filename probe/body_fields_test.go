@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +38,7 @@ workloads:
         tool_choice: {type: function, function: {name: search}}
         extra_body: {ignore_eos: false, top_logprobs: 2}
         model: sql-lora
+        images: {count: 2, width: 32, height: {dist: uniform, min: 20, max: 40}, format: jpeg}
       - {name: plain, prompt_tokens: 16, output_tokens: 4}
 targets:
   - name: t
@@ -89,6 +91,24 @@ targets:
 		if got := js(agent[key]); got != want {
 			t.Errorf("agent body %s = %s, want %s", key, got, want)
 		}
+	}
+	// The agent class's user message carries two JPEG image parts.
+	msgs, _ := agent["messages"].([]any)
+	user, _ := msgs[len(msgs)-1].(map[string]any)
+	parts, _ := user["content"].([]any)
+	images := 0
+	for _, p := range parts {
+		pm, _ := p.(map[string]any)
+		iu, _ := pm["image_url"].(map[string]any)
+		if url, _ := iu["url"].(string); pm["type"] == "image_url" && strings.HasPrefix(url, "data:image/jpeg;base64,") {
+			images++
+		}
+	}
+	if len(parts) != 3 || images != 2 {
+		t.Errorf("agent user content %d parts, %d JPEG images: %.200s", len(parts), images, js(user["content"]))
+	}
+	if _, ok := plain["messages"].([]any)[0].(map[string]any)["content"].(string); !ok {
+		t.Errorf("plain user content is not a string: %.200s", js(plain["messages"]))
 	}
 	for key, want := range map[string]string{
 		"model":              `"m"`, // the target's

@@ -6,6 +6,7 @@ package probe
 import (
 	"cmp"
 	"context"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -289,4 +290,31 @@ func TestClientMatchesSimulatorTiming(t *testing.T) {
 		t.Errorf("median ITL %v, the simulator's decode step is %v", med, step)
 	}
 	t.Logf("TTFA − TTFT %v (want %v), median ITL %v (step %v)", res.TTFA-res.TTFT, want, sorted[len(sorted)/2], step)
+}
+
+// TestClientImagesAgainstSimulator: an image part reaches the simulator
+// in every message-based API, which counts its tokens
+// (ceil(w·h / image_token_pixels), 784 by default) in usage.
+func TestClientImagesAgainstSimulator(t *testing.T) {
+	base := startSim(t, nil)
+	c := newTestClient(t, base, nil)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, api := range []API{APIChat, APIResponses, APIMessages} {
+		t.Run(string(api), func(t *testing.T) {
+			plain := simRequest(APIChat, 2)
+			plain.API = api
+			without := do(t, c, plain)
+			expectOutcome(t, without, OutcomeSuccess, "")
+			for _, jpeg := range []bool{false, true} {
+				withImage := simRequest(APIChat, 2)
+				withImage.API = api
+				withImage.Messages[0].Images = []Image{synthImage(rng, 56, 56, jpeg), synthImage(rng, 100, 50, jpeg)}
+				res := do(t, c, withImage)
+				expectOutcome(t, res, OutcomeSuccess, "")
+				if d := res.PromptTokens - without.PromptTokens; d != 4+7 {
+					t.Errorf("jpeg %v: the images added %d prompt tokens, want 4 + 7", jpeg, d)
+				}
+			}
+		})
+	}
 }

@@ -75,7 +75,23 @@ func (messagesAPI) encode(dst []byte, req *Request) ([]byte, error) {
 			w.dst = append(w.dst, `{"role":`...)
 			w.dst = appendJSONString(w.dst, m.Role)
 			w.dst = append(w.dst, `,"content":`...)
-			w.dst = appendJSONString(w.dst, m.Content)
+			if len(m.Images) == 0 {
+				w.dst = appendJSONString(w.dst, m.Content)
+			} else {
+				// [{"type":"image","source":{"type":"base64","media_type","data"}}...,{"type":"text","text"}]:
+				// Anthropic's documentation puts images before the text.
+				w.dst = append(w.dst, '[')
+				for _, im := range m.Images {
+					w.dst = append(w.dst, `{"type":"image","source":{"type":"base64","media_type":`...)
+					w.dst = appendJSONString(w.dst, im.MediaType)
+					w.dst = append(w.dst, `,"data":`...)
+					w.dst = appendJSONString(w.dst, im.Data)
+					w.dst = append(w.dst, `}},`...)
+				}
+				w.dst = append(w.dst, `{"type":"text","text":`...)
+				w.dst = appendJSONString(w.dst, m.Content)
+				w.dst = append(w.dst, `}]`...)
+			}
 			w.dst = append(w.dst, '}')
 		}
 		w.dst = append(w.dst, ']')

@@ -62,7 +62,20 @@ func encodeOpenAI(dst []byte, req *Request) ([]byte, error) {
 				w.dst = append(w.dst, `{"role":`...)
 				w.dst = appendJSONString(w.dst, m.Role)
 				w.dst = append(w.dst, `,"content":`...)
-				w.dst = appendJSONString(w.dst, m.Content)
+				if len(m.Images) == 0 {
+					w.dst = appendJSONString(w.dst, m.Content)
+				} else {
+					// [{"type":"text","text"},{"type":"image_url","image_url":{"url":"data:..."}}...]
+					w.dst = append(w.dst, `[{"type":"text","text":`...)
+					w.dst = appendJSONString(w.dst, m.Content)
+					w.dst = append(w.dst, '}')
+					for _, im := range m.Images {
+						w.dst = append(w.dst, `,{"type":"image_url","image_url":{"url":`...)
+						w.dst = appendJSONString(w.dst, im.DataURL())
+						w.dst = append(w.dst, `}}`...)
+					}
+					w.dst = append(w.dst, ']')
+				}
 				w.dst = append(w.dst, '}')
 			}
 			w.dst = append(w.dst, ']')

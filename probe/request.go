@@ -121,6 +121,14 @@ func (r *runner) firstTurn(p *Plan, rng *rand.Rand, conv *conversation) *prepare
 		} else {
 			pr.req.Messages = []Message{{Role: "user", Content: text}}
 		}
+		if p.Class.Images != nil {
+			user := &pr.req.Messages[len(pr.req.Messages)-1]
+			user.Images, res.ImagePixels = p.Class.Images.draw(rng)
+			res.Images = len(user.Images)
+			if res.Images > 0 {
+				pr.words = -1 // image tokens are the server's: no length to learn from
+			}
+		}
 	default:
 		if prefix != "" {
 			text = prefix + " " + text
@@ -179,6 +187,7 @@ func (r *runner) nextTurn(c *Class, conv *conversation, prev *Result, userTokens
 		msgs = append(msgs, Message{Role: "assistant", Content: prev.Completion}, Message{Role: "user", Content: text})
 		pr.req.Messages = msgs
 		conv.messages = msgs
+		res.Images, res.ImagePixels = prev.Images, prev.ImagePixels // the history carries them
 		res.PlannedPromptTokens = prev.PromptTokens + prev.OutputTokens + 2*r.lengths.perMessage() + newTokens
 	default:
 		pr.req.Prompt = conv.prompt + prev.Completion + " " + text

@@ -47,7 +47,20 @@ func (responsesAPI) encode(dst []byte, req *Request) ([]byte, error) {
 			w.dst = append(w.dst, `{"role":`...)
 			w.dst = appendJSONString(w.dst, m.Role)
 			w.dst = append(w.dst, `,"content":`...)
-			w.dst = appendJSONString(w.dst, m.Content)
+			if len(m.Images) == 0 {
+				w.dst = appendJSONString(w.dst, m.Content)
+			} else {
+				// [{"type":"input_text","text"},{"type":"input_image","image_url":"data:..."}...]
+				w.dst = append(w.dst, `[{"type":"input_text","text":`...)
+				w.dst = appendJSONString(w.dst, m.Content)
+				w.dst = append(w.dst, '}')
+				for _, im := range m.Images {
+					w.dst = append(w.dst, `,{"type":"input_image","image_url":`...)
+					w.dst = appendJSONString(w.dst, im.DataURL())
+					w.dst = append(w.dst, '}')
+				}
+				w.dst = append(w.dst, ']')
+			}
 			w.dst = append(w.dst, '}')
 		}
 		w.dst = append(w.dst, ']')

@@ -140,6 +140,8 @@ var ConversationOutcomes = [...]ConversationOutcome{ConversationCompleted, Conve
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// Images go with the text as image parts (vision models).
+	Images []Image `json:"-"`
 }
 
 // Sampling holds the sampling parameters sent with a request. They are
@@ -232,6 +234,10 @@ type Result struct {
 	ReasoningChunks int
 	// ToolCall is true when the answer held a tool call (delta.tool_calls).
 	ToolCall bool
+	// Images and ImagePixels are the synthetic images the prompt carried
+	// (their tokens are in the server's prompt count, not in the plan).
+	Images      int
+	ImagePixels int
 	// CoalescedChunks are token-bearing events that arrived in the same
 	// read as the previous one (so their ITL is 0): the bytes had queued
 	// up. Alone that may be the server or a proxy batching; with a high

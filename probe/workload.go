@@ -32,6 +32,8 @@ type Class struct {
 	// Model is the model or adapter the class's requests name; empty:
 	// the target's.
 	Model string
+	// Images attaches synthetic images to each request (nil: none).
+	Images *imageSpec
 
 	// Body holds the members merged into this class's request bodies:
 	// the class's own (reasoning_effort, tools, tool_choice, extra_body)
@@ -66,9 +68,10 @@ func NewWorkload(w *config.Workload) *Workload {
 				TopK:        c.Sampling.TopK,
 				Seed:        c.Sampling.Seed,
 			},
-			Body:  c.BodyFields(),
-			Batch: max(c.BatchSize, 1),
-			Model: c.Model,
+			Body:   c.BodyFields(),
+			Batch:  max(c.BatchSize, 1),
+			Model:  c.Model,
+			Images: newImageSpec(c.Images),
 		}
 		if c.Turns != nil {
 			cl.Turns = newTurns(c.Turns, cl.Prompt)
