@@ -184,3 +184,27 @@ func TestPerTokenITL(t *testing.T) {
 		t.Errorf("1e9 output tokens for max_tokens 4 is not flagged: anomalies %v", res.Anomalies)
 	}
 }
+
+// TestLlamaCppStream: llama.cpp's llama-server opens with a role delta
+// whose content is null (no token), ends with an empty delta carrying the
+// finish reason, and sends usage with its own timings object.
+func TestLlamaCppStream(t *testing.T) {
+	chunk := func(delta, finish string) string {
+		return `{"choices":[{"finish_reason":` + finish + `,"index":0,"delta":` + delta + `}],"created":1748000000,"id":"chatcmpl-Q7s","model":"qwen2.5-7b","system_fingerprint":"b5466-2bdb83a3","object":"chat.completion.chunk"}`
+	}
+	srv, _ := fixtureServer(t, "text/event-stream", steps(2*time.Millisecond,
+		chunk(`{"role":"assistant","content":null}`, "null"),
+		chunk(`{"content":"Hel"}`, "null"),
+		chunk(`{"content":"lo"}`, "null"),
+		chunk(`{}`, `"stop"`),
+		`{"choices":[],"created":1748000000,"id":"chatcmpl-Q7s","model":"qwen2.5-7b","object":"chat.completion.chunk","usage":{"completion_tokens":2,"prompt_tokens":14,"total_tokens":16},"timings":{"prompt_n":14,"prompt_ms":21.5,"predicted_n":2,"predicted_ms":30.1}}`,
+		"[DONE]"))
+	c := newTestClient(t, srv.URL+"/v1", func(cfg *ClientConfig) { cfg.KeepText = true })
+	res := do(t, c, chatRequest())
+	expectOutcome(t, res, OutcomeSuccess, "")
+	checkTimingInvariants(t, res)
+	if res.Chunks != 2 || res.Completion != "Hello" || res.FinishReason != "stop" || res.OutputTokens != 2 || res.PromptTokens != 14 || res.TTFA != res.TTFT {
+		t.Errorf("chunks %d completion %q finish %q output %d prompt %d TTFA %v TTFT %v",
+			res.Chunks, res.Completion, res.FinishReason, res.OutputTokens, res.PromptTokens, res.TTFA, res.TTFT)
+	}
+}
