@@ -352,3 +352,31 @@ func TestProtocolDecodeAllocations(t *testing.T) {
 		}
 	}
 }
+
+// TestToolsFor: tools configured in the chat format go out in each API's.
+func TestToolsFor(t *testing.T) {
+	tools := []map[string]any{{"type": "function", "function": map[string]any{
+		"name": "lookup", "description": "find it", "parameters": map[string]any{"type": "object"}}}}
+	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	for _, tc := range []struct {
+		api        API
+		choice     any
+		tools, want string
+	}{
+		{APIChat, "auto", `[{"function":{"description":"find it","name":"lookup","parameters":{"type":"object"}},"type":"function"}]`, `"auto"`},
+		{APIResponses, "required", `[{"description":"find it","name":"lookup","parameters":{"type":"object"},"type":"function"}]`, `"required"`},
+		{APIResponses, map[string]any{"type": "function", "function": map[string]any{"name": "lookup"}}, "", `{"name":"lookup","type":"function"}`},
+		{APIMessages, "required", `[{"description":"find it","input_schema":{"type":"object"},"name":"lookup"}]`, `{"type":"any"}`},
+		{APIMessages, "auto", "", `{"type":"auto"}`},
+		{APIMessages, "none", "", `{"type":"none"}`},
+		{APIMessages, map[string]any{"type": "function", "function": map[string]any{"name": "lookup"}}, "", `{"name":"lookup","type":"tool"}`},
+	} {
+		gotTools, gotChoice := toolsFor(tc.api, tools, tc.choice)
+		if tc.tools != "" && js(gotTools) != tc.tools {
+			t.Errorf("%s tools = %s, want %s", tc.api, js(gotTools), tc.tools)
+		}
+		if js(gotChoice) != tc.want {
+			t.Errorf("%s tool_choice %v = %s, want %s", tc.api, tc.choice, js(gotChoice), tc.want)
+		}
+	}
+}

@@ -34,6 +34,11 @@ type Class struct {
 	Model string
 	// Images attaches synthetic images to each request (nil: none).
 	Images *imageSpec
+	// tools and toolChoice are the class's tools in the OpenAI chat
+	// format of the configuration; forTarget writes them into Body in
+	// the format of the target's API.
+	tools      []map[string]any
+	toolChoice any
 
 	// Body holds the members merged into this class's request bodies:
 	// the class's own (reasoning_effort, tools, tool_choice, extra_body)
@@ -68,10 +73,12 @@ func NewWorkload(w *config.Workload) *Workload {
 				TopK:        c.Sampling.TopK,
 				Seed:        c.Sampling.Seed,
 			},
-			Body:   c.BodyFields(),
-			Batch:  max(c.BatchSize, 1),
-			Model:  c.Model,
-			Images: newImageSpec(c.Images),
+			Body:       c.BodyFields(),
+			Batch:      max(c.BatchSize, 1),
+			Model:      c.Model,
+			Images:     newImageSpec(c.Images),
+			tools:      c.Tools,
+			toolChoice: c.ToolChoice,
 		}
 		if c.Turns != nil {
 			cl.Turns = newTurns(c.Turns, cl.Prompt)
@@ -100,6 +107,15 @@ func (w *Workload) forTarget(t *config.Target) *Workload {
 	}
 	for _, c := range w.Classes {
 		c.Body = mergeBody(base, c.Body)
+		if c.tools != nil || c.toolChoice != nil {
+			c.Body["tools"], c.Body["tool_choice"] = toolsFor(API(t.API), c.tools, c.toolChoice)
+			if c.tools == nil {
+				delete(c.Body, "tools")
+			}
+			if c.toolChoice == nil {
+				delete(c.Body, "tool_choice")
+			}
+		}
 	}
 	return w
 }
