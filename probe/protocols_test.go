@@ -359,8 +359,8 @@ func TestToolsFor(t *testing.T) {
 		"name": "lookup", "description": "find it", "parameters": map[string]any{"type": "object"}}}}
 	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
 	for _, tc := range []struct {
-		api        API
-		choice     any
+		api         API
+		choice      any
 		tools, want string
 	}{
 		{APIChat, "auto", `[{"function":{"description":"find it","name":"lookup","parameters":{"type":"object"}},"type":"function"}]`, `"auto"`},
