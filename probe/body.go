@@ -126,6 +126,34 @@ func (w *bodyWriter) sampling(sp *Sampling) error {
 	return nil
 }
 
+// appendMessages appends msgs as a JSON list of {"role", "content"},
+// leaving out those skip reports (nil: none). The content is the text,
+// or for a message with images the list of parts that parts writes in
+// the API's shape.
+func appendMessages(dst []byte, msgs []Message, skip func(Message) bool, parts func([]byte, Message) []byte) []byte {
+	dst = append(dst, '[')
+	n := 0
+	for _, m := range msgs {
+		if skip != nil && skip(m) {
+			continue
+		}
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		n++
+		dst = append(dst, `{"role":`...)
+		dst = appendJSONString(dst, m.Role)
+		dst = append(dst, `,"content":`...)
+		if len(m.Images) == 0 {
+			dst = appendJSONString(dst, m.Content)
+		} else {
+			dst = parts(dst, m)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
+}
+
 // close appends the ExtraBody members in key order and ends the object.
 func (w *bodyWriter) close() ([]byte, error) {
 	if len(w.extra) > 0 {

@@ -62,39 +62,7 @@ func (messagesAPI) encode(dst []byte, req *Request) ([]byte, error) {
 		w.str("system", strings.Join(system, "\n\n"))
 	}
 	if w.member("messages") {
-		w.dst = append(w.dst, '[')
-		n := 0
-		for _, m := range req.Messages {
-			if m.Role == "system" {
-				continue
-			}
-			if n > 0 {
-				w.dst = append(w.dst, ',')
-			}
-			n++
-			w.dst = append(w.dst, `{"role":`...)
-			w.dst = appendJSONString(w.dst, m.Role)
-			w.dst = append(w.dst, `,"content":`...)
-			if len(m.Images) == 0 {
-				w.dst = appendJSONString(w.dst, m.Content)
-			} else {
-				// [{"type":"image","source":{"type":"base64","media_type","data"}}...,{"type":"text","text"}]:
-				// Anthropic's documentation puts images before the text.
-				w.dst = append(w.dst, '[')
-				for _, im := range m.Images {
-					w.dst = append(w.dst, `{"type":"image","source":{"type":"base64","media_type":`...)
-					w.dst = appendJSONString(w.dst, im.MediaType)
-					w.dst = append(w.dst, `,"data":`...)
-					w.dst = appendJSONString(w.dst, im.Data)
-					w.dst = append(w.dst, `}},`...)
-				}
-				w.dst = append(w.dst, `{"type":"text","text":`...)
-				w.dst = appendJSONString(w.dst, m.Content)
-				w.dst = append(w.dst, `}]`...)
-			}
-			w.dst = append(w.dst, '}')
-		}
-		w.dst = append(w.dst, ']')
+		w.dst = appendMessages(w.dst, req.Messages, func(m Message) bool { return m.Role == "system" }, messagesParts)
 	}
 	sp := req.Sampling
 	sp.Seed = nil // the Messages API has no seed
@@ -103,6 +71,23 @@ func (messagesAPI) encode(dst []byte, req *Request) ([]byte, error) {
 	}
 	w.raw("stream", "true")
 	return w.close()
+}
+
+// messagesParts writes a message with images as Anthropic content blocks,
+// images before the text as Anthropic's documentation has it:
+// [{"type":"image","source":{"type":"base64","media_type","data"}}...,{"type":"text","text"}].
+func messagesParts(dst []byte, m Message) []byte {
+	dst = append(dst, '[')
+	for _, im := range m.Images {
+		dst = append(dst, `{"type":"image","source":{"type":"base64","media_type":`...)
+		dst = appendJSONString(dst, im.MediaType)
+		dst = append(dst, `,"data":`...)
+		dst = appendJSONString(dst, im.Data)
+		dst = append(dst, `}},`...)
+	}
+	dst = append(dst, `{"type":"text","text":`...)
+	dst = appendJSONString(dst, m.Content)
+	return append(dst, `}]`...)
 }
 
 func (messagesAPI) decode(d *chunkDecoder, ev SSEEvent) (eventKind, error) {

@@ -54,31 +54,7 @@ func encodeOpenAI(dst []byte, req *Request) ([]byte, error) {
 	w.str("model", req.Model)
 	if req.API == APIChat {
 		if w.member("messages") {
-			w.dst = append(w.dst, '[')
-			for i, m := range req.Messages {
-				if i > 0 {
-					w.dst = append(w.dst, ',')
-				}
-				w.dst = append(w.dst, `{"role":`...)
-				w.dst = appendJSONString(w.dst, m.Role)
-				w.dst = append(w.dst, `,"content":`...)
-				if len(m.Images) == 0 {
-					w.dst = appendJSONString(w.dst, m.Content)
-				} else {
-					// [{"type":"text","text"},{"type":"image_url","image_url":{"url":"data:..."}}...]
-					w.dst = append(w.dst, `[{"type":"text","text":`...)
-					w.dst = appendJSONString(w.dst, m.Content)
-					w.dst = append(w.dst, '}')
-					for _, im := range m.Images {
-						w.dst = append(w.dst, `,{"type":"image_url","image_url":{"url":`...)
-						w.dst = appendJSONString(w.dst, im.DataURL())
-						w.dst = append(w.dst, `}}`...)
-					}
-					w.dst = append(w.dst, ']')
-				}
-				w.dst = append(w.dst, '}')
-			}
-			w.dst = append(w.dst, ']')
+			w.dst = appendMessages(w.dst, req.Messages, nil, chatParts)
 		}
 	} else if w.member("prompt") {
 		if req.PromptIDs != nil {
@@ -96,6 +72,20 @@ func encodeOpenAI(dst []byte, req *Request) ([]byte, error) {
 	w.raw("stream", "true")
 	w.raw("stream_options", `{"include_usage":true}`)
 	return w.close()
+}
+
+// chatParts writes a message with images as chat content parts:
+// [{"type":"text","text"},{"type":"image_url","image_url":{"url":"data:..."}}...].
+func chatParts(dst []byte, m Message) []byte {
+	dst = append(dst, `[{"type":"text","text":`...)
+	dst = appendJSONString(dst, m.Content)
+	dst = append(dst, '}')
+	for _, im := range m.Images {
+		dst = append(dst, `,{"type":"image_url","image_url":{"url":`...)
+		dst = appendJSONString(dst, im.DataURL())
+		dst = append(dst, `}}`...)
+	}
+	return append(dst, ']')
 }
 
 // appendTokenIDs appends ids as a JSON list of integers.

@@ -125,5 +125,20 @@ func (d *chunkDecoder) array(depth int, elem func() error) error {
 	return err
 }
 
+// countIn reads the object at the scanner (at depth) for the token count
+// under key, as usageCount reports it; a value that is not an object
+// holds none. The last of repeated keys wins, as in encoding/json.
+func (d *chunkDecoder) countIn(depth int, key string) (n int, ok, bad bool, err error) {
+	_, err = d.object(depth, func(k []byte) error {
+		if string(k) != key {
+			return d.s.skip(depth + 1)
+		}
+		var e error
+		n, ok, bad, e = d.s.usageCount(depth + 1)
+		return e
+	})
+	return n, ok, bad, err
+}
+
 // is reports whether a decoded JSON string equals lit exactly.
 func (j jsonString) is(lit string) bool { return j.ok && !j.esc && string(j.raw) == lit }

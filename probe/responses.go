@@ -39,31 +39,7 @@ func (responsesAPI) encode(dst []byte, req *Request) ([]byte, error) {
 	w := newBodyWriter(dst, req.ExtraBody)
 	w.str("model", req.Model)
 	if w.member("input") {
-		w.dst = append(w.dst, '[')
-		for i, m := range req.Messages {
-			if i > 0 {
-				w.dst = append(w.dst, ',')
-			}
-			w.dst = append(w.dst, `{"role":`...)
-			w.dst = appendJSONString(w.dst, m.Role)
-			w.dst = append(w.dst, `,"content":`...)
-			if len(m.Images) == 0 {
-				w.dst = appendJSONString(w.dst, m.Content)
-			} else {
-				// [{"type":"input_text","text"},{"type":"input_image","image_url":"data:..."}...]
-				w.dst = append(w.dst, `[{"type":"input_text","text":`...)
-				w.dst = appendJSONString(w.dst, m.Content)
-				w.dst = append(w.dst, '}')
-				for _, im := range m.Images {
-					w.dst = append(w.dst, `,{"type":"input_image","image_url":`...)
-					w.dst = appendJSONString(w.dst, im.DataURL())
-					w.dst = append(w.dst, '}')
-				}
-				w.dst = append(w.dst, ']')
-			}
-			w.dst = append(w.dst, '}')
-		}
-		w.dst = append(w.dst, ']')
+		w.dst = appendMessages(w.dst, req.Messages, nil, responsesParts)
 	}
 	if req.MaxTokens > 0 {
 		w.int("max_output_tokens", int64(req.MaxTokens))
@@ -75,6 +51,20 @@ func (responsesAPI) encode(dst []byte, req *Request) ([]byte, error) {
 	}
 	w.raw("stream", "true")
 	return w.close()
+}
+
+// responsesParts writes a message with images as Responses input parts:
+// [{"type":"input_text","text"},{"type":"input_image","image_url":"data:..."}...].
+func responsesParts(dst []byte, m Message) []byte {
+	dst = append(dst, `[{"type":"input_text","text":`...)
+	dst = appendJSONString(dst, m.Content)
+	dst = append(dst, '}')
+	for _, im := range m.Images {
+		dst = append(dst, `,{"type":"input_image","image_url":`...)
+		dst = appendJSONString(dst, im.DataURL())
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
 }
 
 func (responsesAPI) decode(d *chunkDecoder, ev SSEEvent) (eventKind, error) {
@@ -198,23 +188,9 @@ func (d *chunkDecoder) responsesUsage(key []byte, u *tokenUsage) error {
 	case "output_tokens":
 		u.completion, u.hasCompletion, u.badCompletion, err = s.usageCount(3)
 	case "input_tokens_details":
-		_, err = d.object(3, func(k []byte) error {
-			if string(k) == "cached_tokens" {
-				var err error
-				u.cached, u.hasCached, u.badCached, err = s.usageCount(4)
-				return err
-			}
-			return s.skip(4)
-		})
+		u.cached, u.hasCached, u.badCached, err = d.countIn(3, "cached_tokens")
 	case "output_tokens_details":
-		_, err = d.object(3, func(k []byte) error {
-			if string(k) == "reasoning_tokens" {
-				var err error
-				u.reasoning, u.hasReasoning, u.badReasoning, err = s.usageCount(4)
-				return err
-			}
-			return s.skip(4)
-		})
+		u.reasoning, u.hasReasoning, u.badReasoning, err = d.countIn(3, "reasoning_tokens")
 	default:
 		err = s.skip(3)
 	}

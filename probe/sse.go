@@ -834,41 +834,9 @@ func (d *chunkDecoder) usage() error {
 		case "completion_tokens":
 			u.completion, u.hasCompletion, u.badCompletion, err = s.usageCount(2)
 		case "completion_tokens_details":
-			u.reasoning, u.hasReasoning, u.badReasoning = 0, false, false
-			s.ws()
-			if s.i >= len(s.b) || s.b[s.i] != '{' {
-				err = s.skip(2)
-				break
-			}
-			s.i++
-			var dk jsonString
-			var dmore bool
-			dk, dmore, err = s.objectStart()
-			for ; dmore && err == nil; dk, dmore, err = s.objectNext(err) {
-				if string(d.key(dk)) == "reasoning_tokens" {
-					u.reasoning, u.hasReasoning, u.badReasoning, err = s.usageCount(3)
-				} else {
-					err = s.skip(3)
-				}
-			}
+			u.reasoning, u.hasReasoning, u.badReasoning, err = d.countIn(2, "reasoning_tokens")
 		case "prompt_tokens_details":
-			u.cached, u.hasCached, u.badCached = 0, false, false
-			s.ws()
-			if s.i >= len(s.b) || s.b[s.i] != '{' {
-				err = s.skip(2)
-				break
-			}
-			s.i++
-			var dk jsonString
-			var dmore bool
-			dk, dmore, err = s.objectStart()
-			for ; dmore && err == nil; dk, dmore, err = s.objectNext(err) {
-				if string(d.key(dk)) == "cached_tokens" {
-					u.cached, u.hasCached, u.badCached, err = s.usageCount(3)
-				} else {
-					err = s.skip(3)
-				}
-			}
+			u.cached, u.hasCached, u.badCached, err = d.countIn(2, "cached_tokens")
 		default:
 			err = s.skip(2)
 		}
