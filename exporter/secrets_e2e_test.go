@@ -4,7 +4,6 @@
 package exporter
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -15,7 +14,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/otlptest"
+	"github.com/llmprobe/llmprobe/internal/testio"
 	"github.com/llmprobe/llmprobe/probe"
 )
 
@@ -35,24 +34,6 @@ const (
 	echoPassword = "echo-basic-password-0f9e8d7c6b5a"
 	echoFileKey  = "fk-echo-file-key-77665544332211aa"
 )
-
-// syncBuffer is a log sink shared by the daemon's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestSecretsAreNeverRepublished runs the daemon's wiring against a server
 // that quotes every request header back in every way it can (401 bodies,
@@ -122,7 +103,7 @@ targets:
       basic_auth: {username: probe, password: %[4]s}
 `, echo.URL, echoBearer, echoHeader, echoPassword))
 
-	logs := &syncBuffer{}
+	logs := &testio.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	recv := otlptest.Start(t)
 	insecure := true

@@ -21,6 +21,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/otlptest"
+	"github.com/llmprobe/llmprobe/internal/testio"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/sim"
 )
@@ -121,8 +122,8 @@ func TestTracingProtocolChoice(t *testing.T) {
 
 // captureOTelLogger sends OpenTelemetry's global logger (where the OTLP
 // exporters report what they cannot parse) to a buffer for the test.
-func captureOTelLogger(t *testing.T) *syncBuffer {
-	buf := &syncBuffer{}
+func captureOTelLogger(t *testing.T) *testio.Buffer {
+	buf := &testio.Buffer{}
 	otel.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(buf, prefix, args) }, funcr.Options{Verbosity: 10}))
 	t.Cleanup(func() { otel.SetLogger(funcr.New(func(string, string) {}, funcr.Options{})) })
 	return buf
@@ -188,7 +189,7 @@ func TestTracingOverHTTPDaemon(t *testing.T) {
 	t.Setenv(envProtocol, "http/protobuf")
 	t.Setenv(envEndpoint, "http://"+recv.Addr)
 	t.Setenv(envHeaders, "x-api-key="+envSecret)
-	logs := &syncBuffer{}
+	logs := &testio.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	otelLogs := captureOTelLogger(t)
 	otel.SetErrorHandler(OTelErrorHandler(logger, time.Millisecond))

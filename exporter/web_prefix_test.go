@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmprobe/llmprobe/internal/testio"
 )
 
 // pageFixture is the daemon's wiring (metrics, recent, reloader from a
@@ -29,12 +31,12 @@ type pageFixture struct {
 	recent   *Recent
 	reloader *Reloader
 	path     string
-	logs     *syncBuffer
+	logs     *testio.Buffer
 }
 
 func newPageFixture(t *testing.T, opts func(*WebOptions)) *pageFixture {
 	t.Helper()
-	f := &pageFixture{reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	f := &pageFixture{reg: prometheus.NewRegistry(), logs: &testio.Buffer{}}
 	f.path = filepath.Join(t.TempDir(), "llmprobe.yml")
 	writeFile(t, f.path, testConfigYAML)
 	logger := newTextLogger(f.logs)

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmprobe/llmprobe/internal/testio"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -355,7 +356,7 @@ targets:
 
 	addr := freeAddr(t)
 	base := "http://" + addr
-	var stderr syncBuffer
+	var stderr testio.Buffer
 	cmd := exec.Command(bin, "run", "--config.file="+file, "--web.listen-address="+addr, "--web.enable-lifecycle")
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -450,24 +451,6 @@ targets:
 	running("second", "first")
 }
 
-// syncBuffer is a bytes.Buffer a child process writes while the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestVersion: --version names the build user and date. `make build`
 // sets them (and version, revision, branch) with -ldflags; a plain `go
 // build` prints no empty field.
@@ -546,7 +529,7 @@ func TestDemoFileChecks(t *testing.T) {
 
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, "run", "--demo", "--web.listen-address="+addr)
-	var stderr syncBuffer
+	var stderr testio.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

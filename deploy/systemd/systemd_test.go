@@ -20,10 +20,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/llmprobe/llmprobe/internal/testio"
 )
 
 const unitFile = "llmprobe.service"
@@ -328,7 +329,7 @@ targets:
 
 	args := localize(u.one(t, "Service", "ExecStart"))
 	daemon := exec.Command(args[0], args[1:]...)
-	var stderr syncBuffer
+	var stderr testio.Buffer
 	daemon.Stderr = &stderr
 	if err := daemon.Start(); err != nil {
 		t.Fatal(err)
@@ -400,24 +401,6 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 			t.Errorf("systemd-analyze verify: %s", l)
 		}
 	}
-}
-
-// syncBuffer collects a child's output while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func freeAddr(t *testing.T) string {

@@ -4,10 +4,10 @@
 package promtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/llmprobe/llmprobe/internal/testio"
 	"net"
 	"net/http"
 	"os"
@@ -68,33 +68,12 @@ type Server struct {
 	ConfigFile string
 
 	cmd    *exec.Cmd
-	logs   *syncBuffer
+	logs   *testio.Buffer
 	client *http.Client
 	done   chan struct{}
 	waitMu sync.Mutex
 	err    error
 	once   sync.Once
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	// Keep the log bounded: a chatty server must not eat the test's memory.
-	if b.buf.Len() > 4<<20 {
-		return len(p), nil
-	}
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // Config types: only the keys the tests need, spelled as Prometheus 3.x
@@ -253,7 +232,7 @@ func start(bin, dir, cfgFile string, opts Options) (*Server, error) {
 		URL:        "http://" + addr,
 		ConfigFile: cfgFile,
 		cmd:        exec.Command(bin, args...),
-		logs:       &syncBuffer{},
+		logs:       &testio.Buffer{},
 		client:     &http.Client{Timeout: 30 * time.Second},
 		done:       make(chan struct{}),
 	}
