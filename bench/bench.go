@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/slo"
 )
@@ -61,6 +62,35 @@ type Options struct {
 	// quantile bounds. Without it, classes with an slo in the
 	// configuration are judged by theirs.
 	SLO *slo.Spec
+	// Requests, when set, receives one JSON line per request as its
+	// result arrives (RequestLog); nothing is kept in memory for it.
+	Requests *RequestLog
+	// Progress, when set, is called about every ProgressInterval (default
+	// a second) during each stage, and once at its end with Done set.
+	Progress         func(Progress)
+	ProgressInterval time.Duration
+
+	// StageOffset numbers the stages from StageOffset+1 in the report,
+	// the request log and the progress (a search that runs one stage per
+	// Run sets it to the stages it already ran).
+	StageOffset int
+
+	stage int // the stage runStage runs (1-based), set by Run
+}
+
+// Progress is a running stage's figures so far, summed over its targets.
+type Progress struct {
+	Stage, Stages     int
+	Elapsed, Duration time.Duration
+	Sent, Dropped     int
+	// Rate is Sent per second of Elapsed.
+	Rate   float64
+	Errors int // results other than success
+	// TTFTP50 and TTFTP99 are over the latest (up to progressWindow)
+	// first tokens after warm-up (seconds; TTFTCount 0: none yet).
+	TTFTP50, TTFTP99 float64
+	TTFTCount        int
+	Done             bool
 }
 
 // Run executes the stages one after another and returns the report. A
@@ -88,7 +118,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			return nil, fmt.Errorf("unknown target %q", name)
 		}
 	}
-	rep := &Report{Started: time.Now()}
+	rep := &Report{Started: time.Now(), SLOBounds: sloBounds(base, targets, opts.SLO)}
 	for _, t := range targets {
 		for _, c := range base.Workload(t).Classes {
 			rep.Sampling = append(rep.Sampling, SamplingInfo{
@@ -97,6 +127,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 				ExtraBody: t.ExtraBody,
 			})
 		}
+		rep.Workloads = append(rep.Workloads, describeWorkload(base, t))
 	}
 	for i, st := range opts.Stages {
 		if ctx.Err() != nil {
@@ -107,12 +138,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		cfg := stageConfig(base, targets, st.Rate, st.Duration, opts.Warmup)
 		opts.Logger.Info("bench stage", "stage", i+1, "of", len(opts.Stages), "rate", st.Rate, "duration", st.Duration)
+		opts.stage = opts.StageOffset + i + 1
 		srs, err := runStage(ctx, cfg, st, opts)
 		if err != nil {
 			return nil, fmt.Errorf("stage %d: %w", i+1, err)
 		}
 		for _, sr := range srs {
-			sr.Stage = i + 1
+			sr.Stage = opts.StageOffset + i + 1
 			rep.Stages = append(rep.Stages, sr)
 			opts.Logger.Info("bench stage done", "stage", i+1, "target", sr.Target, "achieved", fmt.Sprintf("%.1f/s", sr.AchievedRate),
 				"ttft_p50", sr.TTFT.P50, "ttft_p99", sr.TTFT.P99, "trusted", sr.Trusted)
@@ -145,17 +177,36 @@ func stageConfig(base *config.Config, targets []*config.Target, rate float64, du
 
 func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) ([]*StageReport, error) {
 	col := newCollector(cfg, int(1.2*st.Rate*st.Duration.Seconds())+16, opts.SLO)
+	col.stage, col.requests = opts.stage, opts.Requests
 	eng := probe.NewEngine(probe.Options{Logger: opts.Logger, Observer: col, UserAgent: "llmprobe-bench",
 		Tracer: opts.Tracer, Propagator: opts.Propagator})
 	cpu0 := cpuTime()
 	start := time.Now()
+	col.start, col.warmup = start, time.Duration(cfg.Global.Warmup)
 	if err := eng.Apply(cfg); err != nil {
 		return nil, err
 	}
 	timer := time.NewTimer(st.Duration)
-	select {
-	case <-ctx.Done():
-	case <-timer.C:
+	var tick <-chan time.Time
+	if opts.Progress != nil {
+		every := opts.ProgressInterval
+		if every <= 0 {
+			every = time.Second
+		}
+		ticker := time.NewTicker(every)
+		defer ticker.Stop()
+		tick = ticker.C
+	}
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			break wait
+		case <-timer.C:
+			break wait
+		case <-tick:
+			opts.Progress(col.progress(opts.stage, opts.StageOffset+len(opts.Stages), time.Since(start), st.Duration, false))
+		}
 	}
 	timer.Stop()
 	status := eng.Status()
@@ -168,6 +219,9 @@ func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) (
 	defer cancel()
 	_ = eng.Shutdown(gctx) // late requests end as timeout/cancelled and are reported
 	cpu := cpuTime() - cpu0
+	if opts.Progress != nil {
+		opts.Progress(col.progress(opts.stage, opts.StageOffset+len(opts.Stages), elapsed, st.Duration, true))
+	}
 
 	var out []*StageReport
 	for _, ts := range status {
@@ -206,7 +260,13 @@ func cpuTime() time.Duration {
 // arrival loop's events (scheduled, dropped, sent) only touch atomics, so
 // the loop never waits behind a result being recorded.
 type collector struct {
-	targets map[string]*targetData // fixed before the stage starts
+	targets  map[string]*targetData // fixed before the stage starts
+	stage    int                    // 1-based, for the request log
+	requests *RequestLog            // nil: no per-request export
+	// start and warmup (set before the engine starts) bound the window
+	// the served figures count completions in.
+	start  time.Time
+	warmup time.Duration
 }
 
 type targetData struct {
@@ -218,6 +278,7 @@ type targetData struct {
 	conversations        map[probe.ConversationOutcome]int
 	ttft, tpot, itl, e2e []float64
 	lag                  []float64
+	done                 []completion // successes, for the served figures
 	promptTokens         int
 	outputTokens         int
 	cachedTokens         int
@@ -244,6 +305,13 @@ func newCollector(cfg *config.Config, expected int, spec *slo.Spec) *collector {
 		}
 	}
 	return c
+}
+
+// completion is when a successful request ended (after the stage's
+// start) and the tokens it generated.
+type completion struct {
+	at     time.Duration
+	tokens int
 }
 
 func (c *collector) Scheduled(target, _ string) {
@@ -281,10 +349,16 @@ func (c *collector) Observe(r *probe.Result) {
 	if d == nil {
 		return
 	}
+	if c.requests != nil {
+		c.requests.write(c.stage, r)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.outcomes[r.Outcome]++
 	d.lag = append(d.lag, r.ScheduleLag.Seconds())
+	if r.Outcome == probe.OutcomeSuccess && !c.start.IsZero() {
+		d.done = append(d.done, completion{at: r.Start.Add(r.E2E).Sub(c.start), tokens: r.OutputTokens})
+	}
 	if r.Warmup {
 		d.warmup++
 		return
@@ -348,13 +422,61 @@ func (c *collector) report(target string, elapsed time.Duration) *StageReport {
 		E2E:           summarize(d.e2e),
 		Lag:           summarize(d.lag),
 		Estimated:     d.estimated,
+		Samples:       newSamples(d.ttft, d.tpot, d.e2e),
 	}
 	if d.slo != nil {
 		sr.SLO = d.slo.report(&d.sloCounts, elapsed, map[string][]float64{"ttft": d.ttft, "tpot": d.tpot, "itl": d.itl, "e2e": d.e2e})
 	}
 	sr.promptTokens, sr.outputTokens = d.promptTokens, d.outputTokens
+	// Served: successes that ended inside [warm-up, stage end], whatever
+	// they started, so the grace period's completions are not counted.
+	if window := elapsed - c.warmup; window > 0 {
+		tokens := 0
+		for _, x := range d.done {
+			if x.at >= c.warmup && x.at <= elapsed {
+				sr.Served++
+				tokens += x.tokens
+			}
+		}
+		sr.ServedRate = float64(sr.Served) / window.Seconds()
+		sr.ServedOutputTokensPerSec = float64(tokens) / window.Seconds()
+	}
 	if d.cachedReported > 0 {
 		sr.CacheHitRatio = float64(d.cachedTokens) / float64(d.cachedReported)
 	}
 	return sr
+}
+
+// progressWindow bounds the first tokens a progress report's quantiles
+// are taken over (the latest ones), so a report costs the same at any
+// stage length.
+const progressWindow = 4096
+
+// progress sums the stage's figures so far over its targets.
+func (c *collector) progress(stage, stages int, elapsed, duration time.Duration, done bool) Progress {
+	p := Progress{Stage: stage, Stages: stages, Elapsed: elapsed, Duration: duration, Done: done}
+	var ttft []float64
+	for _, d := range c.targets {
+		p.Sent += int(d.sent.Load())
+		for i := range d.dropped {
+			p.Dropped += int(d.dropped[i].Load())
+		}
+		d.mu.Lock()
+		for o, n := range d.outcomes {
+			if o != probe.OutcomeSuccess {
+				p.Errors += n
+			}
+		}
+		ttft = append(ttft, d.ttft[max(0, len(d.ttft)-progressWindow):]...)
+		d.mu.Unlock()
+	}
+	if secs := elapsed.Seconds(); secs > 0 {
+		p.Rate = float64(p.Sent) / secs
+	}
+	if len(ttft) > 0 {
+		slices.Sort(ttft)
+		p.TTFTCount = len(ttft)
+		p.TTFTP50, p.TTFTP99 = dist.Quantile(ttft, 0.5), dist.Quantile(ttft, 0.99)
+	}
+	return p
 }

@@ -25,7 +25,15 @@ type Report struct {
 	Started  time.Time      `json:"started"`
 	Finished time.Time      `json:"finished"`
 	Sampling []SamplingInfo `json:"sampling"`
-	Stages   []*StageReport `json:"stages"`
+	// Workloads summarises what each target was sent.
+	Workloads []WorkloadInfo `json:"workloads,omitempty"`
+	// SLOBounds are the latency bounds the run was judged by (--slo, else
+	// the configuration's objectives), for the plot and the Markdown.
+	SLOBounds []SLOBound     `json:"slo_bounds,omitempty"`
+	Stages    []*StageReport `json:"stages"`
+	// Find is the outcome of a search (--find, --levels); nil for a plain
+	// list of stages.
+	Find *FindReport `json:"find,omitempty"`
 }
 
 // SamplingInfo records the sampling parameters of a class: numbers taken
@@ -87,6 +95,16 @@ type StageReport struct {
 	ReuseIntent        float64 `json:"prefix_reuse_target_ratio"`
 	ClientCPUPer1000   float64 `json:"client_cpu_seconds_per_1000_requests"`
 
+	// Served counts the successful requests that ended inside the measured
+	// window (after warm-up, before the stage ended: those that finish in
+	// the grace period do not count), whenever they started; ServedRate
+	// and ServedOutputTokensPerSec are per second of that window. It is
+	// what the target served, where AchievedRate is what was sent: past
+	// capacity the two part.
+	Served                   int     `json:"served_requests"`
+	ServedRate               float64 `json:"served_rate"`
+	ServedOutputTokensPerSec float64 `json:"served_output_tokens_per_second"`
+
 	// Trusted is false when the requested load was not delivered and
 	// measured honestly: the harness was saturated (late sends or drops,
 	// inflated timestamps) or the target overloaded (drops over
@@ -96,6 +114,10 @@ type StageReport struct {
 
 	// SLO is the stage's goodput under the SLO (nil without one).
 	SLO *SLOReport `json:"slo,omitempty"`
+
+	// Samples are up to MaxSamples per-request values of TTFT, TPOT and
+	// E2E drawn uniformly from the stage's (what `bench compare` tests).
+	Samples *Samples `json:"samples,omitempty"`
 
 	promptTokens, outputTokens int
 	weight                     float64
@@ -155,29 +177,32 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // WriteText writes a table per target: one row per stage with the load
 // it was taken at, the latency quantiles, and whether it can be trusted.
 func (r *Report) WriteText(w io.Writer) error {
+	// Two narrow tables (under 100 columns for target names of up to 16
+	// characters): the load of each stage and its verdict, then one row
+	// per stage, target and metric with the samples beside the quantiles.
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "stage\ttarget\trequested/s\tachieved/s\tsent\tdropped\terrors\tTTFT p50\tp95\tp99\tTPOT p50\tp99\tITL p50\tp99\tE2E p50\tp99\tlag p99\tout tok/s\tcache hit\tCPU s/1k\ttrusted\t")
+	fmt.Fprintln(tw, "stage\ttarget\treq/s\tachieved\tsent\tdrop\terr\ttok/s\tcache\tCPU/1k\ttrusted\t")
 	for _, s := range r.Stages {
-		dropped, errs := 0, 0
-		for _, n := range s.Dropped {
-			dropped += n
-		}
-		for o, n := range s.Outcomes {
-			if o != probe.OutcomeSuccess {
-				errs += n
-			}
-		}
+		dropped, errs := s.counts()
 		trusted := "yes"
 		if !s.Trusted {
 			trusted = "NO"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.1f%%\t%.3f\t%s\t\n",
+		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%d\t%d\t%d\t%.0f\t%.1f%%\t%.3f\t%s\t\n",
 			s.Stage, s.Target, s.RequestedRate, s.AchievedRate, s.Sent, dropped, errs,
-			fmtQ(s.TTFT, s.TTFT.P50), fmtQ(s.TTFT, s.TTFT.P95), fmtQ(s.TTFT, s.TTFT.P99),
-			fmtQ(s.TPOT, s.TPOT.P50), fmtQ(s.TPOT, s.TPOT.P99),
-			fmtQ(s.ITL, s.ITL.P50), fmtQ(s.ITL, s.ITL.P99),
-			fmtQ(s.E2E, s.E2E.P50), fmtQ(s.E2E, s.E2E.P99),
-			fmtQ(s.Lag, s.Lag.P99), s.OutputTokensPerSec, 100*s.CacheHitRatio, s.ClientCPUPer1000, trusted)
+			s.OutputTokensPerSec, 100*s.CacheHitRatio, s.ClientCPUPer1000, trusted)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "stage\ttarget\tmetric\tn\tp50\tp95\tp99\tmax\t")
+	for _, s := range r.Stages {
+		for _, m := range s.metrics() {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", s.Stage, s.Target, m.name, m.q.Count,
+				fmtQ(m.q, m.q.P50), fmtQ(m.q, m.q.P95), fmtQ(m.q, m.q.P99), fmtQ(m.q, m.q.Max))
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -188,6 +213,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	writeSLO(w, r.Stages)
+	writeFind(w, r.Find)
 	var sampling []string
 	for _, si := range r.Sampling {
 		extra := ""
@@ -219,7 +245,7 @@ func fmtSeconds(s float64) string {
 		return "0"
 	case s < 1e-3:
 		return fmt.Sprintf("%.0fµs", s*1e6)
-	case s < 1:
+	case s < 0.99995: // not "1000.0ms"
 		return fmt.Sprintf("%.1fms", s*1e3)
 	default:
 		return fmt.Sprintf("%.2fs", s)

@@ -7,11 +7,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +40,11 @@ type benchOptions struct {
 	simZero       bool
 	simArgs       []string // further flags of the simulator child
 	slo           string
+	plot          string   // --plot: FILE.svg or FILE.png
+	requests      string   // --requests: FILE.jsonl
+	args          []string // positional: compare OLD.json NEW.json
+
+	find findFlags // --find, --levels, --capacity, --find.*
 }
 
 func registerBench(app *kingpin.Application) command {
@@ -45,11 +52,15 @@ func registerBench(app *kingpin.Application) command {
 	o := &benchOptions{}
 	cmd.Flag("config.file", "llmprobe configuration file (targets, workloads). With --sim and no file, the embedded demo configuration.").StringVar(&o.configFile)
 	cmd.Flag("target", "Only these targets (repeatable). Default: all.").StringsVar(&o.targets)
-	cmd.Flag("stage", "A stage as RATE[:DURATION], e.g. 10:60s (repeatable, run in order).").Required().StringsVar(&o.stages)
+	cmd.Flag("stage", "A stage as RATE[:DURATION], e.g. 10:60s (repeatable, run in order; required but with compare).").StringsVar(&o.stages)
 	cmd.Flag("stage.duration", "Duration of stages given without one.").Default("60s").DurationVar(&o.stageDuration)
 	cmd.Flag("warmup", "Warm-up excluded from each stage's latency figures (negative: global.warmup).").Default("5s").DurationVar(&o.warmup)
-	cmd.Flag("output", "Also write the report as JSON to this file.").StringVar(&o.output)
+	cmd.Flag("output", "Also write the report to this file: Markdown when it ends in .md, else JSON (what compare reads).").StringVar(&o.output)
+	cmd.Flag("plot", "Also draw latency (TTFT, TPOT, E2E p50 and p99) and throughput against offered rate into this file: FILE.svg or FILE.png.").PlaceHolder("FILE").StringVar(&o.plot)
+	cmd.Flag("requests", "Also write one JSON line per request (stage, class, times, TTFT, ITLs, E2E, tokens, outcome; no text) to this file.").PlaceHolder("FILE.jsonl").StringVar(&o.requests)
+	cmd.Arg("compare", "compare OLD.json NEW.json: say, per stage and metric, whether the latency of NEW differs from OLD's beyond chance (Mann-Whitney U for medians, bootstrap for p99).").StringsVar(&o.args)
 	cmd.Flag("slo", "Judge each stage's goodput by this SLO instead of the configuration's slo blocks: per-request bounds ttft=, tpot=, e2e=, objective= and quantile bounds such as tpot_p99=100ms, comma-separated (e.g. ttft=500ms,tpot=60ms).").StringVar(&o.slo)
+	o.find.register(cmd)
 	cmd.Flag("stop-when-saturated", "Stop after the first stage whose load was not delivered.").BoolVar(&o.stopSaturated)
 	cmd.Flag("sim", "Start the built-in simulator in a child process on a loopback port; "+examples.DemoURLPlaceholder+" in the config stands for its base URL.").BoolVar(&o.sim)
 	cmd.Flag("sim.config.file", "Simulator configuration for --sim.").StringVar(&o.simConfig)
@@ -63,9 +74,32 @@ func registerBench(app *kingpin.Application) command {
 }
 
 func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
+	if len(o.args) > 0 {
+		if o.args[0] != "compare" || len(o.args) != 3 {
+			return usagef("unexpected %q: the only argument form is compare OLD.json NEW.json", strings.Join(o.args, " "))
+		}
+		return runBenchCompare(os.Stdout, o.args[1], o.args[2])
+	}
+	if err := o.find.check(len(o.stages) > 0); err != nil {
+		return err
+	}
+	if len(o.stages) == 0 && !o.find.active() {
+		return usagef("required flag(s) '--stage' not provided")
+	}
 	stages, err := parseStages(o.stages, o.stageDuration)
 	if err != nil {
 		return err
+	}
+	plotFormat := ""
+	if o.plot != "" {
+		switch strings.ToLower(filepath.Ext(o.plot)) {
+		case ".svg":
+			plotFormat = "svg"
+		case ".png":
+			plotFormat = "png"
+		default:
+			return usagef("--plot %q: the file must end in .svg or .png", o.plot)
+		}
 	}
 	var spec *slo.Spec
 	if o.slo != "" {
@@ -106,7 +140,7 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 			return invalidConfig(err)
 		}
 	}
-	rep, err := bench.Run(ctx, bench.Options{
+	bopts := bench.Options{
 		Config:            cfg,
 		Targets:           o.targets,
 		Stages:            stages,
@@ -114,28 +148,143 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		Logger:            logger,
 		StopWhenSaturated: o.stopSaturated,
 		SLO:               spec,
-	})
+	}
+	if isTerminal(os.Stdout) {
+		bopts.Progress = progressPrinter(os.Stdout)
+	}
+	var reqFile *os.File
+	if o.requests != "" {
+		if reqFile, err = os.Create(o.requests); err != nil {
+			return err
+		}
+		defer reqFile.Close()
+		bopts.Requests = bench.NewRequestLog(reqFile)
+	}
+	rep, err := o.find.run(ctx, bopts)
 	if err != nil {
 		return err
+	}
+	if reqFile != nil {
+		if err := bopts.Requests.Flush(); err != nil {
+			return fmt.Errorf("--requests: %w", err)
+		}
+		if err := reqFile.Close(); err != nil {
+			return fmt.Errorf("--requests: %w", err)
+		}
+		logger.Info("requests written", "file", o.requests, "lines", bopts.Requests.Lines())
 	}
 	if err := rep.WriteText(os.Stdout); err != nil {
 		return err
 	}
+	if o.plot != "" {
+		if err := writeFile(o.plot, func(w io.Writer) error { return rep.WritePlot(w, plotFormat) }); err != nil {
+			return err
+		}
+		logger.Info("plot written", "file", o.plot)
+	}
 	if o.output != "" {
-		f, err := os.Create(o.output)
-		if err != nil {
-			return err
+		write := rep.WriteJSON
+		if strings.EqualFold(filepath.Ext(o.output), ".md") {
+			write = func(w io.Writer) error {
+				return rep.WriteMarkdown(w, bench.MarkdownOptions{Plot: relativeLink(o.output, o.plot)})
+			}
 		}
-		if err := rep.WriteJSON(f); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
+		if err := writeFile(o.output, write); err != nil {
 			return err
 		}
 		logger.Info("report written", "file", o.output)
 	}
 	return nil
+}
+
+// writeFile creates path and writes it with write.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// relativeLink is target as a link from a document at doc ("" without
+// target).
+func relativeLink(doc, target string) string {
+	if target == "" {
+		return ""
+	}
+	d, err1 := filepath.Abs(filepath.Dir(doc))
+	t, err2 := filepath.Abs(target)
+	if err1 != nil || err2 != nil {
+		return filepath.ToSlash(target)
+	}
+	rel, err := filepath.Rel(d, t)
+	if err != nil {
+		return filepath.ToSlash(target)
+	}
+	return filepath.ToSlash(rel)
+}
+
+// runBenchCompare is `bench compare OLD.json NEW.json`.
+func runBenchCompare(w io.Writer, oldPath, newPath string) error {
+	old, err := bench.ReadReport(oldPath)
+	if err != nil {
+		return err
+	}
+	cur, err := bench.ReadReport(newPath)
+	if err != nil {
+		return err
+	}
+	cs, unmatched := bench.Compare(old, cur)
+	return bench.WriteCompare(w, cs, unmatched)
+}
+
+// isTerminal says whether f is a terminal: a character device other than
+// the null device (portable, no ioctl and no new dependency).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	if null, err := os.Stat(os.DevNull); err == nil && os.SameFile(fi, null) {
+		return false
+	}
+	return true
+}
+
+// progressPrinter redraws one line per stage in place (carriage return,
+// erase to the end of the line) and ends it when the stage is done.
+func progressPrinter(w io.Writer) func(bench.Progress) {
+	return func(p bench.Progress) {
+		fmt.Fprintf(w, "\r\x1b[K%s", formatProgress(p))
+		if p.Done {
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+// formatProgress is a stage's progress in under 100 columns.
+func formatProgress(p bench.Progress) string {
+	ttft := "TTFT -"
+	if p.TTFTCount > 0 {
+		ttft = fmt.Sprintf("TTFT p50 %s p99 %s", fmtDur(p.TTFTP50), fmtDur(p.TTFTP99))
+	}
+	return fmt.Sprintf("stage %d/%d %s/%s sent %d %.1f/s err %d drop %d %s",
+		p.Stage, p.Stages, p.Elapsed.Truncate(time.Second), p.Duration, p.Sent, p.Rate, p.Errors, p.Dropped, ttft)
+}
+
+func fmtDur(seconds float64) string {
+	d := time.Duration(seconds * float64(time.Second))
+	switch {
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(100 * time.Microsecond).String()
+	}
+	return d.Round(time.Microsecond).String()
 }
 
 // parseStages reads RATE[:DURATION] stages.

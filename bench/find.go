@@ -1,0 +1,662 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Search modes of FindOptions.Mode.
+const (
+	FindCapacity = "capacity"
+	FindSLO      = "slo"
+)
+
+// Defaults of FindOptions' unset fields.
+const (
+	DefaultFindStartRate   = 1.0
+	DefaultFindFactor      = 1.5
+	DefaultFindMinGain     = 0.10
+	DefaultFindMinRequests = 100
+	DefaultFindMinWindow   = 10 * time.Second
+	DefaultFindMaxWindow   = 10 * time.Minute
+	DefaultFindPrecision   = 0.05
+	DefaultFindMaxStages   = 16
+	// findKeepUp is the share of its sent rate a stage must serve for its
+	// latencies to be those of a steady state (see FindOptions).
+	findKeepUp = 0.9
+	// findWindowMargin stretches a stage's measured window so that, at a
+	// rate the target keeps up with, about 1.25 × N requests complete in
+	// it: a Poisson count of mean 1.25 × 100 falls below 100 with
+	// probability about 1%.
+	findWindowMargin = 1.25
+)
+
+// FindOptions configure a search run by Find.
+//
+// Every stage of a search has the same shape: the warm-up (Options.Warmup,
+// excluded from every figure, which lets the batch and the queue settle)
+// then a measured window of max(MinWindow, 1.25 × N / rate), at most
+// MaxWindow, where N is the number of completed requests a stage must
+// hold (MinRequests, raised for the SLO's quantiles, see below): at a rate
+// the target keeps up with, about 1.25 × N requests complete in it.
+//
+// Capacity: stages at StartRate × Factor^k (k = 0, 1, ...) until, against
+// the previous stage, neither the served request rate
+// (StageReport.ServedRate) nor the served output tokens/s grew by MinGain
+// (plateau), or TTFT p50 more than doubled while the served rate grew by
+// less than half the offered step (the queue runs away), or a stage is
+// not trusted (the harness could not deliver the load, or the target
+// dropped arrivals over max_inflight), or MaxStages ran. The capacity is
+// the trusted stage with the highest served rate.
+//
+// SLO: a stage meets the SLO when it is trusted, served at least 90% of
+// the rate it was sent (otherwise its queue grows and its latencies are
+// those of a transient, which a longer stage would make worse), holds
+// enough samples and its SLOReport is met. A quantile bound q needs
+// max(MinRequests, ⌈1/(1−q)⌉) samples (p99: 100, p99.9: 1000), a
+// per-request objective of ratio r max(MinRequests, ⌈1/(1−r)⌉) judged
+// requests. From the capacity (found or given), else from StartRate, the
+// rate is multiplied or divided by Factor until one stage meets the SLO
+// and one above it does not, then bisected until the two are within
+// Precision of each other.
+type FindOptions struct {
+	// Mode is FindCapacity, FindSLO, or empty (Levels at Capacity only).
+	Mode string
+	// Capacity, when positive, is the capacity in requests/s: no ramp is
+	// run, and Levels and the SLO search start from it.
+	Capacity float64
+	// Levels are fractions of the capacity to run one stage each at,
+	// after the capacity is known.
+	Levels []float64
+
+	StartRate   float64 // first rate of a ramp, req/s
+	Factor      float64 // ratio of successive ramp rates, > 1
+	MinGain     float64 // a served-rate gain below it is a plateau
+	MinRequests int     // N: completed requests a stage should hold
+	MinWindow   time.Duration
+	MaxWindow   time.Duration
+	Precision   float64 // bisection stops when hi/lo − 1 ≤ Precision
+	MaxStages   int     // stages of the ramp, and of the SLO search
+}
+
+func (f *FindOptions) defaults() {
+	if f.StartRate <= 0 {
+		f.StartRate = DefaultFindStartRate
+	}
+	if f.Factor <= 1 {
+		f.Factor = DefaultFindFactor
+	}
+	if f.MinGain <= 0 {
+		f.MinGain = DefaultFindMinGain
+	}
+	if f.MinRequests <= 0 {
+		f.MinRequests = DefaultFindMinRequests
+	}
+	if f.MinWindow <= 0 {
+		f.MinWindow = DefaultFindMinWindow
+	}
+	if f.MaxWindow <= 0 {
+		f.MaxWindow = DefaultFindMaxWindow
+	}
+	f.MaxWindow = max(f.MaxWindow, f.MinWindow)
+	if f.Precision <= 0 {
+		f.Precision = DefaultFindPrecision
+	}
+	if f.MaxStages <= 0 {
+		f.MaxStages = DefaultFindMaxStages
+	}
+}
+
+// FindReport is the outcome of a search: Report.Find.
+type FindReport struct {
+	Mode string `json:"mode"`
+	// Rules states how stages were sized and judged.
+	Rules []string `json:"rules"`
+	// Capacity is the capacity the levels and the SLO search used: found
+	// by the ramp, or given.
+	Capacity *CapacityResult `json:"capacity,omitempty"`
+	// Ramp lists the capacity ramp's stages in order.
+	Ramp []FindStep `json:"capacity_ramp,omitempty"`
+	// Levels are the stages at fractions of the capacity.
+	Levels []LevelStage `json:"levels,omitempty"`
+	// SLO is the outcome of the SLO search.
+	SLO *SLOSearch `json:"slo_search,omitempty"`
+	// Untrusted lists the stages that were not taken as evidence because
+	// the verdict did not trust them.
+	Untrusted []int `json:"untrusted_stages_not_evidence,omitempty"`
+}
+
+// CapacityResult is the capacity of the target.
+type CapacityResult struct {
+	// Given: the capacity was given (--capacity), not measured.
+	Given bool `json:"given"`
+	// Found: a trusted stage showed the plateau or the runaway queue, so
+	// RequestsPerSecond is the capacity; otherwise it is only a lower
+	// bound (the ramp stopped on an untrusted stage or ran out of
+	// stages), and StopReason says why.
+	Found                 bool    `json:"found"`
+	RequestsPerSecond     float64 `json:"requests_per_second"`
+	OutputTokensPerSecond float64 `json:"output_tokens_per_second"`
+	// Stage is the stage that showed it (the trusted stage with the
+	// highest served rate) and OfferedRate the rate it was sent at.
+	Stage       int     `json:"stage,omitempty"`
+	OfferedRate float64 `json:"offered_rate,omitempty"`
+	StopReason  string  `json:"stop_reason,omitempty"`
+}
+
+// FindStep is one stage of the capacity ramp.
+type FindStep struct {
+	Stage                 int     `json:"stage"`
+	OfferedRate           float64 `json:"offered_rate"`
+	SentRate              float64 `json:"sent_rate"`
+	ServedRate            float64 `json:"served_rate"`
+	ServedOutputTokensSec float64 `json:"served_output_tokens_per_second"`
+	Served                int     `json:"served_requests"`
+	TTFTP50               float64 `json:"ttft_p50_seconds"`
+	Trusted               bool    `json:"trusted"`
+	// Gain is ServedRate over the previous trusted step's, minus 1 (0 for
+	// the first).
+	Gain float64 `json:"served_gain"`
+}
+
+// LevelStage is one stage at a fraction of the capacity.
+type LevelStage struct {
+	Fraction float64 `json:"fraction"`
+	Rate     float64 `json:"rate"`
+	Stage    int     `json:"stage"`
+}
+
+// SLOSearch is the outcome of the SLO search: the highest rate that met
+// the SLO, bracketed by the probes just below and above the limit.
+type SLOSearch struct {
+	// MinSamples is the number of samples (per quantile bound, and of
+	// judged requests) a stage needed to be evidence.
+	MinSamples int `json:"min_samples"`
+	// Found: some stage met the SLO. Rate is the highest rate that did.
+	Found bool    `json:"found"`
+	Rate  float64 `json:"rate,omitempty"`
+	// Met is the stage at Rate; Above the lowest stage above it that did
+	// not meet the SLO (or was no evidence of it): the limit lies between
+	// their rates. Either is nil when the search found none.
+	Met   *SLOProbe `json:"met,omitempty"`
+	Above *SLOProbe `json:"not_met_above,omitempty"`
+	// Precision is Above's rate over Rate, minus 1.
+	Precision float64    `json:"precision,omitempty"`
+	Probes    []SLOProbe `json:"probes"`
+	Note      string     `json:"note,omitempty"`
+}
+
+// SLOProbe is one stage of the SLO search.
+type SLOProbe struct {
+	Stage      int     `json:"stage"`
+	Rate       float64 `json:"rate"`
+	ServedRate float64 `json:"served_rate"`
+	Trusted    bool    `json:"trusted"`
+	// Met: the stage is evidence that the SLO holds at Rate. Why says what
+	// it is otherwise: "SLO not met", "not trusted", "too few samples",
+	// "not keeping up".
+	Met bool   `json:"met"`
+	Why string `json:"why,omitempty"`
+	// Quantiles are the stage's quantile bounds with their values and
+	// sample counts; Judged is the number of requests judged against the
+	// per-request objective and GoodShare their good share.
+	Quantiles []QuantileCheck `json:"quantile_bounds,omitempty"`
+	Judged    int             `json:"judged_requests"`
+	GoodShare float64         `json:"good_share"`
+}
+
+// ErrFindTargets is returned when a search is asked of other than one
+// target.
+var ErrFindTargets = errors.New("a search (--find, --levels) runs against exactly one target: select it with --target")
+
+// Find runs a search (f.Mode) against the one target opts selects and
+// returns every stage it ran, with the outcome in Report.Find. opts.Stages
+// is ignored. A cancelled ctx ends the search with what it has.
+func Find(ctx context.Context, opts Options, f FindOptions) (*Report, error) {
+	f.defaults()
+	switch f.Mode {
+	case FindCapacity, FindSLO, "":
+	default:
+		return nil, fmt.Errorf("unknown search %q (want %s or %s)", f.Mode, FindCapacity, FindSLO)
+	}
+	if f.Mode == "" && len(f.Levels) == 0 {
+		return nil, fmt.Errorf("nothing to search: give a mode or levels")
+	}
+	if f.Mode != FindCapacity && len(f.Levels) > 0 && !(f.Capacity > 0) {
+		return nil, fmt.Errorf("levels need a capacity: find it (mode %s) or give it", FindCapacity)
+	}
+	n := 0
+	for _, t := range opts.Config.Targets {
+		if len(opts.Targets) == 0 || slices.Contains(opts.Targets, t.Name) {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, ErrFindTargets
+	}
+	warmup := opts.Warmup
+	if warmup < 0 {
+		warmup = time.Duration(opts.Config.Global.Warmup)
+	}
+	s := &search{ctx: ctx, opts: opts, f: f, warmup: warmup,
+		rep: &Report{Started: time.Now()}, find: &FindReport{Mode: f.Mode}}
+	s.rep.Find = s.find
+	s.need = f.MinRequests
+	if f.Mode == FindSLO {
+		s.need = s.sloSamples()
+	}
+	s.find.Rules = s.rules()
+	if f.Capacity > 0 {
+		s.find.Capacity = &CapacityResult{Given: true, Found: true, RequestsPerSecond: f.Capacity}
+	}
+	var err error
+	if f.Mode == FindCapacity {
+		err = s.capacity()
+	}
+	if err == nil && len(f.Levels) > 0 && s.find.Capacity != nil && s.find.Capacity.RequestsPerSecond > 0 {
+		err = s.levels()
+	}
+	if err == nil && f.Mode == FindSLO {
+		err = s.slo()
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.rep.Finished = time.Now()
+	return s.rep, nil
+}
+
+type search struct {
+	ctx    context.Context
+	opts   Options
+	f      FindOptions
+	warmup time.Duration
+	need   int // samples a stage should hold
+	rep    *Report
+	find   *FindReport
+}
+
+// sloSamples is N for the SLO search: MinRequests, raised to ⌈1/(1−q)⌉
+// for each quantile bound q and each per-request objective's ratio.
+func (s *search) sloSamples() int {
+	need := s.f.MinRequests
+	raise := func(q float64) {
+		if q > 0 && q < 1 {
+			need = max(need, int(math.Ceil(1/(1-q)-1e-9)))
+		}
+	}
+	if s.opts.SLO != nil {
+		for _, q := range s.opts.SLO.Quantiles {
+			raise(q.Quantile)
+		}
+		if s.opts.SLO.Objective != nil {
+			raise(s.opts.SLO.Objective.Ratio)
+		}
+	}
+	if s.opts.SLO == nil || s.opts.SLO.Objective == nil {
+		for _, t := range s.opts.Config.Targets {
+			if w := s.opts.Config.Workload(t); w != nil && (len(s.opts.Targets) == 0 || slices.Contains(s.opts.Targets, t.Name)) {
+				for _, c := range w.Classes {
+					if o := s.opts.Config.SLO(t, c); o != nil {
+						raise(o.Ratio)
+					}
+				}
+			}
+		}
+	}
+	return need
+}
+
+func (s *search) rules() []string {
+	r := []string{
+		fmt.Sprintf("each stage: %v warm-up (excluded), then a measured window of max(%v, %.2f × %d / rate), at most %v, so that about %.2f × %d requests complete in it at a rate the target keeps up with",
+			s.warmup, s.f.MinWindow, findWindowMargin, s.need, s.f.MaxWindow, findWindowMargin, s.need),
+		"served rate: successful requests that ended inside the measured window, per second of it (the grace period's completions do not count)",
+		"a stage the verdict does not trust (harness saturated, or drops over max_inflight) is never evidence of capacity or of meeting the SLO",
+	}
+	if s.f.Mode == FindCapacity {
+		r = append(r, fmt.Sprintf("capacity ramp: rates %g × %g^k req/s until neither the served rate nor the served output tokens/s grows by %.0f%% over the previous stage, or TTFT p50 more than doubles while the served rate grows by less than half the step, or a stage is not trusted, or %d stages ran; capacity = the trusted stage with the highest served rate",
+			s.f.StartRate, s.f.Factor, 100*s.f.MinGain, s.f.MaxStages))
+	}
+	if s.f.Mode == FindSLO {
+		r = append(r, fmt.Sprintf("SLO search: a stage meets the SLO when it is trusted, served at least %.0f%% of the rate it was sent, holds at least %d samples per quantile bound (max(%d, ⌈1/(1−q)⌉)) and %d judged requests for a per-request objective, and its bounds held; the rate is stepped by ×%g to a bracket, then bisected until the bracket is within %.0f%%",
+			100*findKeepUp, s.need, s.f.MinRequests, s.need, s.f.Factor, 100*s.f.Precision))
+	}
+	return r
+}
+
+// stage runs one stage at rate and appends it to the report.
+func (s *search) stage(rate float64) (*StageReport, error) {
+	window := time.Duration(findWindowMargin * float64(s.need) / rate * float64(time.Second))
+	window = min(max(window, s.f.MinWindow), s.f.MaxWindow)
+	o := s.opts
+	o.Stages = []Stage{{Rate: rate, Duration: (s.warmup + window).Round(time.Millisecond)}}
+	o.Warmup = s.warmup
+	o.StopWhenSaturated = false
+	// Number the stage in the request log and the progress line as in
+	// the report: after the stages already run.
+	o.StageOffset = len(s.rep.Stages)
+	r, err := Run(s.ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	if s.rep.Sampling == nil {
+		s.rep.Sampling, s.rep.Workloads, s.rep.SLOBounds = r.Sampling, r.Workloads, r.SLOBounds
+	}
+	if len(r.Stages) != 1 {
+		return nil, nil // cancelled before the stage ran
+	}
+	sr := r.Stages[0]
+	sr.Stage = len(s.rep.Stages) + 1
+	s.rep.Stages = append(s.rep.Stages, sr)
+	if !sr.Trusted {
+		s.find.Untrusted = append(s.find.Untrusted, sr.Stage)
+	}
+	return sr, nil
+}
+
+// capacity runs the ramp.
+func (s *search) capacity() error {
+	var prev, best *StageReport
+	stop := ""
+	found := false
+	rate := s.f.StartRate
+	for i := 0; i < s.f.MaxStages && s.ctx.Err() == nil; i++ {
+		sr, err := s.stage(rate)
+		if err != nil {
+			return err
+		}
+		if sr == nil {
+			break
+		}
+		step := FindStep{Stage: sr.Stage, OfferedRate: sr.RequestedRate, SentRate: sr.AchievedRate,
+			ServedRate: sr.ServedRate, ServedOutputTokensSec: sr.ServedOutputTokensPerSec, Served: sr.Served,
+			TTFTP50: sr.TTFT.P50, Trusted: sr.Trusted}
+		if !sr.Trusted {
+			s.find.Ramp = append(s.find.Ramp, step)
+			stop = fmt.Sprintf("stage %d (%.3g req/s) is not trusted (%s): not evidence, the ramp stops", sr.Stage, rate, strings.Join(sr.Reasons, "; "))
+			break
+		}
+		if best == nil || sr.ServedRate > best.ServedRate {
+			best = sr
+		}
+		if prev != nil && prev.ServedRate > 0 {
+			step.Gain = sr.ServedRate/prev.ServedRate - 1
+		}
+		s.find.Ramp = append(s.find.Ramp, step)
+		if sr.Served == 0 {
+			stop = fmt.Sprintf("stage %d served no request in its window", sr.Stage)
+			break
+		}
+		if prev != nil {
+			gainTok := 0.0
+			if prev.ServedOutputTokensPerSec > 0 {
+				gainTok = sr.ServedOutputTokensPerSec/prev.ServedOutputTokensPerSec - 1
+			}
+			if step.Gain < s.f.MinGain && gainTok < s.f.MinGain {
+				stop = fmt.Sprintf("plateau: stage %d served %+.1f%% requests/s and %+.1f%% output tokens/s over stage %d, less than %.0f%%",
+					sr.Stage, 100*step.Gain, 100*gainTok, prev.Stage, 100*s.f.MinGain)
+				found = true
+				break
+			}
+			if prev.TTFT.Count > 0 && sr.TTFT.P50 > 2*prev.TTFT.P50 && step.Gain < (s.f.Factor-1)/2 {
+				stop = fmt.Sprintf("queue runs away: stage %d's TTFT p50 %s is more than twice stage %d's %s while the served rate grew %+.1f%% for a %+.0f%% step",
+					sr.Stage, fmtSeconds(sr.TTFT.P50), prev.Stage, fmtSeconds(prev.TTFT.P50), 100*step.Gain, 100*(s.f.Factor-1))
+				found = true
+				break
+			}
+		}
+		prev = sr
+		rate *= s.f.Factor
+	}
+	if stop == "" {
+		if s.ctx.Err() != nil {
+			stop = "cancelled"
+		} else {
+			stop = fmt.Sprintf("%d stages ran and the served rate still grew", s.f.MaxStages)
+		}
+	}
+	c := &CapacityResult{Found: found && best != nil, StopReason: stop}
+	if best != nil {
+		c.RequestsPerSecond, c.OutputTokensPerSecond = best.ServedRate, best.ServedOutputTokensPerSec
+		c.Stage, c.OfferedRate = best.Stage, best.RequestedRate
+	}
+	s.find.Capacity = c
+	return nil
+}
+
+// levels runs a stage at each fraction of the capacity.
+func (s *search) levels() error {
+	for _, frac := range s.f.Levels {
+		if s.ctx.Err() != nil {
+			return nil
+		}
+		rate := frac * s.find.Capacity.RequestsPerSecond
+		sr, err := s.stage(rate)
+		if err != nil {
+			return err
+		}
+		if sr == nil {
+			return nil
+		}
+		s.find.Levels = append(s.find.Levels, LevelStage{Fraction: frac, Rate: rate, Stage: sr.Stage})
+	}
+	return nil
+}
+
+// judgeSLO decides whether a stage is evidence that the SLO holds.
+func (s *search) judgeSLO(sr *StageReport) SLOProbe {
+	p := SLOProbe{Stage: sr.Stage, Rate: sr.RequestedRate, ServedRate: sr.ServedRate, Trusted: sr.Trusted}
+	if sr.SLO != nil {
+		p.Quantiles = sr.SLO.Quantiles
+		p.Judged = sr.SLO.Good + sr.SLO.Bad
+		p.GoodShare = sr.SLO.GoodShare
+	}
+	var few []string
+	if sr.SLO != nil {
+		for _, q := range sr.SLO.Quantiles {
+			if q.Count < s.need {
+				few = append(few, fmt.Sprintf("%s over %d", q.Bound, q.Count))
+			}
+		}
+		if len(sr.SLO.Objectives) > 0 && p.Judged < s.need {
+			few = append(few, fmt.Sprintf("%d judged requests", p.Judged))
+		}
+	}
+	switch {
+	case !sr.Trusted:
+		p.Why = "not trusted: " + strings.Join(sr.Reasons, "; ")
+	case sr.SLO == nil:
+		p.Why = "no SLO judged"
+	case !sr.SLO.Met:
+		p.Why = "SLO not met"
+	case len(few) > 0:
+		p.Why = fmt.Sprintf("too few samples (need %d): %s", s.need, strings.Join(few, ", "))
+	case sr.ServedRate < findKeepUp*sr.AchievedRate:
+		p.Why = fmt.Sprintf("not keeping up: served %.3g of %.3g req/s sent", sr.ServedRate, sr.AchievedRate)
+	default:
+		p.Met = true
+	}
+	return p
+}
+
+// slo brackets then bisects the rate at which the SLO stops holding.
+func (s *search) slo() error {
+	res := &SLOSearch{MinSamples: s.need}
+	s.find.SLO = res
+	var lo, hi *SLOProbe
+	probe := func(rate float64) (*SLOProbe, error) {
+		sr, err := s.stage(rate)
+		if err != nil || sr == nil {
+			return nil, err
+		}
+		if sr.SLO == nil {
+			return nil, fmt.Errorf("--find=slo: no SLO to judge by: give --slo or an slo: block of the target")
+		}
+		p := s.judgeSLO(sr)
+		res.Probes = append(res.Probes, p)
+		return &res.Probes[len(res.Probes)-1], nil
+	}
+	rate := s.f.StartRate
+	if c := s.find.Capacity; c != nil && c.RequestsPerSecond > 0 {
+		rate = c.RequestsPerSecond
+	}
+	floor := rate / math.Pow(s.f.Factor, float64(s.f.MaxStages))
+	budget := s.f.MaxStages
+	// Bracket: step up from a met stage, or down from a failed one.
+	for budget > 0 && (lo == nil || hi == nil) {
+		p, err := probe(rate)
+		if err != nil {
+			return err
+		}
+		if p == nil {
+			break
+		}
+		budget--
+		if p.Met {
+			lo = p
+			rate *= s.f.Factor
+		} else {
+			hi = p
+			if rate/s.f.Factor < floor {
+				break
+			}
+			rate /= s.f.Factor
+		}
+	}
+	for budget > 0 && lo != nil && hi != nil && hi.Rate/lo.Rate-1 > s.f.Precision && s.ctx.Err() == nil {
+		mid := (lo.Rate + hi.Rate) / 2
+		p, err := probe(mid)
+		if err != nil {
+			return err
+		}
+		if p == nil {
+			break
+		}
+		budget--
+		if p.Met {
+			lo = p
+		} else {
+			hi = p
+		}
+	}
+	// The probes slice may have grown: take copies.
+	if lo != nil {
+		m := *lo
+		res.Found, res.Rate, res.Met = true, m.Rate, &m
+	}
+	if hi != nil {
+		a := *hi
+		res.Above = &a
+	}
+	switch {
+	case lo == nil:
+		res.Note = "no stage met the SLO"
+	case hi == nil:
+		res.Note = "every stage met the SLO: the limit is above the highest rate probed"
+	default:
+		res.Precision = hi.Rate/lo.Rate - 1
+		if res.Precision > s.f.Precision {
+			res.Note = fmt.Sprintf("the search ran out of stages before the bracket was within %.0f%%", 100*s.f.Precision)
+		}
+	}
+	return nil
+}
+
+// writeFind writes the search's outcome after the stage table.
+func writeFind(w io.Writer, f *FindReport) {
+	if f == nil {
+		return
+	}
+	mode := f.Mode
+	if mode == "" {
+		mode = "levels"
+	}
+	fmt.Fprintf(w, "find %s:\n", mode)
+	for _, r := range f.Rules {
+		fmt.Fprintf(w, "  rule: %s\n", r)
+	}
+	for _, st := range f.Ramp {
+		trusted := ""
+		if !st.Trusted {
+			trusted = " NOT TRUSTED, not evidence"
+		}
+		fmt.Fprintf(w, "  ramp stage %d: offered %.3g req/s, sent %.3g, served %.3g req/s (%d, %+.1f%%), %.0f output tok/s, TTFT p50 %s%s\n",
+			st.Stage, st.OfferedRate, st.SentRate, st.ServedRate, st.Served, 100*st.Gain, st.ServedOutputTokensSec, fmtSeconds(st.TTFTP50), trusted)
+	}
+	if c := f.Capacity; c != nil {
+		switch {
+		case c.Given:
+			fmt.Fprintf(w, "  capacity: %.3g req/s (given)\n", c.RequestsPerSecond)
+		case c.Stage == 0:
+			fmt.Fprintf(w, "  capacity: NOT FOUND, no trusted stage (%s)\n", c.StopReason)
+		default:
+			what := "capacity"
+			if !c.Found {
+				what = "capacity NOT FOUND, at least"
+			}
+			fmt.Fprintf(w, "  %s: %.3g req/s served, %.0f output tok/s, shown by stage %d (offered %.3g req/s); stopped: %s\n",
+				what, c.RequestsPerSecond, c.OutputTokensPerSecond, c.Stage, c.OfferedRate, c.StopReason)
+		}
+	}
+	for _, l := range f.Levels {
+		fmt.Fprintf(w, "  level %g × capacity = %.3g req/s: stage %d\n", l.Fraction, l.Rate, l.Stage)
+	}
+	if r := f.SLO; r != nil {
+		for _, p := range r.Probes {
+			verdict := "met"
+			if !p.Met {
+				verdict = "NOT MET (" + p.Why + ")"
+			}
+			fmt.Fprintf(w, "  slo probe stage %d: %.3g req/s (served %.3g): %s; %s\n", p.Stage, p.Rate, p.ServedRate, verdict, probeFigures(p))
+		}
+		switch {
+		case !r.Found:
+			fmt.Fprintf(w, "  SLO: NOT MET at any rate probed (%s)\n", r.Note)
+		case r.Above == nil:
+			fmt.Fprintf(w, "  SLO: met up to %.3g req/s (stage %d; %s)\n", r.Rate, r.Met.Stage, r.Note)
+		default:
+			fmt.Fprintf(w, "  SLO: met up to %.3g req/s (stage %d: %s); not at %.3g req/s (stage %d: %s); the limit lies between (within %.1f%%)",
+				r.Rate, r.Met.Stage, probeFigures(*r.Met), r.Above.Rate, r.Above.Stage, probeFigures(*r.Above), 100*r.Precision)
+			if r.Note != "" {
+				fmt.Fprintf(w, "; %s", r.Note)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if len(f.Untrusted) > 0 {
+		s := make([]string, len(f.Untrusted))
+		for i, n := range f.Untrusted {
+			s[i] = fmt.Sprint(n)
+		}
+		fmt.Fprintf(w, "  stages %s are not trusted: not taken as evidence of capacity or of meeting the SLO\n", strings.Join(s, ", "))
+	}
+}
+
+// probeFigures is a probe's quantiles and sample counts in words.
+func probeFigures(p SLOProbe) string {
+	var parts []string
+	for _, q := range p.Quantiles {
+		v := "no samples"
+		if q.Count > 0 {
+			v = fmtSeconds(q.Value)
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s, n=%d", q.Bound, v, q.Count))
+	}
+	if p.Judged > 0 {
+		parts = append(parts, fmt.Sprintf("good %.2f%% of n=%d", 100*p.GoodShare, p.Judged))
+	}
+	if len(parts) == 0 {
+		return "no figures"
+	}
+	return strings.Join(parts, ", ")
+}

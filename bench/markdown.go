@@ -1,0 +1,253 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package bench
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/probe"
+)
+
+// WorkloadInfo summarises what a target was sent.
+type WorkloadInfo struct {
+	Target   string      `json:"target"`
+	URL      string      `json:"url"`
+	API      string      `json:"api"`
+	Model    string      `json:"model"`
+	Workload string      `json:"workload"`
+	Classes  []ClassInfo `json:"classes"`
+}
+
+// ClassInfo summarises one class of a workload.
+type ClassInfo struct {
+	Name         string  `json:"name"`
+	Weight       float64 `json:"weight"`
+	PromptTokens string  `json:"prompt_tokens"`
+	OutputTokens string  `json:"output_tokens"`
+	Prefix       string  `json:"prefix,omitempty"`
+	Turns        bool    `json:"multi_turn,omitempty"`
+}
+
+func describeWorkload(cfg *config.Config, t *config.Target) WorkloadInfo {
+	wi := WorkloadInfo{Target: t.Name, URL: t.URL, API: t.API, Model: t.Model, Workload: t.Workload}
+	w := cfg.Workload(t)
+	if w == nil {
+		return wi
+	}
+	for _, c := range w.Classes {
+		ci := ClassInfo{Name: c.Name, Weight: c.Weight, PromptTokens: describeDist(c.PromptTokens),
+			OutputTokens: describeDist(c.OutputTokens), Turns: c.Turns != nil}
+		if p := c.Prefix; p != nil {
+			ci.Prefix = fmt.Sprintf("%d groups × %d tokens, p=%g", p.Groups, p.Tokens, p.Probability)
+		}
+		wi.Classes = append(wi.Classes, ci)
+	}
+	return wi
+}
+
+// describeDist is a token-length distribution in a few words.
+func describeDist(d config.Dist) string {
+	var parts []string
+	add := func(name string, v *float64) {
+		if v != nil {
+			parts = append(parts, name+"="+strconv.FormatFloat(*v, 'g', -1, 64))
+		}
+	}
+	add("value", d.Value)
+	add("median", d.Median)
+	add("p99", d.P99)
+	add("mean", d.Mean)
+	add("stddev", d.Stddev)
+	add("mu", d.Mu)
+	add("sigma", d.Sigma)
+	for _, q := range slices.Sorted(maps.Keys(d.Quantiles)) {
+		parts = append(parts, fmt.Sprintf("q%g=%g", q, d.Quantiles[q]))
+	}
+	if d.File != "" {
+		parts = append(parts, "file="+d.File)
+	}
+	add("min", d.Min)
+	add("max", d.Max)
+	kind := d.Kind
+	if kind == "" {
+		kind = "fixed"
+	}
+	if len(parts) == 0 {
+		return kind
+	}
+	return kind + " " + strings.Join(parts, " ")
+}
+
+// MarkdownOptions adjust WriteMarkdown.
+type MarkdownOptions struct {
+	// Title heads the document (default "llmprobe bench report").
+	Title string
+	// Plot, when set, is the picture of the report (WritePlot) to link,
+	// as a path relative to the Markdown file.
+	Plot string
+}
+
+// WriteMarkdown writes the report as Markdown: the run's parameters, then
+// per stage and target its load, a narrow latency table with the number
+// of samples beside each quantile, the verdict with its reasons, the
+// prefix-cache hit rate and the goodput when an SLO was given.
+func (r *Report) WriteMarkdown(w io.Writer, o MarkdownOptions) error {
+	b := &strings.Builder{}
+	title := o.Title
+	if title == "" {
+		title = "llmprobe bench report"
+	}
+	fmt.Fprintf(b, "# %s\n\n", mdEscape(title))
+	fmt.Fprintf(b, "Run from %s to %s (%s).\n\n", r.Started.UTC().Format("2006-01-02 15:04:05 MST"),
+		r.Finished.UTC().Format("2006-01-02 15:04:05 MST"), r.Finished.Sub(r.Started).Round(1e9))
+	if o.Plot != "" {
+		fmt.Fprintf(b, "![Latency and throughput against offered load](%s)\n\n", o.Plot)
+	}
+
+	b.WriteString("## Parameters\n\n")
+	if len(r.Workloads) > 0 {
+		b.WriteString("| target | model | API | URL | workload |\n|---|---|---|---|---|\n")
+		for _, wi := range r.Workloads {
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", mdEscape(wi.Target), mdEscape(wi.Model), mdEscape(wi.API), mdEscape(wi.URL), mdEscape(wi.Workload))
+		}
+		b.WriteString("\n| target | class | weight | prompt tokens | output tokens | shared prefix |\n|---|---|--:|---|---|---|\n")
+		for _, wi := range r.Workloads {
+			for _, c := range wi.Classes {
+				prefix := c.Prefix
+				if prefix == "" {
+					prefix = "-"
+				}
+				if c.Turns {
+					prefix += " (multi-turn)"
+				}
+				fmt.Fprintf(b, "| %s | %s | %g | %s | %s | %s |\n", mdEscape(wi.Target), mdEscape(c.Name), c.Weight,
+					mdEscape(c.PromptTokens), mdEscape(c.OutputTokens), mdEscape(prefix))
+			}
+		}
+		b.WriteString("\n")
+	}
+	if len(r.Sampling) > 0 {
+		b.WriteString("Sampling:\n\n")
+		for _, si := range r.Sampling {
+			fmt.Fprintf(b, "- %s/%s: temperature=%g top_p=%g", mdEscape(si.Target), mdEscape(si.Class), si.Temperature, si.TopP)
+			if si.TopK > 0 {
+				fmt.Fprintf(b, " top_k=%d", si.TopK)
+			}
+			for _, k := range slices.Sorted(maps.Keys(si.ExtraBody)) {
+				fmt.Fprintf(b, " %s=%v", mdEscape(k), si.ExtraBody[k])
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n")
+	}
+	if len(r.SLOBounds) > 0 {
+		b.WriteString("SLO bounds:\n\n")
+		for _, sb := range r.SLOBounds {
+			fmt.Fprintf(b, "- %s (%s)\n", sb.describe(), mdEscape(sb.Label))
+		}
+		b.WriteString("\n")
+	}
+	stages := map[int]bool{}
+	for _, s := range r.Stages {
+		stages[s.Stage] = true
+	}
+	fmt.Fprintf(b, "%d stages, %d stage reports.\n\n", len(stages), len(r.Stages))
+
+	for _, s := range r.Stages {
+		fmt.Fprintf(b, "## Stage %d: %s at %s req/s\n\n", s.Stage, mdEscape(s.Target), strconv.FormatFloat(s.RequestedRate, 'g', -1, 64))
+		verdict := "**trusted**"
+		if !s.Trusted {
+			verdict = "**NOT TRUSTED**"
+		}
+		dropped, errs := s.counts()
+		fmt.Fprintf(b, "Verdict: %s. Requested %.2f req/s, achieved %.2f req/s over %s; %d sent, %d dropped, %d errors, %d warm-up.\n\n",
+			verdict, s.RequestedRate, s.AchievedRate, s.Duration.Round(1e6), s.Sent, dropped, errs, s.Warmup)
+		for _, why := range s.Reasons {
+			fmt.Fprintf(b, "- %s\n", mdEscape(why))
+		}
+		if short := s.Shortfall(); short != "" {
+			fmt.Fprintf(b, "- %s\n", mdEscape(short))
+		}
+		if len(s.Reasons) > 0 || s.Shortfall() != "" {
+			b.WriteString("\n")
+		}
+		b.WriteString("| metric | n | p50 | p95 | p99 | max |\n|---|--:|--:|--:|--:|--:|\n")
+		for _, m := range s.metrics() {
+			fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s |\n", m.name, m.q.Count,
+				fmtQ(m.q, m.q.P50), fmtQ(m.q, m.q.P95), fmtQ(m.q, m.q.P99), fmtQ(m.q, m.q.Max))
+		}
+		b.WriteString("\n")
+		cache := "not reported by the server"
+		if s.CacheHitRatio > 0 || s.ReuseIntent > 0 {
+			cache = fmt.Sprintf("%.1f%% of prompt tokens (the workload aims at %.1f%%)", 100*s.CacheHitRatio, 100*s.ReuseIntent)
+		}
+		fmt.Fprintf(b, "Prefix-cache hit rate: %s. Output %.0f tok/s, prompt %.0f tok/s; client CPU %.3f s per 1000 requests.\n\n",
+			cache, s.OutputTokensPerSec, s.PromptTokensPerSec, s.ClientCPUPer1000)
+		if sr := s.SLO; sr != nil {
+			met := "met"
+			if !sr.Met {
+				met = "**NOT MET**"
+			}
+			fmt.Fprintf(b, "SLO %s", met)
+			if len(sr.Objectives) > 0 {
+				fmt.Fprintf(b, ": goodput %.2f req/s, %d of %d good (%.2f%%, objective %.2f%%)",
+					sr.Goodput, sr.Good, sr.Good+sr.Bad, 100*sr.GoodShare, 100*sr.RequiredShare)
+			}
+			b.WriteString(".\n\n")
+			for _, q := range sr.Quantiles {
+				held := "held"
+				if !q.Met {
+					held = "NOT HELD"
+				}
+				fmt.Fprintf(b, "- %s: %s over %d samples (%s)\n", mdEscape(q.Bound), fmtSeconds(q.Value), q.Count, held)
+			}
+			if len(sr.Quantiles) > 0 {
+				b.WriteString("\n")
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func (b SLOBound) describe() string {
+	if b.Quantile > 0 {
+		return fmt.Sprintf("%s p%s ≤ %s", strings.ToUpper(b.Metric), strconv.FormatFloat(100*b.Quantile, 'g', -1, 64), fmtSeconds(b.Seconds))
+	}
+	return fmt.Sprintf("%s ≤ %s per request", strings.ToUpper(b.Metric), fmtSeconds(b.Seconds))
+}
+
+// counts are the stage's dropped requests and its results other than
+// success.
+func (s *StageReport) counts() (dropped, errs int) {
+	for _, n := range s.Dropped {
+		dropped += n
+	}
+	for o, n := range s.Outcomes {
+		if o != probe.OutcomeSuccess {
+			errs += n
+		}
+	}
+	return dropped, errs
+}
+
+type namedQuantiles struct {
+	name string
+	q    Quantiles
+}
+
+func (s *StageReport) metrics() []namedQuantiles {
+	return []namedQuantiles{{"TTFT", s.TTFT}, {"TPOT", s.TPOT}, {"ITL", s.ITL}, {"E2E", s.E2E}, {"lag", s.Lag}}
+}
+
+// mdEscape keeps a value from breaking a table or starting markup.
+func mdEscape(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ", "*", `\*`, "_", `\_`, "`", "\\`", "<", "&lt;").Replace(s)
+}

@@ -1,0 +1,247 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package bench
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/dist"
+	"github.com/llmprobe/llmprobe/slo"
+)
+
+// MaxSamples bounds the per-request values a stage's report keeps of each
+// metric: at most this many, drawn uniformly without replacement (with a
+// fixed seed) when the stage had more. 10,000 values locate a median to
+// about 1% of the spread and leave about 100 above the p99.
+const MaxSamples = 10000
+
+// Samples are per-request values of a stage, in seconds: enough to test
+// whether two runs differ (Compare), bounded by MaxSamples each.
+type Samples struct {
+	TTFT []float64 `json:"ttft_seconds"`
+	TPOT []float64 `json:"tpot_seconds"`
+	E2E  []float64 `json:"e2e_seconds"`
+}
+
+func newSamples(ttft, tpot, e2e []float64) *Samples {
+	return &Samples{TTFT: reservoir(ttft), TPOT: reservoir(tpot), E2E: reservoir(e2e)}
+}
+
+// reservoir returns up to MaxSamples of v, rounded to the nanosecond (the
+// clock's resolution: the JSON stays short), as a new slice.
+func reservoir(v []float64) []float64 {
+	out := slices.Clone(v)
+	if len(out) > MaxSamples {
+		rng := rand.New(rand.NewPCG(1, uint64(len(out))))
+		for i := range MaxSamples { // a partial Fisher–Yates shuffle
+			j := i + rng.IntN(len(out)-i)
+			out[i], out[j] = out[j], out[i]
+		}
+		out = out[:MaxSamples:MaxSamples]
+	}
+	for i, x := range out {
+		out[i] = math.Round(x*1e9) / 1e9
+	}
+	return out
+}
+
+// SLOBound is one latency bound of the SLO a run was judged by.
+type SLOBound struct {
+	Metric string `json:"metric"` // ttft, tpot, itl or e2e
+	// Quantile is 0 for a per-request bound (every request should be
+	// within it, up to the objective's ratio), else the quantile bounded.
+	Quantile float64 `json:"quantile,omitempty"`
+	Seconds  float64 `json:"seconds"`
+	// Label says where it came from, e.g. "--slo ttft" or "sim-chat/chat".
+	Label string `json:"label"`
+}
+
+// sloBounds lists the bounds the stages are judged by: spec's when given,
+// else the per-request bounds of the configured objectives (deduplicated).
+func sloBounds(cfg *config.Config, targets []*config.Target, spec *slo.Spec) []SLOBound {
+	var out []SLOBound
+	add := func(metric string, q float64, d time.Duration, label string) {
+		if d <= 0 {
+			return
+		}
+		b := SLOBound{Metric: metric, Quantile: q, Seconds: d.Seconds(), Label: label}
+		if !slices.ContainsFunc(out, func(o SLOBound) bool {
+			return o.Metric == b.Metric && o.Quantile == b.Quantile && o.Seconds == b.Seconds
+		}) {
+			out = append(out, b)
+		}
+	}
+	perRequest := func(o *slo.Objective, label string) {
+		add("ttft", 0, time.Duration(o.TTFT), label)
+		add("tpot", 0, time.Duration(o.TPOT), label)
+		add("e2e", 0, time.Duration(o.E2E), label)
+	}
+	if spec != nil {
+		if spec.Objective != nil {
+			perRequest(spec.Objective, "--slo")
+		}
+		for _, q := range spec.Quantiles {
+			add(q.Metric, q.Quantile, q.Max, "--slo")
+		}
+		return out
+	}
+	for _, t := range targets {
+		w := cfg.Workload(t)
+		if w == nil {
+			continue
+		}
+		for _, c := range w.Classes {
+			if o := cfg.SLO(t, c); o != nil {
+				perRequest(o, t.Name+"/"+c.Name)
+			}
+		}
+	}
+	return out
+}
+
+// MannWhitney tests whether a and b come from distributions with the same
+// median location (two-sided Mann–Whitney U test, normal approximation
+// with tie correction and continuity correction). It returns the U of a
+// and the p-value; p is 1 when either side is empty or every value ties.
+func MannWhitney(a, b []float64) (u, p float64) {
+	n1, n2 := len(a), len(b)
+	if n1 == 0 || n2 == 0 {
+		return 0, 1
+	}
+	type obs struct {
+		v     float64
+		fromA bool
+	}
+	all := make([]obs, 0, n1+n2)
+	for _, v := range a {
+		all = append(all, obs{v, true})
+	}
+	for _, v := range b {
+		all = append(all, obs{v, false})
+	}
+	slices.SortFunc(all, func(x, y obs) int { return cmpFloat(x.v, y.v) })
+	var rankA, ties float64
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && all[j].v == all[i].v {
+			j++
+		}
+		rank := float64(i+j+1) / 2 // mean of the 1-based ranks i+1..j
+		for k := i; k < j; k++ {
+			if all[k].fromA {
+				rankA += rank
+			}
+		}
+		if t := float64(j - i); t > 1 {
+			ties += t*t*t - t
+		}
+		i = j
+	}
+	f1, f2 := float64(n1), float64(n2)
+	n := f1 + f2
+	u = rankA - f1*(f1+1)/2
+	mean := f1 * f2 / 2
+	variance := f1 * f2 / 12 * ((n + 1) - ties/(n*(n-1)))
+	if !(variance > 0) {
+		return u, 1
+	}
+	z := math.Abs(u-mean) - 0.5
+	if z < 0 {
+		z = 0
+	}
+	z /= math.Sqrt(variance)
+	return u, math.Erfc(z / math.Sqrt2) // 2 × (1 − Φ(z))
+}
+
+func cmpFloat(x, y float64) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+// BootstrapQuantileDiff is a percentile-bootstrap confidence interval, at
+// level conf (e.g. 0.99), for quantile q of b minus quantile q of a: both
+// resampled with replacement resamples times from a generator seeded with
+// seed, so the same inputs give the same interval. Quantiles are
+// dist.Quantile's (linear interpolation). ok is false when a side is
+// empty.
+func BootstrapQuantileDiff(a, b []float64, q float64, resamples int, seed uint64, conf float64) (lo, hi float64, ok bool) {
+	if len(a) == 0 || len(b) == 0 || resamples < 1 {
+		return 0, 0, false
+	}
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	sa, sb := newResampler(a), newResampler(b)
+	diffs := make([]float64, resamples)
+	for i := range diffs {
+		qa := sa.quantile(rng, q) // a's resample is drawn first
+		diffs[i] = sb.quantile(rng, q) - qa
+	}
+	slices.Sort(diffs)
+	alpha := (1 - conf) / 2
+	return dist.Quantile(diffs, alpha), dist.Quantile(diffs, 1-alpha), true
+}
+
+// resampler draws bootstrap resamples of sorted values and takes one
+// quantile of each without sorting it: a resample is a count per sorted
+// position, and the order statistics are found by walking the counts.
+type resampler struct {
+	sorted []float64
+	counts []int32
+}
+
+func newResampler(v []float64) *resampler {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return &resampler{sorted: s, counts: make([]int32, len(s))}
+}
+
+// quantile draws a resample and returns its quantile q.
+func (r *resampler) quantile(rng *rand.Rand, q float64) float64 {
+	n := len(r.sorted)
+	clear(r.counts)
+	for range n {
+		r.counts[rng.IntN(n)]++
+	}
+	h := q * float64(n-1)
+	i := int(h)
+	lo := r.orderStat(i)
+	if i >= n-1 {
+		return lo
+	}
+	hi := r.orderStat(i + 1)
+	return lo + (h-float64(i))*(hi-lo)
+}
+
+// orderStat is the k-th smallest (0-based) value of the current resample;
+// it walks from whichever end is nearer.
+func (r *resampler) orderStat(k int) float64 {
+	n := len(r.sorted)
+	if k < n/2 {
+		seen := 0
+		for j, c := range r.counts {
+			seen += int(c)
+			if seen > k {
+				return r.sorted[j]
+			}
+		}
+		return r.sorted[n-1]
+	}
+	above := n - 1 - k // values strictly after position k
+	seen := 0
+	for j := n - 1; j >= 0; j-- {
+		seen += int(r.counts[j])
+		if seen > above {
+			return r.sorted[j]
+		}
+	}
+	return r.sorted[0]
+}

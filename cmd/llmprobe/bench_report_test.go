@@ -1,0 +1,232 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmprobe/llmprobe/bench"
+)
+
+// readmeBenchExample is the README's example of bench against the
+// simulator: the first line starting "bin/llmprobe bench --sim", without
+// its comment.
+func readmeBenchExample(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(moduleRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "bin/llmprobe bench --sim ") {
+			line, _, _ = strings.Cut(line, "#")
+			return strings.Fields(line)[1:]
+		}
+	}
+	t.Fatal("the README has no bin/llmprobe bench --sim example")
+	return nil
+}
+
+// stageRows returns the rows of the text report's first table (stage,
+// target, ..., trusted).
+func stageRows(t *testing.T, stdout string) [][]string {
+	t.Helper()
+	var rows [][]string
+	in := false
+	for _, line := range strings.Split(stdout, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 0 && f[0] == "stage" && f[len(f)-1] == "trusted":
+			in = true
+		case in && len(f) == 0:
+			return rows
+		case in:
+			rows = append(rows, f)
+		}
+	}
+	t.Fatalf("no stage table in:\n%s", stdout)
+	return nil
+}
+
+// TestReadmeBenchExample runs the README's bench example exactly as
+// written (the embedded demo configuration against the simulator in a
+// child process) and asserts every stage of every target is trusted: the
+// demo's max_inflight and the example's rates leave room for the load.
+func TestReadmeBenchExample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the README's bench example runs for about a minute")
+	}
+	args := readmeBenchExample(t)
+	res := runBinary(t, binary(t), nil, args...)
+	t.Logf("llmprobe %s\n%s", strings.Join(args, " "), res.stdout)
+	if res.code != 0 {
+		t.Fatalf("exit code %d: %s", res.code, res.stderr)
+	}
+	if strings.Contains(res.stdout, "NOT TRUSTED") {
+		t.Error("the README's example prints NOT TRUSTED")
+	}
+	stages := 0
+	for _, a := range args {
+		if strings.HasPrefix(a, "--stage=") {
+			stages++
+		}
+	}
+	rows := stageRows(t, res.stdout)
+	if len(rows) != 2*stages { // the demo has two targets
+		t.Fatalf("%d rows for %d stages of 2 targets", len(rows), stages)
+	}
+	for _, r := range rows {
+		if r[len(r)-1] != "yes" {
+			t.Errorf("stage %s %s not trusted: %v", r[0], r[1], r)
+		}
+	}
+}
+
+// TestBenchOutputFiles: one run writes the Markdown report linking the
+// PNG picture and the per-request JSONL; another the JSON report and the
+// SVG picture, which `bench compare` compares with itself (no real
+// change, exit 0); a bad report file is a one-line error, bad arguments a
+// usage error. Standard output is not a terminal: no progress line.
+func TestBenchOutputFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two short sweeps against the simulator")
+	}
+	bin := binary(t)
+	dir := t.TempDir()
+	stages := []string{"bench", "--sim", "--stage=2:3s", "--stage=4:3s", "--warmup=500ms"}
+	md, pngFile, jsonl := filepath.Join(dir, "run.md"), filepath.Join(dir, "plots", "run.png"), filepath.Join(dir, "run.jsonl")
+	if err := os.Mkdir(filepath.Join(dir, "plots"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := runBinary(t, bin, nil, append(stages, "--output="+md, "--plot="+pngFile, "--requests="+jsonl)...)
+	if res.code != 0 {
+		t.Fatalf("exit code %d: %s", res.code, res.stderr)
+	}
+	if strings.ContainsAny(res.stdout, "\r\x1b") {
+		t.Errorf("progress output on a pipe: %q", res.stdout)
+	}
+	for i, line := range strings.Split(res.stdout, "\n") {
+		if !strings.HasPrefix(line, "sampling:") && !strings.HasPrefix(line, "stage ") && len([]rune(line)) > 100 {
+			t.Errorf("stdout line %d is %d columns: %q", i+1, len([]rune(line)), line)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^\s+1\s+sim-chat\s+TTFT\s+\d+\s`).MatchString(res.stdout) {
+		t.Errorf("no TTFT row with n:\n%s", res.stdout)
+	}
+	doc, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# llmprobe bench report", "](plots/run.png)", "| sim-chat | sim-model | chat |", "## Stage 2: sim-completions at 4 req/s", "| metric | n | p50 |", "Prefix-cache hit rate:", "goodput"} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("the Markdown has no %q", want)
+		}
+	}
+	f, err := os.Open(pngFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(f)
+	f.Close()
+	if err != nil || img.Bounds().Dx() < 600 {
+		t.Fatalf("the PNG: %v, %v", err, img)
+	}
+	data, err := os.ReadFile(jsonl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	stagesSeen := map[int]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var rec bench.RequestRecord
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("line %d: %v", lines+1, err)
+		}
+		lines++
+		stagesSeen[rec.Stage] = true
+	}
+	if lines < 10 || !stagesSeen[1] || !stagesSeen[2] {
+		t.Errorf("%d request lines, stages %v", lines, stagesSeen)
+	}
+
+	js, svg := filepath.Join(dir, "run.json"), filepath.Join(dir, "run.svg")
+	if res := runBinary(t, bin, nil, append(stages, "--output="+js, "--plot="+svg)...); res.code != 0 {
+		t.Fatalf("exit code %d: %s", res.code, res.stderr)
+	}
+	if b, err := os.ReadFile(svg); err != nil || !bytes.Contains(b, []byte(`class="point"`)) {
+		t.Errorf("the SVG: %v", err)
+	}
+	start := time.Now()
+	res = runBinary(t, bin, nil, "bench", "compare", js, js)
+	if res.code != 0 {
+		t.Fatalf("compare: exit code %d: %s", res.code, res.stderr)
+	}
+	t.Logf("compare took %v:\n%s", time.Since(start), res.stdout)
+	if !strings.Contains(res.stdout, "no real change") || strings.Contains(res.stdout, "better") || strings.Contains(res.stdout, "worse") {
+		t.Errorf("a report compared with itself:\n%s", res.stdout)
+	}
+	for _, args := range [][]string{{"bench", "compare", md, js}, {"bench", "compare", filepath.Join(dir, "missing.json"), js}} {
+		res := runBinary(t, bin, nil, args...)
+		if res.code == 0 || res.code == 2 || strings.Count(res.stderr, "\n") != 1 || !strings.HasPrefix(res.stderr, "llmprobe: ") || res.stdout != "" {
+			t.Errorf("%v: exit code %d, stderr %q", args, res.code, res.stderr)
+		}
+	}
+	for _, args := range [][]string{{"bench", "compare", js}, {"bench", "contrast", js, js}, {"bench", "--sim", "--stage=1:1s", "--plot=" + filepath.Join(dir, "x.gif")}} {
+		res := runBinary(t, bin, nil, args...)
+		if res.code != 2 || strings.Count(res.stderr, "\n") != 1 {
+			t.Errorf("%v: exit code %d, stderr %q", args, res.code, res.stderr)
+		}
+	}
+}
+
+// TestProgressLine: the live line fits in 100 columns, is redrawn in place
+// (carriage return, erase line) and ended once the stage is done; pipes
+// and the null device are not terminals.
+func TestProgressLine(t *testing.T) {
+	p := bench.Progress{Stage: 12, Stages: 20, Elapsed: 95 * time.Second, Duration: 5 * time.Minute, Sent: 123456,
+		Rate: 1234.5, Errors: 99999, Dropped: 12345, TTFTP50: 0.0123, TTFTP99: 12.345, TTFTCount: 10}
+	line := formatProgress(p)
+	if len(line) > 100 || !strings.Contains(line, "stage 12/20 1m35s/5m0s sent 123456 1234.5/s err 99999 drop 12345 TTFT p50 12.3ms p99 12.35s") {
+		t.Errorf("%d columns: %q", len(line), line)
+	}
+	var b bytes.Buffer
+	pr := progressPrinter(&b)
+	pr(p)
+	p.Done = true
+	pr(p)
+	if got := b.String(); got != "\r\x1b[K"+line+"\r\x1b[K"+line+"\n" {
+		t.Errorf("%q", got)
+	}
+	if line := formatProgress(bench.Progress{Stage: 1, Stages: 1, Duration: time.Second}); !strings.HasSuffix(line, "TTFT -") {
+		t.Errorf("no first token yet: %q", line)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if isTerminal(w) {
+		t.Error("a pipe is a terminal")
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	if isTerminal(null) {
+		t.Error("the null device is a terminal")
+	}
+}
