@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -75,7 +76,22 @@ type Options struct {
 	// Run sets it to the stages it already ran).
 	StageOffset int
 
-	stage int // the stage runStage runs (1-based), set by Run
+	// ServerMetrics are the targets' own Prometheus exposition URLs,
+	// scraped at each stage's start (after the warm-up), every
+	// ServerMetricsInterval (default 2s) and at its end (servermetrics.go):
+	// one URL for every target, one per target in the targets' order, or
+	// TARGET=URL; comma-separated lists are split. A failed scrape is
+	// reported in the stage, never fatal.
+	ServerMetrics         []string
+	ServerMetricsInterval time.Duration
+	// PrometheusURL, when set, is asked at each stage's end for the
+	// dcgm-exporter series matching GPUSelector averaged over the
+	// stage's window (gpu.go).
+	PrometheusURL string
+	GPUSelector   string
+
+	stage      int               // the stage runStage runs (1-based), set by Run
+	serverURLs map[string]string // target → metrics URL, set by Run
 }
 
 // Progress is a running stage's figures so far, summed over its targets.
@@ -117,6 +133,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		if base.Target(name) == nil {
 			return nil, fmt.Errorf("unknown target %q", name)
 		}
+	}
+	if len(opts.ServerMetrics) > 0 {
+		urls, err := resolveServerMetrics(opts.ServerMetrics, targets)
+		if err != nil {
+			return nil, err
+		}
+		opts.serverURLs = urls
 	}
 	rep := &Report{Started: time.Now(), SLOBounds: sloBounds(base, targets, opts.SLO)}
 	for _, t := range targets {
@@ -183,7 +206,27 @@ func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) (
 	cpu0 := cpuTime()
 	start := time.Now()
 	col.start, col.warmup = start, time.Duration(cfg.Global.Warmup)
+	measureFrom := start.Add(min(col.warmup, st.Duration))
+	scrapers := map[string]*serverScraper{} // by URL: one scrape serves every target behind it
+	if len(opts.serverURLs) > 0 {
+		every := opts.ServerMetricsInterval
+		if every <= 0 {
+			every = defaultServerMetricsInterval
+		}
+		client := &http.Client{}
+		for _, t := range cfg.Targets {
+			if u := opts.serverURLs[t.Name]; u != "" && scrapers[u] == nil {
+				scrapers[u] = startServerScraper(context.WithoutCancel(ctx), client, u, measureFrom, every)
+			}
+		}
+	}
+	stopScrapers := func() {
+		for _, s := range scrapers {
+			s.stopNow()
+		}
+	}
 	if err := eng.Apply(cfg); err != nil {
+		stopScrapers()
 		return nil, err
 	}
 	timer := time.NewTimer(st.Duration)
@@ -209,8 +252,10 @@ wait:
 		}
 	}
 	timer.Stop()
+	stopScrapers() // the last sample is taken now, beside the grace period
 	status := eng.Status()
 	elapsed := time.Since(start)
+	stageEnd := start.Add(elapsed)
 	grace := opts.Grace
 	if grace <= 0 {
 		grace = time.Duration(cfg.Global.RequestTimeout)
@@ -223,9 +268,25 @@ wait:
 		opts.Progress(col.progress(opts.stage, opts.StageOffset+len(opts.Stages), elapsed, st.Duration, true))
 	}
 
+	servers := map[string]*ServerStats{}
+	for u, s := range scrapers {
+		servers[u] = serverStats(u, s.results())
+	}
+	var gpu *GPUStats
+	if opts.PrometheusURL != "" {
+		gpu = queryGPU(context.WithoutCancel(ctx), opts.PrometheusURL, opts.GPUSelector, stageEnd, stageEnd.Sub(measureFrom))
+	}
+
 	var out []*StageReport
 	for _, ts := range status {
 		sr := col.report(ts.Name, elapsed)
+		if ss := servers[opts.serverURLs[ts.Name]]; ss != nil {
+			sr.Server = ss
+			if ss.TTFT != nil && ss.TTFT.Count > 0 && sr.TTFT.Count > 0 {
+				sr.TTFTGap = &TTFTGap{P50: sr.TTFT.P50 - ss.TTFT.P50, P99: sr.TTFT.P99 - ss.TTFT.P99}
+			}
+		}
+		sr.GPU = gpu
 		sr.Model = ts.Model
 		sr.RequestedRate = ts.RequestedRate
 		sr.Duration = elapsed

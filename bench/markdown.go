@@ -190,6 +190,7 @@ func (r *Report) WriteMarkdown(w io.Writer, o MarkdownOptions) error {
 		}
 		fmt.Fprintf(b, "Prefix-cache hit rate: %s. Output %.0f tok/s, prompt %.0f tok/s; client CPU %.3f s per 1000 requests.\n\n",
 			cache, s.OutputTokensPerSec, s.PromptTokensPerSec, s.ClientCPUPer1000)
+		writeServerMarkdown(b, s)
 		if sr := s.SLO; sr != nil {
 			met := "met"
 			if !sr.Met {

@@ -119,6 +119,16 @@ type StageReport struct {
 	// E2E drawn uniformly from the stage's (what `bench compare` tests).
 	Samples *Samples `json:"samples,omitempty"`
 
+	// Server is what the target server's own metrics say about the
+	// stage's window (Options.ServerMetrics; nil without).
+	Server *ServerStats `json:"server_metrics,omitempty"`
+	// TTFTGap is the probe's TTFT minus the server's (p50 and p99) over
+	// the stage (nil without the server's TTFT histogram).
+	TTFTGap *TTFTGap `json:"probe_minus_server_ttft_seconds,omitempty"`
+	// GPU is the stage's dcgm-exporter averages (Options.PrometheusURL;
+	// the same for every target of the stage).
+	GPU *GPUStats `json:"gpu,omitempty"`
+
 	promptTokens, outputTokens int
 	weight                     float64
 }
@@ -212,6 +222,8 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(w, "stage %d %s NOT TRUSTED: %s\n", s.Stage, s.Target, why)
 		}
 	}
+	writeServerMetrics(w, r.Stages)
+	writeGPU(w, r.Stages)
 	writeSLO(w, r.Stages)
 	writeFind(w, r.Find)
 	var sampling []string

@@ -43,6 +43,9 @@ type benchOptions struct {
 	plot          string   // --plot: FILE.svg or FILE.png
 	requests      string   // --requests: FILE.jsonl
 	args          []string // positional: compare OLD.json NEW.json
+	serverMetrics []string // --server-metrics
+	promURL       string   // --prometheus.url
+	gpuSelector   string   // --gpu.selector
 
 	find findFlags // --find, --levels, --capacity, --find.*
 }
@@ -60,6 +63,9 @@ func registerBench(app *kingpin.Application) command {
 	cmd.Flag("requests", "Also write one JSON line per request (stage, class, times, TTFT, ITLs, E2E, tokens, outcome; no text) to this file.").PlaceHolder("FILE.jsonl").StringVar(&o.requests)
 	cmd.Arg("compare", "compare OLD.json NEW.json: say, per stage and metric, whether the latency of NEW differs from OLD's beyond chance (Mann-Whitney U for medians, bootstrap for p99).").StringsVar(&o.args)
 	cmd.Flag("slo", "Judge each stage's goodput by this SLO instead of the configuration's slo blocks: per-request bounds ttft=, tpot=, e2e=, objective= and quantile bounds such as tpot_p99=100ms, comma-separated (e.g. ttft=500ms,tpot=60ms).").StringVar(&o.slo)
+	cmd.Flag("server-metrics", "Scrape the target server's Prometheus metrics at this URL beside every stage (vLLM, SGLang, llama.cpp, TGI): one URL for all targets, one per target in order, or TARGET=URL (repeatable or comma-separated); with --sim, "+examples.DemoURLPlaceholder+" stands for the simulator's base URL. A failed scrape is reported, never fatal.").PlaceHolder("URL").StringsVar(&o.serverMetrics)
+	cmd.Flag("prometheus.url", "Prometheus to ask for dcgm-exporter GPU figures averaged over each stage (with --gpu.selector).").PlaceHolder("URL").StringVar(&o.promURL)
+	cmd.Flag("gpu.selector", `Label matchers selecting the GPUs' DCGM series for --prometheus.url, e.g. 'Hostname="gpu-node-1"'.`).StringVar(&o.gpuSelector)
 	o.find.register(cmd)
 	cmd.Flag("stop-when-saturated", "Stop after the first stage whose load was not delivered.").BoolVar(&o.stopSaturated)
 	cmd.Flag("sim", "Start the built-in simulator in a child process on a loopback port; "+examples.DemoURLPlaceholder+" in the config stands for its base URL.").BoolVar(&o.sim)
@@ -124,6 +130,9 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 			return err
 		}
 		defer stop()
+		for i, u := range o.serverMetrics {
+			o.serverMetrics[i] = strings.ReplaceAll(u, examples.DemoURLPlaceholder, base)
+		}
 		if o.configFile == "" {
 			cfg, err = loadDemo(base)
 		} else {
@@ -148,6 +157,9 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		Logger:            logger,
 		StopWhenSaturated: o.stopSaturated,
 		SLO:               spec,
+		ServerMetrics:     o.serverMetrics,
+		PrometheusURL:     o.promURL,
+		GPUSelector:       o.gpuSelector,
 	}
 	if isTerminal(os.Stdout) {
 		bopts.Progress = progressPrinter(os.Stdout)

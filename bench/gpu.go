@@ -1,0 +1,195 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package bench
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+)
+
+// GPU figures: at the end of every stage bench asks Prometheus
+// (--prometheus.url) for dcgm-exporter's series matching --gpu.selector,
+// each averaged over the stage's measured window with avg_over_time
+// (through the same client library fit.FromPrometheus uses).
+
+// GPUMetrics are the dcgm-exporter series queried, by the field they
+// fill.
+var GPUMetrics = struct{ Util, SMActive, FBUsed, Power string }{
+	Util: "DCGM_FI_DEV_GPU_UTIL", SMActive: "DCGM_FI_PROF_SM_ACTIVE",
+	FBUsed: "DCGM_FI_DEV_FB_USED", Power: "DCGM_FI_DEV_POWER_USAGE",
+}
+
+const (
+	gpuQueryTimeout = 10 * time.Second
+	gpuMaxBody      = 8 << 20
+)
+
+// GPUStats are one stage's GPU figures from Prometheus.
+type GPUStats struct {
+	// Query is the PromQL of the utilisation (the others differ only by
+	// metric name); Window the range averaged over.
+	Query  string        `json:"query"`
+	Window time.Duration `json:"window_ns"`
+	// Errors say why a query failed or returned nothing.
+	Errors  []string    `json:"errors,omitempty"`
+	Devices []GPUDevice `json:"devices,omitempty"`
+}
+
+// GPUDevice is one GPU's averages over the stage (nil: not exported).
+type GPUDevice struct {
+	Hostname string `json:"hostname,omitempty"`
+	GPU      string `json:"gpu,omitempty"`
+	UUID     string `json:"uuid,omitempty"`
+	Model    string `json:"model,omitempty"`
+	// UtilPercent is DCGM_FI_DEV_GPU_UTIL (0–100).
+	UtilPercent *float64 `json:"gpu_util_percent,omitempty"`
+	// SMActive is DCGM_FI_PROF_SM_ACTIVE (ratio 0–1).
+	SMActive *float64 `json:"sm_active_ratio,omitempty"`
+	// FBUsedMiB is DCGM_FI_DEV_FB_USED.
+	FBUsedMiB *float64 `json:"fb_used_mib,omitempty"`
+	// PowerWatts is DCGM_FI_DEV_POWER_USAGE.
+	PowerWatts *float64 `json:"power_watts,omitempty"`
+}
+
+// limitedBody fails a response body read past its bound.
+type limitedTransport struct{ base http.RoundTripper }
+
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("response larger than %d bytes", gpuMaxBody)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (t limitedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err == nil {
+		resp.Body = &limitedBody{ReadCloser: resp.Body, left: gpuMaxBody + 1}
+	}
+	return resp, err
+}
+
+// normalizeSelector strips the braces of a selector.
+func normalizeSelector(s string) string {
+	s = strings.TrimSpace(s)
+	s = strings.TrimPrefix(s, "{")
+	return strings.TrimSuffix(s, "}")
+}
+
+// queryGPU averages the DCGM series matching selector over [end-window,
+// end]. A failure is reported in the result, never returned.
+func queryGPU(ctx context.Context, promURL, selector string, end time.Time, window time.Duration) *GPUStats {
+	window = max(window.Round(time.Millisecond), time.Second)
+	sel := normalizeSelector(selector)
+	rng := model.Duration(window).String()
+	expr := func(metric string) string { return fmt.Sprintf("avg_over_time(%s{%s}[%s])", metric, sel, rng) }
+	st := &GPUStats{Query: expr(GPUMetrics.Util), Window: window}
+	c, err := api.NewClient(api.Config{Address: promURL, Client: &http.Client{
+		Timeout: gpuQueryTimeout, Transport: limitedTransport{base: http.DefaultTransport},
+	}})
+	if err != nil {
+		st.Errors = append(st.Errors, fmt.Sprintf("prometheus client for %s: %v", redactURL(promURL), err))
+		return st
+	}
+	papi := promv1.NewAPI(c)
+	index := map[string]int{}
+	device := func(m model.Metric) *GPUDevice {
+		d := GPUDevice{Hostname: string(m["Hostname"]), GPU: string(m["gpu"]), UUID: string(m["UUID"]), Model: string(m["modelName"])}
+		key := d.Hostname + "\x00" + d.GPU + "\x00" + d.UUID
+		if i, ok := index[key]; ok {
+			return &st.Devices[i]
+		}
+		index[key] = len(st.Devices)
+		st.Devices = append(st.Devices, d)
+		return &st.Devices[len(st.Devices)-1]
+	}
+	for _, q := range []struct {
+		metric string
+		set    func(*GPUDevice, float64)
+	}{
+		{GPUMetrics.Util, func(d *GPUDevice, v float64) { d.UtilPercent = ptr(v) }},
+		{GPUMetrics.SMActive, func(d *GPUDevice, v float64) { d.SMActive = ptr(v) }},
+		{GPUMetrics.FBUsed, func(d *GPUDevice, v float64) { d.FBUsedMiB = ptr(v) }},
+		{GPUMetrics.Power, func(d *GPUDevice, v float64) { d.PowerWatts = ptr(v) }},
+	} {
+		qctx, cancel := context.WithTimeout(ctx, gpuQueryTimeout)
+		val, _, _, err := papi.Query(qctx, expr(q.metric), end)
+		cancel()
+		if err != nil {
+			st.Errors = append(st.Errors, fmt.Sprintf("%s: %v", expr(q.metric), err))
+			continue
+		}
+		vec, ok := val.(model.Vector)
+		if !ok {
+			st.Errors = append(st.Errors, fmt.Sprintf("%s: a %s, not a vector", expr(q.metric), val.Type()))
+			continue
+		}
+		if len(vec) == 0 {
+			st.Errors = append(st.Errors, fmt.Sprintf("%s: no series", expr(q.metric)))
+			continue
+		}
+		for _, s := range vec {
+			q.set(device(s.Metric), float64(s.Value))
+		}
+	}
+	slices.SortFunc(st.Devices, func(a, b GPUDevice) int {
+		return strings.Compare(a.Hostname+"\x00"+a.GPU+"\x00"+a.UUID, b.Hostname+"\x00"+b.GPU+"\x00"+b.UUID)
+	})
+	if len(st.Devices) == 0 && len(st.Errors) == 0 {
+		st.Errors = append(st.Errors, errors.New("no GPU series").Error())
+	}
+	return st
+}
+
+// writeGPU writes each stage's GPU averages once (nothing when no stage
+// has them).
+func writeGPU(w io.Writer, stages []*StageReport) {
+	var rows []*StageReport
+	for _, s := range stages {
+		if s.GPU != nil && (len(rows) == 0 || rows[len(rows)-1].Stage != s.Stage) {
+			rows = append(rows, s)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "stage\thost\tgpu\tutil\tSM active\tFB used\tpower\t")
+	for _, s := range rows {
+		for _, d := range s.GPU.Devices {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Stage, cmp.Or(d.Hostname, "-"), cmp.Or(d.GPU, "-"),
+				fmtOpt(d.UtilPercent, "%.1f%%", 1), fmtOpt(d.SMActive, "%.1f%%", 100),
+				fmtOpt(d.FBUsedMiB, "%.0f MiB", 1), fmtOpt(d.PowerWatts, "%.1f W", 1))
+		}
+	}
+	_ = tw.Flush()
+	for _, s := range rows {
+		for _, e := range s.GPU.Errors {
+			fmt.Fprintf(w, "stage %d GPU: %s\n", s.Stage, e)
+		}
+	}
+}
