@@ -95,7 +95,7 @@ type simProcess struct {
 
 // startSimProcess runs the simulator in a child process; simConfig, when
 // not empty, is the YAML of its configuration.
-func startSimProcess(b *testing.B, simConfig ...string) *simProcess {
+func startSimProcess(b testing.TB, simConfig ...string) *simProcess {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
 	cmd.Env = append(os.Environ(), simChildEnv+"=1")

@@ -4,13 +4,11 @@
 package bench_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -72,33 +70,7 @@ func modelCapacity(t *testing.T) (reqPerSec, tokPerSec float64) {
 // returns its base URL.
 func startFindSim(t *testing.T) string {
 	t.Helper()
-	f := filepath.Join(t.TempDir(), "sim.yml")
-	if err := os.WriteFile(f, []byte(findSimConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(os.Environ(), simChildEnv+"=1", simConfigEnv+"="+f)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("simulator child: %v", err)
-	}
-	return strings.TrimSpace(line)
+	return startSimProcess(t, findSimConfig).base
 }
 
 func findConfig(t *testing.T, base string) *config.Config {
