@@ -147,10 +147,7 @@ func (messagesAPI) decode(d *chunkDecoder, ev SSEEvent) (eventKind, error) {
 	if err != nil {
 		return eventChunk, err
 	}
-	name := typ
-	if ev.Type != nil {
-		name = jsonString{raw: ev.Type, ok: true}
-	}
+	name := eventName(ev, typ)
 	c := &d.c
 	switch {
 	case isErr || name.is("error"):

@@ -140,5 +140,14 @@ func (d *chunkDecoder) countIn(depth int, key string) (n int, ok, bad bool, err 
 	return n, ok, bad, err
 }
 
+// eventName is the type of an event that names it twice: the SSE event
+// line when present, else the data's "type" member (typ).
+func eventName(ev SSEEvent, typ jsonString) jsonString {
+	if ev.Type != nil {
+		return jsonString{raw: ev.Type, ok: true}
+	}
+	return typ
+}
+
 // is reports whether a decoded JSON string equals lit exactly.
 func (j jsonString) is(lit string) bool { return j.ok && !j.esc && string(j.raw) == lit }

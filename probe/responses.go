@@ -120,10 +120,7 @@ func (responsesAPI) decode(d *chunkDecoder, ev SSEEvent) (eventKind, error) {
 	if err != nil {
 		return eventChunk, err
 	}
-	name := typ
-	if ev.Type != nil {
-		name = jsonString{raw: ev.Type, ok: true}
-	}
+	name := eventName(ev, typ)
 	c := &d.c
 	switch {
 	case name.is("response.output_text.delta"):
