@@ -207,6 +207,15 @@ func dashed() []dashboard.DynamicConfigValue {
 	}
 }
 
+// rightAxis draws the series of one query against a right-hand axis in
+// unit, beside the panel's own.
+func rightAxis(unit string) []dashboard.DynamicConfigValue {
+	return []dashboard.DynamicConfigValue{
+		{Id: "unit", Value: unit},
+		{Id: "custom.axisPlacement", Value: "right"},
+	}
+}
+
 // thresholdLine draws the panel's thresholds as a dashed line: the SLO or
 // alert threshold next to the measured series.
 func thresholdLine(p *timeseries.PanelBuilder, value float64) *timeseries.PanelBuilder {

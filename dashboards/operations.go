@@ -181,10 +181,7 @@ func selfRow(d *board, s sels) {
 		"percentunit", 6, 8,
 		q{expr: fmt.Sprintf("sum by (instance) (rate(go_gc_duration_seconds_sum%s[%s]))", s.all, rateWin), legend: "{{instance}} GC pause share"},
 		q{expr: fmt.Sprintf("sum by (instance) (go_goroutines%s)", s.all), legend: "{{instance}} goroutines"},
-	).OverrideByQuery("B", []dashboard.DynamicConfigValue{
-		{Id: "unit", Value: "short"},
-		{Id: "custom.axisPlacement", Value: "right"},
-	}))
+	).OverrideByQuery("B", rightAxis("short")))
 	d.add(d.ts("Tracing",
 		"Request spans exported per second and spans lost by reason (queue_full: the export queue was full; export_failed: the collector refused or was unreachable), "+
 			"with the export queue's fill (right axis). Only with tracing enabled.",
@@ -192,20 +189,14 @@ func selfRow(d *board, s sels) {
 		q{expr: fmt.Sprintf("sum by (instance) (rate(llmprobe_trace_spans_exported_total%s[%s]))", s.all, rateWin), legend: "{{instance}} exported"},
 		q{expr: fmt.Sprintf("sum by (instance, reason) (rate(llmprobe_trace_spans_dropped_total%s[%s]))", s.all, rateWin), legend: "{{instance}} dropped: {{reason}}"},
 		q{expr: fmt.Sprintf("max by (instance) (llmprobe_trace_queue_spans%s / llmprobe_trace_queue_capacity_spans%s)", s.all, s.all), legend: "{{instance}} queue fill"},
-	).AxisLabel("spans/s").OverrideByQuery("C", []dashboard.DynamicConfigValue{
-		{Id: "unit", Value: "percentunit"},
-		{Id: "custom.axisPlacement", Value: "right"},
-	}))
+	).AxisLabel("spans/s").OverrideByQuery("C", rightAxis("percentunit")))
 	d.add(d.ts("Workload refits",
 		"Refits of workloads fitted from production (workload_from with refit) per hour by result, and the age of the last successful one (right axis). "+
 			"A growing age means the workload no longer follows production. Only for targets with refit.",
 		"short", 12, 7,
 		q{expr: fmt.Sprintf("sum by (target, result) (increase(llmprobe_workload_refits_total%s[1h]))", s.target), legend: "{{target}} {{result}} per hour"},
 		q{expr: fmt.Sprintf("time() - max by (target) (llmprobe_workload_refit_success_timestamp_seconds%s > 0)", s.target), legend: "{{target}} age of last refit"},
-	).OverrideByQuery("B", []dashboard.DynamicConfigValue{
-		{Id: "unit", Value: "s"},
-		{Id: "custom.axisPlacement", Value: "right"},
-	}))
+	).OverrideByQuery("B", rightAxis("s")))
 	d.add(d.ts("Fitted lengths",
 		"Prompt and output token percentiles of the fitted workload per target: a step is a refit that changed the mix.",
 		"short", 12, 7,

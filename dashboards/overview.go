@@ -155,10 +155,7 @@ func Overview(cfg alerts.Config) (dashboard.Dashboard, error) {
 		"reqps", 8, 8,
 		q{expr: fmt.Sprintf("sum by (target, reason) (rate(llmprobe_requests_dropped_total%s[%s]))", s.target, rateWin), legend: "{{target}} dropped: {{reason}}"},
 		q{expr: fmt.Sprintf("sum by (target) (llmprobe_inflight_requests%s)", s.target), legend: "{{target}} in flight"},
-	).OverrideByQuery("B", []dashboard.DynamicConfigValue{
-		{Id: "unit", Value: "short"},
-		{Id: "custom.axisPlacement", Value: "right"},
-	}).OverrideByQuery("A", []dashboard.DynamicConfigValue{
+	).OverrideByQuery("B", rightAxis("short")).OverrideByQuery("A", []dashboard.DynamicConfigValue{
 		{Id: "custom.drawStyle", Value: "bars"},
 	}))
 
