@@ -9,18 +9,22 @@ import (
 	"slices"
 )
 
-// Coefficients of Acklam's rational approximation of the normal quantile.
+// The lower tail of Acklam's rational approximation of the normal quantile.
+// The standard library's math.Erfinv serves the central range, but
+// math.Erfcinv is Erfinv(1-x), so below p ≈ 1e-8 the argument 1-2p has lost
+// most of its digits and below 1e-16 it is exactly 1 (an infinite z): the
+// tail needs its own approximation in sqrt(-2 ln p), whose error here is
+// 1.15e-9 before refinement.
 var (
-	acklamA = [6]float64{-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02, -3.066479806614716e+01, 2.506628277459239e+00}
-	acklamB = [5]float64{-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02, 6.680131188771972e+01, -1.328068155288572e+01}
 	acklamC = [6]float64{-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00, -2.549732539343734e+00, 4.374664141464968e+00, 2.938163982698783e+00}
 	acklamD = [4]float64{7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00}
 )
 
 // NormQuantile is the standard normal inverse CDF: z with Φ(z) = p. It is
-// -Inf at 0, +Inf at 1 and NaN outside [0, 1]. Acklam's approximation
-// (relative error 1.15e-9) is refined by one Halley step against math.Erfc,
-// which brings it to about 1e-15 over the whole range.
+// -Inf at 0, +Inf at 1 and NaN outside [0, 1]. The start is math.Erfinv
+// (central range) or Acklam's tail approximation (p < 0.02425), refined by
+// one Halley step against math.Erfc, which brings it to about 1e-15 over the
+// whole range.
 func NormQuantile(p float64) float64 {
 	switch {
 	case badP(p):
@@ -34,17 +38,14 @@ func NormQuantile(p float64) float64 {
 		return -NormQuantile(1 - p)
 	}
 	const pLow = 0.02425
-	a, b, c, d := &acklamA, &acklamB, &acklamC, &acklamD
 	var x float64
 	if p < pLow {
+		c, d := &acklamC, &acklamD
 		q := math.Sqrt(-2 * math.Log(p))
 		x = (((((c[0]*q+c[1])*q+c[2])*q+c[3])*q+c[4])*q + c[5]) /
 			((((d[0]*q+d[1])*q+d[2])*q+d[3])*q + 1)
 	} else {
-		q := p - 0.5
-		r := q * q
-		x = (((((a[0]*r+a[1])*r+a[2])*r+a[3])*r+a[4])*r + a[5]) * q /
-			(((((b[0]*r+b[1])*r+b[2])*r+b[3])*r+b[4])*r + 1)
+		x = math.Sqrt2 * math.Erfinv(2*p-1)
 	}
 	// Halley refinement.
 	e := normCDF(x) - p
