@@ -5,17 +5,19 @@ package promtest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
 )
+
+// The queries go through client_golang's Prometheus HTTP API client
+// (api/prometheus/v1); this file only turns its model values into the
+// plain shapes the tests compare (string label maps, float values).
 
 // Sample is one element of an instant vector, or a scalar. Exactly one of
 // Value and Histogram is meaningful: Histogram is non-nil for a native
@@ -128,75 +130,17 @@ type ExemplarSeries struct {
 	Exemplars    []Exemplar
 }
 
-// ActiveTarget is one scrape target as /api/v1/targets reports it.
-type ActiveTarget struct {
-	ScrapePool string            `json:"scrapePool"`
-	ScrapeURL  string            `json:"scrapeUrl"`
-	Labels     map[string]string `json:"labels"`
-	Health     string            `json:"health"`
-	LastError  string            `json:"lastError"`
-}
-
-// APIError is an error response of the Prometheus HTTP API.
-type APIError struct {
-	StatusCode int
-	Type       string
-	Message    string
-}
-
-func (e *APIError) Error() string {
-	return fmt.Sprintf("prometheus API: HTTP %d: %s: %s", e.StatusCode, e.Type, e.Message)
-}
-
-type apiResponse struct {
-	Status    string          `json:"status"`
-	Data      json.RawMessage `json:"data"`
-	ErrorType string          `json:"errorType"`
-	Error     string          `json:"error"`
-	Warnings  []string        `json:"warnings"`
-	Infos     []string        `json:"infos"`
-}
-
-func (s *Server) call(ctx context.Context, path string, form url.Values) (*apiResponse, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+path, strings.NewReader(form.Encode()))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s response: %w", path, err)
-	}
-	var r apiResponse
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("%s: HTTP %d, undecodable body %.200q: %w", path, resp.StatusCode, body, err)
-	}
-	if r.Status != "success" {
-		return nil, &APIError{StatusCode: resp.StatusCode, Type: r.ErrorType, Message: r.Error}
-	}
-	return &r, nil
-}
-
-func formatTime(t time.Time) string {
-	return strconv.FormatFloat(float64(t.UnixNano())/1e9, 'f', 3, 64)
-}
+// APIError is an error answer of the Prometheus HTTP API (client_golang's
+// *v1.Error, whose Type is e.g. bad_data for HTTP 400).
+type APIError = v1.Error
 
 // Query runs an instant query at ts (the server's now when ts is zero).
 func (s *Server) Query(ctx context.Context, expr string, ts time.Time) (*Result, error) {
-	form := url.Values{"query": {expr}}
-	if !ts.IsZero() {
-		form.Set("time", formatTime(ts))
-	}
-	r, err := s.call(ctx, "/api/v1/query", form)
+	v, warnings, infos, err := s.api.Query(ctx, expr, ts)
 	if err != nil {
 		return nil, err
 	}
-	return decodeResult(r)
+	return convertValue(v, warnings, infos)
 }
 
 // QueryRange runs a range query.
@@ -204,47 +148,25 @@ func (s *Server) QueryRange(ctx context.Context, expr string, start, end time.Ti
 	if step <= 0 {
 		return nil, errors.New("QueryRange: step must be positive")
 	}
-	form := url.Values{
-		"query": {expr},
-		"start": {formatTime(start)},
-		"end":   {formatTime(end)},
-		"step":  {strconv.FormatFloat(step.Seconds(), 'f', -1, 64)},
-	}
-	r, err := s.call(ctx, "/api/v1/query_range", form)
+	v, warnings, infos, err := s.api.QueryRange(ctx, expr, v1.Range{Start: start, End: end, Step: step})
 	if err != nil {
 		return nil, err
 	}
-	return decodeResult(r)
+	return convertValue(v, warnings, infos)
 }
 
 // QueryExemplars returns the exemplars of the series the expression's
 // selectors match, between start and end.
 func (s *Server) QueryExemplars(ctx context.Context, expr string, start, end time.Time) ([]ExemplarSeries, error) {
-	form := url.Values{"query": {expr}, "start": {formatTime(start)}, "end": {formatTime(end)}}
-	r, err := s.call(ctx, "/api/v1/query_exemplars", form)
+	raw, err := s.api.QueryExemplars(ctx, expr, start, end)
 	if err != nil {
 		return nil, err
 	}
-	var raw []struct {
-		SeriesLabels map[string]string `json:"seriesLabels"`
-		Exemplars    []struct {
-			Labels    map[string]string `json:"labels"`
-			Value     string            `json:"value"`
-			Timestamp float64           `json:"timestamp"`
-		} `json:"exemplars"`
-	}
-	if err := json.Unmarshal(r.Data, &raw); err != nil {
-		return nil, fmt.Errorf("decoding exemplars: %w", err)
-	}
 	out := make([]ExemplarSeries, 0, len(raw))
 	for _, rs := range raw {
-		es := ExemplarSeries{SeriesLabels: rs.SeriesLabels}
+		es := ExemplarSeries{SeriesLabels: labelMap(rs.SeriesLabels)}
 		for _, e := range rs.Exemplars {
-			v, err := strconv.ParseFloat(e.Value, 64)
-			if err != nil {
-				return nil, fmt.Errorf("exemplar value %q: %w", e.Value, err)
-			}
-			es.Exemplars = append(es.Exemplars, Exemplar{Labels: e.Labels, Value: v, Time: unixFloat(e.Timestamp)})
+			es.Exemplars = append(es.Exemplars, Exemplar{Labels: labelMap(e.Labels), Value: float64(e.Value), Time: e.Timestamp.Time()})
 		}
 		out = append(out, es)
 	}
@@ -252,189 +174,61 @@ func (s *Server) QueryExemplars(ctx context.Context, expr string, start, end tim
 }
 
 // Targets returns the active scrape targets, for diagnosing scrape errors.
-func (s *Server) Targets(ctx context.Context) ([]ActiveTarget, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/api/v1/targets?state=active", nil)
+func (s *Server) Targets(ctx context.Context) ([]v1.ActiveTarget, error) {
+	r, err := s.api.Targets(ctx)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Status string `json:"status"`
-		Data   struct {
-			ActiveTargets []ActiveTarget `json:"activeTargets"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&r); err != nil {
-		return nil, fmt.Errorf("decoding targets: %w", err)
-	}
-	if r.Status != "success" {
-		return nil, fmt.Errorf("targets: status %q", r.Status)
-	}
-	return r.Data.ActiveTargets, nil
+	return r.Active, nil
 }
 
-func unixFloat(f float64) time.Time {
-	sec, frac := math.Modf(f)
-	return time.Unix(int64(sec), int64(math.Round(frac*1e9)))
+func labelMap[L ~map[model.LabelName]model.LabelValue](ls L) map[string]string {
+	m := make(map[string]string, len(ls))
+	for k, v := range ls {
+		m[string(k)] = string(v)
+	}
+	return m
 }
 
-func decodeResult(r *apiResponse) (*Result, error) {
-	var data struct {
-		ResultType string          `json:"resultType"`
-		Result     json.RawMessage `json:"result"`
+func convertHistogram(h *model.SampleHistogram) Histogram {
+	out := Histogram{Count: float64(h.Count), Sum: float64(h.Sum)}
+	for _, b := range h.Buckets {
+		out.Buckets = append(out.Buckets, HistogramBucket{
+			Boundaries: int(b.Boundaries), Lower: float64(b.Lower), Upper: float64(b.Upper), Count: float64(b.Count),
+		})
 	}
-	if err := json.Unmarshal(r.Data, &data); err != nil {
-		return nil, fmt.Errorf("decoding query data: %w", err)
-	}
-	res := &Result{Type: data.ResultType, Warnings: r.Warnings, Infos: r.Infos}
-	switch data.ResultType {
-	case "vector":
-		var raw []struct {
-			Metric    map[string]string `json:"metric"`
-			Value     []json.RawMessage `json:"value"`
-			Histogram []json.RawMessage `json:"histogram"`
-		}
-		if err := json.Unmarshal(data.Result, &raw); err != nil {
-			return nil, fmt.Errorf("decoding vector: %w", err)
-		}
-		for _, e := range raw {
-			s := Sample{Metric: e.Metric}
-			var err error
+	return out
+}
+
+func convertValue(v model.Value, warnings v1.Warnings, infos v1.Infos) (*Result, error) {
+	res := &Result{Type: v.Type().String(), Warnings: warnings, Infos: infos}
+	switch v := v.(type) {
+	case model.Vector:
+		for _, e := range v {
+			s := Sample{Metric: labelMap(e.Metric), Time: e.Timestamp.Time(), Value: float64(e.Value)}
 			if e.Histogram != nil {
-				var h Histogram
-				s.Time, h, err = decodeHistogramPair(e.Histogram)
-				s.Histogram = &h
-			} else {
-				s.Time, s.Value, err = decodeFloatPair(e.Value)
-			}
-			if err != nil {
-				return nil, err
+				h := convertHistogram(e.Histogram)
+				s.Histogram, s.Value = &h, 0
 			}
 			res.Vector = append(res.Vector, s)
 		}
-	case "matrix":
-		var raw []struct {
-			Metric     map[string]string   `json:"metric"`
-			Values     [][]json.RawMessage `json:"values"`
-			Histograms [][]json.RawMessage `json:"histograms"`
-		}
-		if err := json.Unmarshal(data.Result, &raw); err != nil {
-			return nil, fmt.Errorf("decoding matrix: %w", err)
-		}
-		for _, e := range raw {
-			ser := Series{Metric: e.Metric}
+	case model.Matrix:
+		for _, e := range v {
+			ser := Series{Metric: labelMap(e.Metric)}
 			for _, p := range e.Values {
-				t, v, err := decodeFloatPair(p)
-				if err != nil {
-					return nil, err
-				}
-				ser.Values = append(ser.Values, Point{Time: t, Value: v})
+				ser.Values = append(ser.Values, Point{Time: p.Timestamp.Time(), Value: float64(p.Value)})
 			}
 			for _, p := range e.Histograms {
-				t, h, err := decodeHistogramPair(p)
-				if err != nil {
-					return nil, err
-				}
-				ser.Histograms = append(ser.Histograms, HistogramPoint{Time: t, Histogram: h})
+				ser.Histograms = append(ser.Histograms, HistogramPoint{Time: p.Timestamp.Time(), Histogram: convertHistogram(p.Histogram)})
 			}
 			res.Matrix = append(res.Matrix, ser)
 		}
-	case "scalar":
-		var pair []json.RawMessage
-		if err := json.Unmarshal(data.Result, &pair); err != nil {
-			return nil, fmt.Errorf("decoding scalar: %w", err)
-		}
-		t, v, err := decodeFloatPair(pair)
-		if err != nil {
-			return nil, err
-		}
-		res.Scalar = &Sample{Time: t, Value: v}
-	case "string":
+	case *model.Scalar:
+		res.Scalar = &Sample{Time: v.Timestamp.Time(), Value: float64(v.Value)}
+	case *model.String:
 		// Nothing a dashboard test needs; the type alone is reported.
 	default:
-		return nil, fmt.Errorf("unknown result type %q", data.ResultType)
+		return nil, fmt.Errorf("unknown result type %q", v.Type())
 	}
 	return res, nil
-}
-
-func decodeTime(raw json.RawMessage) (time.Time, error) {
-	var f float64
-	if err := json.Unmarshal(raw, &f); err != nil {
-		return time.Time{}, fmt.Errorf("decoding timestamp %s: %w", raw, err)
-	}
-	return unixFloat(f), nil
-}
-
-func decodeFloatPair(pair []json.RawMessage) (time.Time, float64, error) {
-	if len(pair) != 2 {
-		return time.Time{}, 0, fmt.Errorf("sample pair has %d elements, want 2", len(pair))
-	}
-	t, err := decodeTime(pair[0])
-	if err != nil {
-		return time.Time{}, 0, err
-	}
-	v, err := decodeNumber(pair[1])
-	return t, v, err
-}
-
-// decodeNumber decodes the API's quoted floats, including "NaN", "+Inf".
-func decodeNumber(raw json.RawMessage) (float64, error) {
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return 0, fmt.Errorf("decoding value %s: %w", raw, err)
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, fmt.Errorf("decoding value %q: %w", s, err)
-	}
-	return v, nil
-}
-
-func decodeHistogramPair(pair []json.RawMessage) (time.Time, Histogram, error) {
-	if len(pair) != 2 {
-		return time.Time{}, Histogram{}, fmt.Errorf("histogram pair has %d elements, want 2", len(pair))
-	}
-	t, err := decodeTime(pair[0])
-	if err != nil {
-		return time.Time{}, Histogram{}, err
-	}
-	var raw struct {
-		Count   json.RawMessage     `json:"count"`
-		Sum     json.RawMessage     `json:"sum"`
-		Buckets [][]json.RawMessage `json:"buckets"`
-	}
-	if err := json.Unmarshal(pair[1], &raw); err != nil {
-		return time.Time{}, Histogram{}, fmt.Errorf("decoding histogram: %w", err)
-	}
-	var h Histogram
-	if h.Count, err = decodeNumber(raw.Count); err != nil {
-		return time.Time{}, Histogram{}, err
-	}
-	if h.Sum, err = decodeNumber(raw.Sum); err != nil {
-		return time.Time{}, Histogram{}, err
-	}
-	for _, b := range raw.Buckets {
-		if len(b) != 4 {
-			return time.Time{}, Histogram{}, fmt.Errorf("histogram bucket has %d elements, want 4", len(b))
-		}
-		var hb HistogramBucket
-		if err := json.Unmarshal(b[0], &hb.Boundaries); err != nil {
-			return time.Time{}, Histogram{}, fmt.Errorf("decoding bucket boundary rule %s: %w", b[0], err)
-		}
-		if hb.Lower, err = decodeNumber(b[1]); err != nil {
-			return time.Time{}, Histogram{}, err
-		}
-		if hb.Upper, err = decodeNumber(b[2]); err != nil {
-			return time.Time{}, Histogram{}, err
-		}
-		if hb.Count, err = decodeNumber(b[3]); err != nil {
-			return time.Time{}, Histogram{}, err
-		}
-		h.Buckets = append(h.Buckets, hb)
-	}
-	return t, h, nil
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -142,8 +143,8 @@ func TestStartScrapeQueryExemplars(t *testing.T) {
 	var apiErr *APIError
 	if err == nil || !strings.Contains(err.Error(), "bad_data") {
 		t.Errorf("bad query: err = %v, want a bad_data API error", err)
-	} else if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 {
-		t.Errorf("bad query: err = %#v, want *APIError with HTTP 400", err)
+	} else if !errors.As(err, &apiErr) || apiErr.Type != v1.ErrBadData {
+		t.Errorf("bad query: err = %#v, want *APIError of type bad_data (HTTP 400)", err)
 	}
 
 	if err := prom.Stop(); err != nil {

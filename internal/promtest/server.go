@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/llmprobe/llmprobe/internal/testio"
 	"net"
 	"net/http"
 	"os"
@@ -20,7 +19,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/llmprobe/llmprobe/internal/testio"
 )
 
 // ScrapeTarget is one scrape job of the test Prometheus.
@@ -70,6 +73,7 @@ type Server struct {
 	cmd    *exec.Cmd
 	logs   *testio.Buffer
 	client *http.Client
+	api    v1.API
 	done   chan struct{}
 	waitMu sync.Mutex
 	err    error
@@ -236,6 +240,11 @@ func start(bin, dir, cfgFile string, opts Options) (*Server, error) {
 		client:     &http.Client{Timeout: 30 * time.Second},
 		done:       make(chan struct{}),
 	}
+	apiClient, err := api.NewClient(api.Config{Address: s.URL, Client: s.client})
+	if err != nil {
+		return nil, fmt.Errorf("prometheus API client for %s: %w", s.URL, err)
+	}
+	s.api = v1.NewAPI(apiClient)
 	s.cmd.Stdout = s.logs
 	s.cmd.Stderr = s.logs
 	// A test binary killed by its timeout must not leave Prometheus behind.
