@@ -27,6 +27,8 @@ import (
 	"github.com/prometheus/common/version"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/llmprobe/llmprobe/internal/httpclient"
 )
 
 // The OpenAI streaming client.
@@ -71,8 +73,8 @@ import (
 //     events of types other than "message" and "error".
 //
 // ErrorType values: connect_error: dns, connection_refused, tls,
-// dial_timeout, dial, invalid_request (the body could not be built; nothing
-// was sent). http_error: http_<status>. timeout: timeout, cancelled.
+// dial_timeout, dial, oauth2 (no OAuth2 access token; nothing was sent),
+// invalid_request (the body could not be built; nothing was sent). http_error: http_<status>. timeout: timeout, cancelled.
 // stream_error: connection_reset, unexpected_eof, eof_without_done,
 // no_response (the connection ended before response headers), read_error,
 // line_too_long, event_too_long. invalid_response: wrong_content_type,
@@ -220,7 +222,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // transparent compression (a compressing proxy would buffer the stream),
 // as in prometheus/common's client.
 func defaultHTTPClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{
+	return httpclient.FromTransport(&http.Transport{
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: (&net.Dialer{
 			Timeout:   defaultDialTO,
@@ -233,7 +235,7 @@ func defaultHTTPClient() *http.Client {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
-	}}
+	}, false, 0)
 }
 
 // streamState is the per-request parsing state, pooled.
@@ -976,6 +978,12 @@ func (t *connTrace) state() (gotConn, tlsFailed bool) {
 // roundTripFailed classifies an error from http.Client.Do (no response).
 func (c *Client) roundTripFailed(parent, ctx context.Context, err error, ct *connTrace, res *Result) {
 	msg := errorMessage(err)
+	if httpclient.IsTokenError(err) {
+		if !ctxFailed(parent, ctx, res) {
+			res.fail(OutcomeConnectError, ErrorTypeOAuth2, msg)
+		}
+		return
+	}
 	var re *RedirectError
 	if errors.As(err, &re) {
 		res.StatusCode = re.Status
@@ -1259,5 +1267,3 @@ func scrubURLs(s string) string {
 		s = s[end:]
 	}
 }
-
-
