@@ -125,6 +125,7 @@ var quotedTextRE = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 // hideSecrets rewrites the errors about values under secret keys so that
 // they quote none of them.
 func hideSecrets(errs Errors, idx nodeIndex) {
+	var forms map[string][]string // by secret root, built once
 	for _, e := range errs {
 		root, ok := secretRoot(e.Path)
 		if !ok {
@@ -139,7 +140,10 @@ func hideSecrets(errs Errors, idx nodeIndex) {
 		if !hidden && safeLeaf(e.Path) {
 			continue // about a file name or a type, not a secret
 		}
-		e.Msg = idx.scrubValues(e.Msg, root)
+		if forms == nil {
+			forms = idx.secretForms()
+		}
+		e.Msg = scrubValues(e.Msg, forms[root])
 	}
 }
 
@@ -195,29 +199,39 @@ func (idx nodeIndex) keyAt(path string) (indexed, bool) {
 	return indexed{}, false
 }
 
-// scrubValues removes from msg every scalar the file writes under root
-// (values, and keys that are not known fields), in the forms messages
-// quote them, and any quoted text that is not a plain word.
-func (idx nodeIndex) scrubValues(msg, root string) string {
-	var forms []string
+// secretForms collects, in one pass over the index, every scalar the
+// file writes under each secret key (values, and keys that are not known
+// fields or misspelt ones), in the forms messages quote them, longest
+// first.
+func (idx nodeIndex) secretForms() map[string][]string {
+	forms := map[string][]string{}
 	for _, nodes := range idx.lines {
 		for _, n := range nodes {
-			if n.kind != yaml.ScalarNode || !under(n.path, root) ||
+			if n.kind != yaml.ScalarNode || len(n.value) < 4 || // too short to be a secret, and would shred the message
 				(n.key && (!n.unknown || typoRE.MatchString(n.value)) && shownKeyRE.MatchString(n.value)) ||
 				(!n.key && safeLeaf(n.path)) {
 				continue
 			}
-			v := n.value
-			if len(v) < 4 {
-				continue // too short to be a secret, and would shred the message
+			root, ok := secretRoot(n.path)
+			if !ok {
+				continue
 			}
-			forms = append(forms, v, strings.Trim(quoteValue(v), `"`), strings.Trim(strconv.Quote(v), `"`))
+			v := n.value
+			forms[root] = append(forms[root], v, strings.Trim(quoteValue(v), `"`), strings.Trim(strconv.Quote(v), `"`))
 			if r := []rune(v); len(r) > 10 {
-				forms = append(forms, string(r[:7])) // yaml's own rendering of a long value
+				forms[root] = append(forms[root], string(r[:7])) // yaml's own rendering of a long value
 			}
 		}
 	}
-	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
+	for _, f := range forms {
+		slices.SortFunc(f, func(a, b string) int { return len(b) - len(a) })
+	}
+	return forms
+}
+
+// scrubValues removes every form from msg, and any quoted text that is
+// not a plain word.
+func scrubValues(msg string, forms []string) string {
 	for _, f := range forms {
 		msg = strings.ReplaceAll(msg, f, "[secret]")
 	}
