@@ -213,6 +213,7 @@ func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) (
 			every = defaultServerMetricsInterval
 		}
 		client := serverMetricsClient()
+		defer client.CloseIdleConnections()
 		for _, t := range cfg.Targets {
 			if u := opts.serverURLs[t.Name]; u != "" && scrapers[u] == nil {
 				scrapers[u] = startServerScraper(context.WithoutCancel(ctx), client, u, measureFrom, every)

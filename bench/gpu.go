@@ -116,6 +116,7 @@ func queryGPU(ctx context.Context, promURL, selector string, end time.Time, wind
 		st.Errors = append(st.Errors, fmt.Sprintf("prometheus client for %s: %v", redactURL(promURL), err))
 		return st
 	}
+	defer hc.CloseIdleConnections()
 	c, err := api.NewClient(api.Config{Address: promURL, Client: hc})
 	if err != nil {
 		st.Errors = append(st.Errors, fmt.Sprintf("prometheus client for %s: %v", redactURL(promURL), err))

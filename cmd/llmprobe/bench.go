@@ -365,6 +365,7 @@ func startSimChild(ctx context.Context, logger *slog.Logger, o *benchOptions) (s
 		stop()
 		return "", nil, 0, err
 	}
+	defer health.CloseIdleConnections()
 	for {
 		resp, err := health.Get(base + "/health")
 		if err == nil {
