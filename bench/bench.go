@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -213,7 +212,8 @@ func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) (
 		if every <= 0 {
 			every = defaultServerMetricsInterval
 		}
-		client := &http.Client{}
+		client := serverMetricsClient()
+		defer client.CloseIdleConnections()
 		for _, t := range cfg.Targets {
 			if u := opts.serverURLs[t.Name]; u != "" && scrapers[u] == nil {
 				scrapers[u] = startServerScraper(context.WithoutCancel(ctx), client, u, measureFrom, every)

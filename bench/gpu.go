@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/llmprobe/llmprobe/internal/httpclient"
 )
 
 // GPU figures: at the end of every stage bench asks Prometheus
@@ -107,9 +109,15 @@ func queryGPU(ctx context.Context, promURL, selector string, end time.Time, wind
 	rng := model.Duration(window).String()
 	expr := func(metric string) string { return fmt.Sprintf("avg_over_time(%s{%s}[%s])", metric, sel, rng) }
 	st := &GPUStats{Query: expr(GPUMetrics.Util), Window: window}
-	c, err := api.NewClient(api.Config{Address: promURL, Client: &http.Client{
-		Timeout: gpuQueryTimeout, Transport: limitedTransport{base: http.DefaultTransport},
-	}})
+	hc, err := httpclient.New(httpclient.Plain, "llmprobe_bench_gpu", httpclient.Options{
+		Timeout: gpuQueryTimeout, Wrap: func(rt http.RoundTripper) http.RoundTripper { return limitedTransport{base: rt} },
+	})
+	if err != nil {
+		st.Errors = append(st.Errors, fmt.Sprintf("prometheus client for %s: %v", redactURL(promURL), err))
+		return st
+	}
+	defer hc.CloseIdleConnections()
+	c, err := api.NewClient(api.Config{Address: promURL, Client: hc})
 	if err != nil {
 		st.Errors = append(st.Errors, fmt.Sprintf("prometheus client for %s: %v", redactURL(promURL), err))
 		return st

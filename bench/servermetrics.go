@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/httpclient"
 )
 
 // Server metrics: bench scrapes the target server's own Prometheus
@@ -714,4 +715,15 @@ func writeServerMarkdown(b *strings.Builder, s *StageReport) {
 			b.WriteString("\n")
 		}
 	}
+}
+
+// serverMetricsClient is the client of the server-metrics scrapes
+// (internal/httpclient: a redirect to another host is refused; scrapeServer
+// bounds each scrape).
+func serverMetricsClient() *http.Client {
+	c, err := httpclient.New(httpclient.Plain, "llmprobe_bench_server_metrics", httpclient.Options{})
+	if err != nil {
+		panic(err) // a fixed configuration without files cannot fail
+	}
+	return c
 }

@@ -183,9 +183,16 @@ func translate(lines []string, file string, idx nodeIndex) Errors {
 					want = d
 				}
 			}
+			// Under a key that may hold a secret, the value is never
+			// quoted (secrets.go).
+			secret := (n != nil && underSecret(n)) || (n == nil && idx.lineHasSecret(e.Line))
 			switch {
 			case n != nil && n.key && n.kind != yaml.ScalarNode:
 				e.Msg = "a key must be a scalar, not a list or a mapping"
+			case secret && n != nil && n.key:
+				e.Msg = fmt.Sprintf("a key here must be %s", want)
+			case secret && tag != "seq" && tag != "map":
+				e.Msg = fmt.Sprintf("cannot use %s as %s", kindWithArticle(tag), want)
 			case n != nil && n.key:
 				e.Msg = fmt.Sprintf("key %s must be %s", quoteValue(n.value), want)
 			case tag == "seq" || tag == "map":

@@ -148,6 +148,7 @@ func load(data []byte, file string, checkFiles bool) (*Config, error) {
 	}
 	idx := indexNodes(&root)
 	if errs := checkShape(&root, idx, file); len(errs) > 0 {
+		hideSecrets(errs, idx)
 		return nil, errs
 	}
 	dir := ""
@@ -214,6 +215,7 @@ func load(data []byte, file string, checkFiles bool) (*Config, error) {
 		errs = append(errs, e)
 	}
 	if len(errs) > 0 {
+		hideSecrets(errs, idx)
 		return nil, report(errs, file)
 	}
 	return cfg, nil

@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/llmprobe/llmprobe/internal/httpclient"
 )
 
 // Engine names one serving engine's token histograms.
@@ -79,7 +81,7 @@ type groupHist struct {
 
 // FromPrometheus fits the token histograms of a serving engine over
 // opts.Range through the Prometheus HTTP API. client carries
-// authentication and TLS (nil: http.DefaultClient). It queries the
+// authentication and TLS (nil: a plain internal/httpclient client). It queries the
 // increase of the native histogram first, then of the classic _bucket
 // series, summed over all matching series (by le, and by the By label
 // when set).
@@ -94,7 +96,10 @@ func FromPrometheus(ctx context.Context, client *http.Client, opts PromOptions) 
 		return nil, errors.New("prometheus: give both the prompt and the completion metric, or neither")
 	}
 	if client == nil {
-		client = http.DefaultClient
+		var err error
+		if client, err = httpclient.New(httpclient.Plain, "llmprobe_fit", httpclient.Options{}); err != nil {
+			return nil, err
+		}
 	}
 	c, err := api.NewClient(api.Config{Address: opts.URL, Client: client})
 	if err != nil {

@@ -315,13 +315,13 @@ func excerpt(raw []byte) string {
 	return strings.Join(strings.Fields(cut(string(raw), tokenizeExcerpt)), " ")
 }
 
-// cut sanitises the first n bytes of s (a rune cut in two becomes a
-// space), marking a cut with an ellipsis.
+// cut sanitises s and cuts it to n bytes with scrubCut, marking a cut
+// with an ellipsis. Every cut ends its message (shortValue's is a JSON
+// type's name), so the runner's scrub of the whole message (its declared
+// secrets, a cut one at its end included) sees what is left of a secret.
 func cut(s string, n int) string {
-	if len(s) <= n {
-		return sanitizeMessage(s)
-	}
-	return sanitizeMessage(s[:n]) + "…"
+	s = s[:min(len(s), 4*n)] // bounds the work; the cut below is within
+	return scrubCut(sanitizeChars(scrubURLs(s)), n, nil)
 }
 
 func statusError(status int, raw []byte) error {

@@ -27,6 +27,8 @@ import (
 	"github.com/prometheus/common/version"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/llmprobe/llmprobe/internal/httpclient"
 )
 
 // The OpenAI streaming client.
@@ -71,8 +73,8 @@ import (
 //     events of types other than "message" and "error".
 //
 // ErrorType values: connect_error: dns, connection_refused, tls,
-// dial_timeout, dial, invalid_request (the body could not be built; nothing
-// was sent). http_error: http_<status>. timeout: timeout, cancelled.
+// dial_timeout, dial, oauth2 (no OAuth2 access token; nothing was sent),
+// invalid_request (the body could not be built; nothing was sent). http_error: http_<status>. timeout: timeout, cancelled.
 // stream_error: connection_reset, unexpected_eof, eof_without_done,
 // no_response (the connection ended before response headers), read_error,
 // line_too_long, event_too_long. invalid_response: wrong_content_type,
@@ -220,7 +222,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // transparent compression (a compressing proxy would buffer the stream),
 // as in prometheus/common's client.
 func defaultHTTPClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{
+	return httpclient.FromTransport(&http.Transport{
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: (&net.Dialer{
 			Timeout:   defaultDialTO,
@@ -233,7 +235,7 @@ func defaultHTTPClient() *http.Client {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
-	}}
+	}, false, 0)
 }
 
 // streamState is the per-request parsing state, pooled.
@@ -405,7 +407,7 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 		// llmprobe asks for no compression; a compressed body cannot be
 		// timed event by event.
 		res.fail(OutcomeInvalidResponse, "compressed_response",
-			"response is compressed (Content-Encoding "+strconv.Quote(truncate(ce, 32))+") although none was accepted")
+			"response is compressed (Content-Encoding "+txt.quote(ce, 32)+") although none was accepted")
 		res.E2E = time.Since(start)
 		return
 	}
@@ -423,7 +425,7 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 			return
 		case !ok:
 			res.fail(OutcomeInvalidResponse, "wrong_content_type",
-				"response is not an event stream (Content-Type "+strconv.Quote(truncate(resp.Header.Get("Content-Type"), 64))+")")
+				"response is not an event stream (Content-Type "+txt.quote(resp.Header.Get("Content-Type"), 64)+")")
 			res.E2E = time.Since(start)
 			return
 		}
@@ -976,6 +978,12 @@ func (t *connTrace) state() (gotConn, tlsFailed bool) {
 // roundTripFailed classifies an error from http.Client.Do (no response).
 func (c *Client) roundTripFailed(parent, ctx context.Context, err error, ct *connTrace, res *Result) {
 	msg := errorMessage(err)
+	if httpclient.IsTokenError(err) {
+		if !ctxFailed(parent, ctx, res) {
+			res.fail(OutcomeConnectError, ErrorTypeOAuth2, msg)
+		}
+		return
+	}
 	var re *RedirectError
 	if errors.As(err, &re) {
 		res.StatusCode = re.Status
@@ -1092,7 +1100,7 @@ func httpFailed(resp *http.Response, txt *serverText, res *Result) {
 	if m := errorBodyMessage(body); m != "" {
 		msg += ": " + txt.clean(m)
 	}
-	res.fail(OutcomeHTTPError, "http_"+strconv.Itoa(resp.StatusCode), truncate(msg, maxErrorMessage))
+	res.fail(OutcomeHTTPError, "http_"+strconv.Itoa(resp.StatusCode), scrubCut(msg, maxErrorMessage, txt.secrets))
 }
 
 // errorBodyMessage extracts the message of an error body: OpenAI's
@@ -1188,20 +1196,34 @@ func (t *serverText) clean(msg string) string {
 		texts = append(texts, req.Prompt)
 		msg = redactEchoes(msg, texts...)
 	}
-	return sanitizeMessage(msg)
+	return sanitizeWith(msg, t.secrets)
+}
+
+// quote quotes a server's header value for a message, sanitised and cut
+// to n bytes with scrubCut (the message goes on after it).
+func (t *serverText) quote(v string, n int) string {
+	return strconv.Quote(scrubCut(sanitizeChars(scrubURLs(v)), n, t.secrets))
 }
 
 // sanitizeMessage removes URL credentials and queries, replaces control
-// characters and invalid UTF-8, and truncates.
+// characters and invalid UTF-8, and truncates (scrubCut).
 func sanitizeMessage(msg string) string {
-	msg = scrubURLs(msg)
+	return sanitizeWith(msg, nil)
+}
+
+// sanitizeWith is sanitizeMessage scrubbing the given secret forms before
+// the cut.
+func sanitizeWith(msg string, forms []string) string {
+	return scrubCut(sanitizeChars(scrubURLs(msg)), maxErrorMessage, forms)
+}
+
+// sanitizeChars replaces control characters and invalid UTF-8 with
+// spaces, reading at most a few times the message limit.
+func sanitizeChars(msg string) string {
+	msg = msg[:min(len(msg), 4*maxErrorMessage)]
 	var b strings.Builder
-	b.Grow(min(len(msg), maxErrorMessage))
+	b.Grow(len(msg))
 	for _, r := range msg {
-		if b.Len() >= maxErrorMessage {
-			b.WriteString("…")
-			break
-		}
 		switch {
 		case r == utf8.RuneError, r < 0x20, r == 0x7f:
 			b.WriteByte(' ')
@@ -1244,16 +1266,4 @@ func scrubURLs(s string) string {
 		b.WriteString(u)
 		s = s[end:]
 	}
-}
-
-// truncate cuts s to at most n bytes on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s + "…"
 }

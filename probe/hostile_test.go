@@ -635,3 +635,26 @@ func writeTestFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestScrubCut: secrets are scrubbed before the cut, and a beginning of
+// one that ends at the cut is scrubbed too, wherever the text goes on.
+func TestScrubCut(t *testing.T) {
+	const sec = "sk-cut-secret-0123456789"
+	forms := sortForms(appendForms(nil, sec))
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"ct=" + sec + "; x", 20, "ct=[secret]; x"},                                                           // scrubbed whole, then short enough
+		{"content-type: text/plain; t=" + sec + " and more", 40, "content-type: text/plain; t=[secret] and…"}, // cut after
+		{"content-type: t=" + sec, 30, "content-type: t=[secret]"},                                            // the cut would fall inside
+		{"x=" + sec[:12] + "zzzzzzzz", 14, "x=[secret]…"},                                                     // a piece of one ends at the cut
+		{"x=" + sec[:3] + "zzzzzzzz", 5, "x=sk-…"},                                                            // too short to be told from text
+		{"plain text", 4, "plai…"},
+	} {
+		if got := scrubCut(tc.in, tc.n, forms); got != tc.want {
+			t.Errorf("scrubCut(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	commoncfg "github.com/prometheus/common/config"
 )
@@ -244,6 +245,25 @@ func scrubSecrets(s string, forms []string, tail bool) string {
 		s += "…"
 	}
 	return s
+}
+
+// scrubCut is the one way server-supplied text is shortened: secrets are
+// scrubbed first, whole, before the cut could leave a piece of one that
+// no longer matches; then s is cut to at most n bytes on a rune boundary
+// (an ellipsis marks the cut) and a beginning of a secret ending at the cut
+// (redactMinPartial bytes or more) is scrubbed too. Text that goes on
+// after the cut (a quoted header) is therefore safe: the scrub of the
+// whole message later looks for cut secrets only at its end.
+func scrubCut(s string, n int, forms []string) string {
+	s = scrubSecrets(s, forms, true)
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return scrubSecrets(s+"…", forms, true)
 }
 
 // appendForms appends a secret and its encodings.

@@ -23,6 +23,7 @@ import (
 	"github.com/llmprobe/llmprobe/bench"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/examples"
+	"github.com/llmprobe/llmprobe/internal/httpclient"
 	"github.com/llmprobe/llmprobe/slo"
 )
 
@@ -359,8 +360,14 @@ func startSimChild(ctx context.Context, logger *slog.Logger, o *benchOptions) (s
 	}
 	base := "http://" + addr
 	deadline := time.Now().Add(10 * time.Second)
+	health, err := httpclient.New(httpclient.Plain, "llmprobe_bench_sim", httpclient.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		stop()
+		return "", nil, 0, err
+	}
+	defer health.CloseIdleConnections()
 	for {
-		resp, err := http.Get(base + "/health")
+		resp, err := health.Get(base + "/health")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

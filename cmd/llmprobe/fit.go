@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/fit"
+	"github.com/llmprobe/llmprobe/internal/httpclient"
 )
 
 // fitFlags holds the parsed command line of `llmprobe fit`.
@@ -167,15 +167,19 @@ func fitPrometheus(ctx context.Context, f *fitFlags) (*fit.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := http.DefaultClient
+	// One client, as every client of the binary (internal/httpclient): a
+	// redirect to another host is refused.
+	hc := httpclient.Plain
 	if f.promConfigFile != "" {
-		hc, _, err := commoncfg.LoadHTTPConfigFile(f.promConfigFile)
+		c, _, err := commoncfg.LoadHTTPConfigFile(f.promConfigFile)
 		if err != nil {
 			return nil, fmt.Errorf("fit: --prometheus.config.file: %w", err)
 		}
-		if client, err = commoncfg.NewClientFromConfig(*hc, "llmprobe_fit"); err != nil {
-			return nil, fmt.Errorf("fit: --prometheus.config.file %s: %w", f.promConfigFile, err)
-		}
+		hc = *c
+	}
+	client, err := httpclient.New(hc, "llmprobe_fit", httpclient.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("fit: --prometheus.config.file %s: %w", f.promConfigFile, err)
 	}
 	if f.promTimeout > 0 {
 		var cancel context.CancelFunc
