@@ -60,7 +60,9 @@ import (
 //     carried a finish_reason (TGI and llama.cpp variants omit [DONE]), and
 //     stream_error "eof_without_done" otherwise.
 //   - A successful end with no token-bearing event is invalid_response
-//     "empty_completion".
+//     "empty_completion", unless its finish_reason says the server meant
+//     it (any reason but stop and length: content_filter, llm-d's
+//     cache_threshold, ...; see deliberateEmpty), which is a success.
 //   - The first `data:` payload that is not a JSON object stops the read:
 //     invalid_response "malformed_event" (stream_error "eof_without_done"
 //     when it is the unterminated tail of a stream that just ended).
@@ -705,7 +707,7 @@ loop:
 				fmt.Sprintf("%d bytes of response body held no server-sent event", sr.BytesRead()))
 		case !sawDone && !sawFinish:
 			res.fail(OutcomeStreamError, "eof_without_done", "stream ended without [DONE] or a finish_reason")
-		case chunks == 0:
+		case chunks == 0 && !deliberateEmpty(res.FinishReason):
 			msg := "stream ended without any generated text"
 			if res.FinishReason != "" {
 				msg += " (finish_reason " + strconv.Quote(res.FinishReason) + ")"
@@ -744,6 +746,20 @@ loop:
 	if keepText {
 		res.Completion = string(st.text)
 	}
+}
+
+// deliberateEmpty reports whether a finish reason says the server meant
+// to answer without generated text: any well-formed reason but stop and
+// length (which end a generation that produced nothing), e.g.
+// content_filter, or llm-d's cache_threshold (answered from its cache-hit
+// threshold rule). Such an answer is a success, exported under its
+// bounded finish reason label ("other" for the unknown ones).
+func deliberateEmpty(reason string) bool {
+	switch reason {
+	case "", "stop", "length":
+		return false
+	}
+	return true
 }
 
 // applyUsage takes the token counts of the server's usage into res,

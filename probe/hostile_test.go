@@ -598,15 +598,23 @@ func TestUsageAnomalies(t *testing.T) {
 }
 
 // TestUnknownFinishReason: a finish reason the client does not know is
-// kept as the server said it (exported as "other") and the outcome
-// follows from whether tokens arrived.
+// kept as the server said it (exported as "other"); it is a deliberate,
+// well-formed answer, a success with or without text (llm-d answers from
+// its cache-hit threshold with none), while stop or length without text
+// is still an empty completion.
 func TestUnknownFinishReason(t *testing.T) {
 	noText, _ := fixtureServer(t, "text/event-stream", steps(0, chatRole(), chatDelta("content", "", "cache_threshold", ""), "[DONE]"))
 	var res Result
 	hostileClient(t, noText.URL, commoncfg.DefaultHTTPClientConfig).Do(context.Background(), hostileRequest("hi", 8), &res)
-	if res.Outcome != OutcomeInvalidResponse || res.ErrorType != "empty_completion" || res.FinishReason != "cache_threshold" ||
-		!strings.Contains(res.Error, "cache_threshold") || FinishReasonLabel(res.FinishReason) != "other" {
+	if res.Outcome != OutcomeSuccess || res.FinishReason != "cache_threshold" || res.FirstToken || FinishReasonLabel(res.FinishReason) != "other" {
 		t.Fatalf("no text: %s/%s finish %q (%s)", res.Outcome, res.ErrorType, res.FinishReason, res.Error)
+	}
+	for _, reason := range []string{"stop", "length"} {
+		srv, _ := fixtureServer(t, "text/event-stream", steps(0, chatRole(), chatDelta("content", "", reason, ""), "[DONE]"))
+		hostileClient(t, srv.URL, commoncfg.DefaultHTTPClientConfig).Do(context.Background(), hostileRequest("hi", 8), &res)
+		if res.Outcome != OutcomeInvalidResponse || res.ErrorType != "empty_completion" || !strings.Contains(res.Error, reason) {
+			t.Fatalf("%s without text: %s/%s (%s)", reason, res.Outcome, res.ErrorType, res.Error)
+		}
 	}
 	withText, _ := fixtureServer(t, "text/event-stream", steps(0, chatContent("hi"), chatDelta("content", "!", "cache_threshold", ""), "[DONE]"))
 	hostileClient(t, withText.URL, commoncfg.DefaultHTTPClientConfig).Do(context.Background(), hostileRequest("hi", 8), &res)

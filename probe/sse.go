@@ -563,10 +563,13 @@ type chunkDecoder struct {
 	// event and completes in a later one (Messages: message_start, then
 	// message_delta); reset by begin.
 	prompt tokenUsage
+	// toolCalled is set when the stream carried a tool call's arguments
+	// (Responses: its final event says only "completed"); reset by begin.
+	toolCalled bool
 }
 
 // begin resets the state a protocol keeps across the events of a stream.
-func (d *chunkDecoder) begin() { d.prompt = tokenUsage{} }
+func (d *chunkDecoder) begin() { d.prompt, d.toolCalled = tokenUsage{}, false }
 
 // decode parses data into d.c. It returns errMalformedJSON (offset in
 // d.errAt) when data is not valid JSON, errTooDeep when it nests deeper
