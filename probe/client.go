@@ -819,11 +819,15 @@ func setResponseString(dst *string, s jsonString, scratch *[]byte) {
 }
 
 // errorEventMessage renders the data of an `event: error`: the message of
-// a JSON error object, or the text itself.
+// a JSON error object ({"error": {"message"}}, {"error": "..."}, or a flat
+// {"message"}), or the text itself.
 func errorEventMessage(dec *chunkDecoder, data []byte, txt *serverText) string {
 	if dec.decode(data) == nil {
-		if dec.c.errMsg.ok {
+		switch {
+		case dec.c.errMsg.ok:
 			return "error event: " + txt.clean(decodeString(dec.c.errMsg))
+		case dec.c.message.ok:
+			return "error event: " + txt.clean(decodeString(dec.c.message))
 		}
 		return "error event"
 	}

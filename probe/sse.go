@@ -544,6 +544,9 @@ type streamChunk struct {
 	// an ErrorResponse at top level). errMsg is its message when found.
 	isError bool
 	errMsg  jsonString
+	// message is a top-level "message" string: the text of an error
+	// event in the flat {"code", "message", "type"} shape (llama.cpp).
+	message jsonString
 
 	// end is set by the event that ends a protocol's stream when it also
 	// carries data (Responses' response.completed).
@@ -649,6 +652,7 @@ func (d *chunkDecoder) top() error {
 	if err != nil {
 		return err
 	}
+	c.message = topMsg
 	switch {
 	case errVal:
 		c.isError, c.errMsg = true, errMsg
