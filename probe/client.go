@@ -78,7 +78,9 @@ import (
 // stream_error: connection_reset, unexpected_eof, eof_without_done,
 // no_response (the connection ended before response headers), read_error,
 // line_too_long, event_too_long. invalid_response: wrong_content_type,
-// malformed_event, error_event, empty_completion.
+// not_event_stream (binary before the first SSE field, no field or comment
+// in the first 64 KiB, or bytes but no field at all), malformed_event,
+// error_event, empty_completion, too_many_tokens, response_too_large.
 
 // Defaults and bounds.
 const (
@@ -522,12 +524,23 @@ func (c *Client) scrubResult(res *Result, forms []string) {
 //     over several events only rarely; 4× leaves room for that and for
 //     servers that count differently), else invalid_response
 //     "too_many_tokens";
-//   - bytes of the stream: 1 MiB + 4 KiB per allowed event, and kept
+//   - bytes of the stream (all of them: comments, id, retry and blank
+//     lines count too): 1 MiB + 4 KiB per allowed event, and kept
 //     completion text: 64 KiB + 64 bytes per allowed event, else
 //     invalid_response "response_too_large".
 //
 // Reading stops there and the connection is closed.
 const (
+	// sniffBytes: a body whose first 64 KiB hold no SSE field or comment
+	// is not an event stream (invalid_response "not_event_stream"); nor is
+	// one with binary lines before its first field (SSEReader.Bound).
+	sniffBytes = 64 << 10
+	// chunkTokenSlack: with usage in every chunk, a chunk carries at most
+	// one token per byte of its generated text (content, reasoning, text,
+	// tool arguments, as sent) plus this many that decode to no text
+	// (special tokens a parser strips); a larger jump of completion_tokens
+	// is an invalid_usage anomaly and the chunk counts as one gap.
+	chunkTokenSlack  = 8
 	tokenBoundFactor = 4
 	tokenBoundSlack  = 64
 	tokenBoundNoMax  = 1 << 16 // max_tokens not sent: the server's default applies
@@ -568,6 +581,8 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelFu
 	}
 	st.text = st.text[:0]
 	sr, dec := &st.sr, &st.dec
+	// Every byte counts against the bound, lines that make no event too.
+	sr.Bound(int64(maxBytes), sniffBytes)
 	proto := protocols[req.API]
 	dec.begin()
 loop:
@@ -575,15 +590,17 @@ loop:
 		ev, err := sr.Next()
 		if err != nil {
 			end = time.Now()
-			if err != io.EOF {
+			switch {
+			case err == io.EOF:
+			case errors.Is(err, ErrStreamTooLarge):
+				res.fail(OutcomeInvalidResponse, "response_too_large",
+					fmt.Sprintf("the stream passed %d bytes (%d token events so far), far more than max_tokens %d allows; reading stopped", maxBytes, chunks, req.MaxTokens))
+			case errors.Is(err, ErrNotEventStream):
+				res.fail(OutcomeInvalidResponse, "not_event_stream",
+					fmt.Sprintf("the response body is not an event stream (%s; %d bytes read)", strings.TrimPrefix(err.Error(), "sse: not an event stream: "), sr.BytesRead()))
+			default:
 				streamFailed(parent, ctx, err, res)
 			}
-			break
-		}
-		if sr.BytesRead() > int64(maxBytes) {
-			end = ev.Time
-			res.fail(OutcomeInvalidResponse, "response_too_large",
-				fmt.Sprintf("the stream passed %d bytes (%d token events so far), far more than max_tokens %d allows; reading stopped", maxBytes, chunks, req.MaxTokens))
 			break
 		}
 		kind, err := proto.decode(dec, ev)
@@ -624,10 +641,16 @@ loop:
 			} else {
 				gap := ev.Time.Sub(last)
 				// With usage in every chunk, a chunk of k tokens is k
-				// gaps of gap/k (bounded like the events themselves).
+				// gaps of gap/k (bounded like the events themselves),
+				// as far as its text can carry k tokens: a larger jump
+				// in completion_tokens cannot be right.
 				k := 1
 				if ch.hasUsage && ch.usage.hasCompletion && completed >= 0 {
-					k = min(max(ch.usage.completion-completed, 1), maxEvents-len(res.ITLs))
+					if jump := ch.usage.completion - completed; jump > ch.tokenBytes+chunkTokenSlack {
+						res.Anomalies |= AnomalyInvalidUsage
+					} else {
+						k = min(max(jump, 1), maxEvents-len(res.ITLs))
+					}
 				}
 				k = max(k, 1)
 				q, rem := gap/time.Duration(k), int(gap%time.Duration(k))

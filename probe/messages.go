@@ -176,6 +176,7 @@ func (messagesAPI) decode(d *chunkDecoder, ev SSEEvent) (eventKind, error) {
 		if len(text.raw) == 0 {
 			return eventSkip, nil
 		}
+		c.tokenBytes = len(text.raw)
 		switch {
 		case deltaType.is("text_delta"):
 			c.tokens, c.answer = true, true

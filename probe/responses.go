@@ -142,18 +142,18 @@ func (responsesAPI) decode(d *chunkDecoder, ev SSEEvent) (eventKind, error) {
 		if len(delta.raw) == 0 {
 			return eventSkip, nil
 		}
-		c.tokens, c.answer = true, true
+		c.tokens, c.answer, c.tokenBytes = true, true, len(delta.raw)
 		c.texts = append(c.texts, delta)
 	case name.is("response.reasoning_text.delta"), name.is("response.reasoning_summary_text.delta"):
 		if len(delta.raw) == 0 {
 			return eventSkip, nil
 		}
-		c.tokens = true
+		c.tokens, c.tokenBytes = true, len(delta.raw)
 	case name.is("response.function_call_arguments.delta"):
 		if len(delta.raw) == 0 {
 			return eventSkip, nil
 		}
-		c.tokens, c.answer, c.toolCall = true, true, true
+		c.tokens, c.answer, c.toolCall, c.tokenBytes = true, true, true, len(delta.raw)
 		d.toolCalled = true
 	case name.is("response.created"), name.is("response.in_progress"):
 		// id and model only
