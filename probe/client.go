@@ -34,7 +34,7 @@ import (
 // Timing (docs/design.md "Measurement definitions", matching vLLM's bench):
 //
 //   - Start is the instant the HTTP client handed over a connection
-//     (httptrace GotConn, the last one when the transport retried), just
+//     (httptrace GotConn, the last one when the request was retried), just
 //     before the request is written. Everything before it (body encoding,
 //     connection pool wait, DNS, dial, TLS) is Result.ClientWait.
 //   - An event's arrival time is the instant the Read that delivered its
@@ -376,10 +376,10 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 		if err == nil {
 			break
 		}
-		if attempt == 0 && serverClosedIdle(err, ct) && parent.Err() == nil && ctx.Err() == nil {
-			// The server had closed the kept-alive connection before this
-			// request reached it (it never saw it): one more try on a new
-			// connection, counted so that it is never hidden.
+		if attempt == 0 && closedBeforeResponse(err, ct) && parent.Err() == nil && ctx.Err() == nil {
+			// The server closed the kept-alive connection as the request
+			// went out on it, and answered nothing: one more try, on a
+			// new connection, counted so that it is never hidden.
 			res.Retries++
 			continue
 		}
@@ -490,12 +490,27 @@ func (c *Client) readAnswer(parent, ctx context.Context, st *streamState, proto 
 	res.Outcome = OutcomeSuccess
 }
 
-// serverClosedIdle reports whether a round trip failed because the server
-// had closed the reused connection before the request reached it (Go's
-// transport says "http: server closed idle connection" and, for a POST,
-// does not retry).
-func serverClosedIdle(err error, ct *connTrace) bool {
-	return ct.reusedConn() && strings.Contains(err.Error(), "server closed idle connection")
+// closedBeforeResponse reports whether a round trip failed because the
+// server closed or reset a reused keep-alive connection before a single
+// byte of the response arrived: the keep-alive race, where a server's idle
+// timer fires as the next request is written (Go's transport then says
+// "server closed idle connection", or the read finds EOF or a reset), or
+// a server that closes a reused connection when a request arrives. Go's
+// transport retries this once itself for idempotent requests, not for a
+// POST; the client does the same, once. A fresh connection that fails so
+// is the server's answer (no_response), and once a byte arrived the
+// server had the request: neither is retried.
+func closedBeforeResponse(err error, ct *connTrace) bool {
+	if !ct.reusedConn() || ct.gotResponseByte() {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return false
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "server closed idle connection")
 }
 
 // scrubResult removes secrets from every server-supplied string of res.
@@ -894,6 +909,7 @@ type connTrace struct {
 	conns        int       // GotConn calls: more than one when the transport retried
 	auth         [2]string // the Authorization and Proxy-Authorization values written
 	reused       bool
+	firstByte    bool // a byte of the response arrived (GotFirstResponseByte)
 	gotConnAt    time.Time
 	dnsStart     time.Time
 	connectStart time.Time
@@ -913,6 +929,11 @@ func newConnTrace() *connTrace {
 			t.mu.Lock()
 			t.gotConn, t.reused, t.gotConnAt = true, info.Reused, now
 			t.conns++
+			t.mu.Unlock()
+		},
+		GotFirstResponseByte: func() {
+			t.mu.Lock()
+			t.firstByte = true
 			t.mu.Unlock()
 		},
 		WroteHeaderField: func(key string, values []string) {
@@ -1008,6 +1029,12 @@ func (t *connTrace) reusedConn() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.reused
+}
+
+func (t *connTrace) gotResponseByte() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.firstByte
 }
 
 func (t *connTrace) state() (gotConn, tlsFailed bool) {

@@ -199,9 +199,10 @@ type Result struct {
 	ClientWait  time.Duration
 	ConnReused  bool
 	// Retries counts re-sends of this request on a new connection because
-	// the server had closed the kept-alive one before the request reached
-	// it (by the client or by Go's transport); never after a byte of the
-	// request was accepted.
+	// the server closed or reset a reused kept-alive connection before a
+	// byte of the response arrived (the keep-alive race): once by the
+	// client, plus any by Go's transport itself; never after a byte of the
+	// response arrived, never for a fresh connection.
 	Retries int
 	DNS     time.Duration // 0 when no lookup happened
 	Connect time.Duration // TCP connect, 0 when reused
