@@ -610,9 +610,12 @@ loop:
 			case errors.Is(err, ErrStreamTooLarge):
 				res.fail(OutcomeInvalidResponse, "response_too_large",
 					fmt.Sprintf("the stream passed %d bytes (%d token events so far), far more than max_tokens %d allows; reading stopped", maxBytes, chunks, req.MaxTokens))
+			case errors.Is(err, errNoField):
+				res.fail(OutcomeInvalidResponse, "not_event_stream",
+					fmt.Sprintf("the response body is not an event stream: no SSE field or comment in its first %d bytes", sniffBytes))
 			case errors.Is(err, ErrNotEventStream):
 				res.fail(OutcomeInvalidResponse, "not_event_stream",
-					fmt.Sprintf("the response body is not an event stream (%s; %d bytes read)", strings.TrimPrefix(err.Error(), "sse: not an event stream: "), sr.BytesRead()))
+					fmt.Sprintf("the response body is not an event stream: binary data before its first SSE field (%d bytes read)", sr.BytesRead()))
 			default:
 				streamFailed(parent, ctx, err, res)
 			}

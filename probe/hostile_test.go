@@ -751,7 +751,7 @@ func TestRandomBytesAreNotAnEventStream(t *testing.T) {
 			c := hostileClient(t, srv.URL, commoncfg.DefaultHTTPClientConfig)
 			var res Result
 			c.Do(context.Background(), hostileRequest("hi", 4), &res)
-			if res.Outcome != OutcomeInvalidResponse || res.ErrorType != "not_event_stream" {
+			if res.Outcome != OutcomeInvalidResponse || res.ErrorType != "not_event_stream" || !strings.Contains(res.Error, "not an event stream") {
 				t.Fatalf("outcome %s/%s (%s), want invalid_response/not_event_stream", res.Outcome, res.ErrorType, res.Error)
 			}
 		})
