@@ -231,7 +231,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		conversations: prometheus.NewCounterVec(counterOpts("conversations_total",
 			"Multi-turn conversations that ended, by outcome: completed (every turn succeeded), failed (a turn did not succeed, or the history passed its bound), dropped (a turn could not be sent)."), conversationLabels),
 		retries: prometheus.NewCounterVec(counterOpts("client_retries_total",
-			"Requests re-sent on a new connection because the server had closed the kept-alive one before the request reached it (never after the server accepted a byte of it)."), targetLabels),
+			"Requests re-sent on a new connection because the server closed or reset a reused kept-alive connection before any byte of the response arrived (the keep-alive race; never after a response byte, never for a fresh connection)."), targetLabels),
 		coalesced: prometheus.NewCounterVec(counterOpts("harness_coalesced_chunks_total",
 			"Token-bearing stream events that arrived in the same read as the previous one (an ITL of 0: the bytes had queued up). Over llmprobe_itl_seconds_count it is the share of gaps the client could not time; with a high llmprobe_harness_timestamp_inflation_seconds it means the client reads late, alone it may be the server or a proxy batching."), targetLabels),
 		anomalies: prometheus.NewCounterVec(counterOpts("server_anomalies_total",

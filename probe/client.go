@@ -36,7 +36,7 @@ import (
 // Timing (docs/design.md "Measurement definitions", matching vLLM's bench):
 //
 //   - Start is the instant the HTTP client handed over a connection
-//     (httptrace GotConn, the last one when the transport retried), just
+//     (httptrace GotConn, the last one when the request was retried), just
 //     before the request is written. Everything before it (body encoding,
 //     connection pool wait, DNS, dial, TLS) is Result.ClientWait.
 //   - An event's arrival time is the instant the Read that delivered its
@@ -62,7 +62,9 @@ import (
 //     carried a finish_reason (TGI and llama.cpp variants omit [DONE]), and
 //     stream_error "eof_without_done" otherwise.
 //   - A successful end with no token-bearing event is invalid_response
-//     "empty_completion".
+//     "empty_completion", unless its finish_reason says the server meant
+//     it (any reason but stop and length: content_filter, llm-d's
+//     cache_threshold, ...; see deliberateEmpty), which is a success.
 //   - The first `data:` payload that is not a JSON object stops the read:
 //     invalid_response "malformed_event" (stream_error "eof_without_done"
 //     when it is the unterminated tail of a stream that just ended).
@@ -78,7 +80,9 @@ import (
 // stream_error: connection_reset, unexpected_eof, eof_without_done,
 // no_response (the connection ended before response headers), read_error,
 // line_too_long, event_too_long. invalid_response: wrong_content_type,
-// malformed_event, error_event, empty_completion.
+// not_event_stream (binary before the first SSE field, no field or comment
+// in the first 64 KiB, or bytes but no field at all), malformed_event,
+// error_event, empty_completion, too_many_tokens, response_too_large.
 
 // Defaults and bounds.
 const (
@@ -374,10 +378,10 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 		if err == nil {
 			break
 		}
-		if attempt == 0 && serverClosedIdle(err, ct) && parent.Err() == nil && ctx.Err() == nil {
-			// The server had closed the kept-alive connection before this
-			// request reached it (it never saw it): one more try on a new
-			// connection, counted so that it is never hidden.
+		if attempt == 0 && closedBeforeResponse(err, ct) && parent.Err() == nil && ctx.Err() == nil {
+			// The server closed the kept-alive connection as the request
+			// went out on it, and answered nothing: one more try, on a
+			// new connection, counted so that it is never hidden.
 			res.Retries++
 			continue
 		}
@@ -488,12 +492,27 @@ func (c *Client) readAnswer(parent, ctx context.Context, st *streamState, proto 
 	res.Outcome = OutcomeSuccess
 }
 
-// serverClosedIdle reports whether a round trip failed because the server
-// had closed the reused connection before the request reached it (Go's
-// transport says "http: server closed idle connection" and, for a POST,
-// does not retry).
-func serverClosedIdle(err error, ct *connTrace) bool {
-	return ct.reusedConn() && strings.Contains(err.Error(), "server closed idle connection")
+// closedBeforeResponse reports whether a round trip failed because the
+// server closed or reset a reused keep-alive connection before a single
+// byte of the response arrived: the keep-alive race, where a server's idle
+// timer fires as the next request is written (Go's transport then says
+// "server closed idle connection", or the read finds EOF or a reset), or
+// a server that closes a reused connection when a request arrives. Go's
+// transport retries this once itself for idempotent requests, not for a
+// POST; the client does the same, once. A fresh connection that fails so
+// is the server's answer (no_response), and once a byte arrived the
+// server had the request: neither is retried.
+func closedBeforeResponse(err error, ct *connTrace) bool {
+	if !ct.reusedConn() || ct.gotResponseByte() {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return false
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "server closed idle connection")
 }
 
 // scrubResult removes secrets from every server-supplied string of res.
@@ -522,12 +541,23 @@ func (c *Client) scrubResult(res *Result, forms []string) {
 //     over several events only rarely; 4× leaves room for that and for
 //     servers that count differently), else invalid_response
 //     "too_many_tokens";
-//   - bytes of the stream: 1 MiB + 4 KiB per allowed event, and kept
+//   - bytes of the stream (all of them: comments, id, retry and blank
+//     lines count too): 1 MiB + 4 KiB per allowed event, and kept
 //     completion text: 64 KiB + 64 bytes per allowed event, else
 //     invalid_response "response_too_large".
 //
 // Reading stops there and the connection is closed.
 const (
+	// sniffBytes: a body whose first 64 KiB hold no SSE field or comment
+	// is not an event stream (invalid_response "not_event_stream"); nor is
+	// one with binary lines before its first field (SSEReader.Bound).
+	sniffBytes = 64 << 10
+	// chunkTokenSlack: with usage in every chunk, a chunk carries at most
+	// one token per byte of its generated text (content, reasoning, text,
+	// tool arguments, as sent) plus this many that decode to no text
+	// (special tokens a parser strips); a larger jump of completion_tokens
+	// is an invalid_usage anomaly and the chunk counts as one gap.
+	chunkTokenSlack  = 8
 	tokenBoundFactor = 4
 	tokenBoundSlack  = 64
 	tokenBoundNoMax  = 1 << 16 // max_tokens not sent: the server's default applies
@@ -568,6 +598,8 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelFu
 	}
 	st.text = st.text[:0]
 	sr, dec := &st.sr, &st.dec
+	// Every byte counts against the bound, lines that make no event too.
+	sr.Bound(int64(maxBytes), sniffBytes)
 	proto := protocols[req.API]
 	dec.begin()
 loop:
@@ -575,15 +607,20 @@ loop:
 		ev, err := sr.Next()
 		if err != nil {
 			end = time.Now()
-			if err != io.EOF {
+			switch {
+			case err == io.EOF:
+			case errors.Is(err, ErrStreamTooLarge):
+				res.fail(OutcomeInvalidResponse, "response_too_large",
+					fmt.Sprintf("the stream passed %d bytes (%d token events so far), far more than max_tokens %d allows; reading stopped", maxBytes, chunks, req.MaxTokens))
+			case errors.Is(err, errNoField):
+				res.fail(OutcomeInvalidResponse, "not_event_stream",
+					fmt.Sprintf("the response body is not an event stream: no SSE field or comment in its first %d bytes", sniffBytes))
+			case errors.Is(err, ErrNotEventStream):
+				res.fail(OutcomeInvalidResponse, "not_event_stream",
+					fmt.Sprintf("the response body is not an event stream: binary data before its first SSE field (%d bytes read)", sr.BytesRead()))
+			default:
 				streamFailed(parent, ctx, err, res)
 			}
-			break
-		}
-		if sr.BytesRead() > int64(maxBytes) {
-			end = ev.Time
-			res.fail(OutcomeInvalidResponse, "response_too_large",
-				fmt.Sprintf("the stream passed %d bytes (%d token events so far), far more than max_tokens %d allows; reading stopped", maxBytes, chunks, req.MaxTokens))
 			break
 		}
 		kind, err := proto.decode(dec, ev)
@@ -624,10 +661,16 @@ loop:
 			} else {
 				gap := ev.Time.Sub(last)
 				// With usage in every chunk, a chunk of k tokens is k
-				// gaps of gap/k (bounded like the events themselves).
+				// gaps of gap/k (bounded like the events themselves),
+				// as far as its text can carry k tokens: a larger jump
+				// in completion_tokens cannot be right.
 				k := 1
 				if ch.hasUsage && ch.usage.hasCompletion && completed >= 0 {
-					k = min(max(ch.usage.completion-completed, 1), maxEvents-len(res.ITLs))
+					if jump := ch.usage.completion - completed; jump > ch.tokenBytes+chunkTokenSlack {
+						res.Anomalies |= AnomalyInvalidUsage
+					} else {
+						k = min(max(jump, 1), maxEvents-len(res.ITLs))
+					}
 				}
 				k = max(k, 1)
 				q, rem := gap/time.Duration(k), int(gap%time.Duration(k))
@@ -707,7 +750,7 @@ loop:
 				fmt.Sprintf("%d bytes of response body held no server-sent event", sr.BytesRead()))
 		case !sawDone && !sawFinish:
 			res.fail(OutcomeStreamError, "eof_without_done", "stream ended without [DONE] or a finish_reason")
-		case chunks == 0:
+		case chunks == 0 && !deliberateEmpty(res.FinishReason):
 			msg := "stream ended without any generated text"
 			if res.FinishReason != "" {
 				msg += " (finish_reason " + strconv.Quote(res.FinishReason) + ")"
@@ -746,6 +789,20 @@ loop:
 	if keepText {
 		res.Completion = string(st.text)
 	}
+}
+
+// deliberateEmpty reports whether a finish reason says the server meant
+// to answer without generated text: any well-formed reason but stop and
+// length (which end a generation that produced nothing), e.g.
+// content_filter, or llm-d's cache_threshold (answered from its cache-hit
+// threshold rule). Such an answer is a success, exported under its
+// bounded finish reason label ("other" for the unknown ones).
+func deliberateEmpty(reason string) bool {
+	switch reason {
+	case "", "stop", "length":
+		return false
+	}
+	return true
 }
 
 // applyUsage takes the token counts of the server's usage into res,
@@ -805,11 +862,15 @@ func setResponseString(dst *string, s jsonString, scratch *[]byte) {
 }
 
 // errorEventMessage renders the data of an `event: error`: the message of
-// a JSON error object, or the text itself.
+// a JSON error object ({"error": {"message"}}, {"error": "..."}, or a flat
+// {"message"}), or the text itself.
 func errorEventMessage(dec *chunkDecoder, data []byte, txt *serverText) string {
 	if dec.decode(data) == nil {
-		if dec.c.errMsg.ok {
+		switch {
+		case dec.c.errMsg.ok:
 			return "error event: " + txt.clean(decodeString(dec.c.errMsg))
+		case dec.c.message.ok:
+			return "error event: " + txt.clean(decodeString(dec.c.message))
 		}
 		return "error event"
 	}
@@ -853,6 +914,7 @@ type connTrace struct {
 	conns        int       // GotConn calls: more than one when the transport retried
 	auth         [2]string // the Authorization and Proxy-Authorization values written
 	reused       bool
+	firstByte    bool // a byte of the response arrived (GotFirstResponseByte)
 	gotConnAt    time.Time
 	dnsStart     time.Time
 	connectStart time.Time
@@ -872,6 +934,11 @@ func newConnTrace() *connTrace {
 			t.mu.Lock()
 			t.gotConn, t.reused, t.gotConnAt = true, info.Reused, now
 			t.conns++
+			t.mu.Unlock()
+		},
+		GotFirstResponseByte: func() {
+			t.mu.Lock()
+			t.firstByte = true
 			t.mu.Unlock()
 		},
 		WroteHeaderField: func(key string, values []string) {
@@ -967,6 +1034,12 @@ func (t *connTrace) reusedConn() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.reused
+}
+
+func (t *connTrace) gotResponseByte() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.firstByte
 }
 
 func (t *connTrace) state() (gotConn, tlsFailed bool) {

@@ -82,7 +82,7 @@ targets:
 				if r.Model != "sim-model" || !r.FirstAnswer || r.ReasoningChunks != want || r.OutputTokens < 1 || r.OutputTokens > 8 {
 					t.Errorf("%s: model %q answer %v reasoning chunks %d (want %d) output %d", r.Class, r.Model, r.FirstAnswer, r.ReasoningChunks, want, r.OutputTokens)
 				}
-				if r.Class == "act" && (!r.ToolCall || r.FinishReason != "stop") {
+				if r.Class == "act" && (!r.ToolCall || r.FinishReason != "tool_calls") { // a Responses function call
 					t.Errorf("act: tool call %v finish %q", r.ToolCall, r.FinishReason)
 				}
 			case "batch":

@@ -8,8 +8,10 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -598,15 +600,23 @@ func TestUsageAnomalies(t *testing.T) {
 }
 
 // TestUnknownFinishReason: a finish reason the client does not know is
-// kept as the server said it (exported as "other") and the outcome
-// follows from whether tokens arrived.
+// kept as the server said it (exported as "other"); it is a deliberate,
+// well-formed answer, a success with or without text (llm-d answers from
+// its cache-hit threshold with none), while stop or length without text
+// is still an empty completion.
 func TestUnknownFinishReason(t *testing.T) {
 	noText, _ := fixtureServer(t, "text/event-stream", steps(0, chatRole(), chatDelta("content", "", "cache_threshold", ""), "[DONE]"))
 	var res Result
 	hostileClient(t, noText.URL, commoncfg.DefaultHTTPClientConfig).Do(context.Background(), hostileRequest("hi", 8), &res)
-	if res.Outcome != OutcomeInvalidResponse || res.ErrorType != "empty_completion" || res.FinishReason != "cache_threshold" ||
-		!strings.Contains(res.Error, "cache_threshold") || FinishReasonLabel(res.FinishReason) != "other" {
+	if res.Outcome != OutcomeSuccess || res.FinishReason != "cache_threshold" || res.FirstToken || FinishReasonLabel(res.FinishReason) != "other" {
 		t.Fatalf("no text: %s/%s finish %q (%s)", res.Outcome, res.ErrorType, res.FinishReason, res.Error)
+	}
+	for _, reason := range []string{"stop", "length"} {
+		srv, _ := fixtureServer(t, "text/event-stream", steps(0, chatRole(), chatDelta("content", "", reason, ""), "[DONE]"))
+		hostileClient(t, srv.URL, commoncfg.DefaultHTTPClientConfig).Do(context.Background(), hostileRequest("hi", 8), &res)
+		if res.Outcome != OutcomeInvalidResponse || res.ErrorType != "empty_completion" || !strings.Contains(res.Error, reason) {
+			t.Fatalf("%s without text: %s/%s (%s)", reason, res.Outcome, res.ErrorType, res.Error)
+		}
 	}
 	withText, _ := fixtureServer(t, "text/event-stream", steps(0, chatContent("hi"), chatDelta("content", "!", "cache_threshold", ""), "[DONE]"))
 	hostileClient(t, withText.URL, commoncfg.DefaultHTTPClientConfig).Do(context.Background(), hostileRequest("hi", 8), &res)
@@ -656,5 +666,117 @@ func TestScrubCut(t *testing.T) {
 		if got := scrubCut(tc.in, tc.n, forms); got != tc.want {
 			t.Errorf("scrubCut(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 		}
+	}
+}
+
+// lineFloodServer writes line over and over (up to a generous bound)
+// under an event-stream type until the client goes away.
+func lineFloodServer(t *testing.T, line string) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		block := []byte(strings.Repeat(line, max(1, 4096/len(line))))
+		for range 64 << 20 / len(block) {
+			if _, err := w.Write(block); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestFieldlessFloodIsBounded: lines that never make an event (comments,
+// retry, id, event without data) count against the stream's byte bound:
+// the request ends there, not at request_timeout.
+func TestFieldlessFloodIsBounded(t *testing.T) {
+	for name, tc := range map[string]struct{ line, errorType string }{
+		"comments": {": keep-alive\n", "response_too_large"},
+		"retry":    {"retry: 1000\n", "response_too_large"},
+		"id":       {"id: 42\n", "response_too_large"},
+		"event":    {"event: ping\n\n", "response_too_large"},
+		"blank":    {"\n", "not_event_stream"}, // not even a comment
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := lineFloodServer(t, tc.line)
+			c := hostileClient(t, srv.URL, commoncfg.DefaultHTTPClientConfig)
+			var res Result
+			c.Do(context.Background(), hostileRequest("hi", 4), &res)
+			if res.Outcome != OutcomeInvalidResponse || res.ErrorType != tc.errorType {
+				t.Fatalf("outcome %s/%s (%s), want invalid_response/%s", res.Outcome, res.ErrorType, res.Error, tc.errorType)
+			}
+		})
+	}
+}
+
+// TestUsageJumpIsBounded: with usage in every chunk, a chunk counts as
+// several tokens (several ITL gaps) only as far as its text can carry
+// them; an impossible jump in completion_tokens is an anomaly and the
+// chunk one gap.
+func TestUsageJumpIsBounded(t *testing.T) {
+	u := func(n int) string {
+		return fmt.Sprintf(`{"prompt_tokens":8,"total_tokens":%d,"completion_tokens":%d}`, 8+n, n)
+	}
+	srv, _ := fixtureServer(t, "text/event-stream", steps(time.Millisecond,
+		chatDelta("content", "a", "", u(1)),
+		chatDelta("content", "b", "", u(999_999_999)),
+		chatDelta("content", "c", "stop", u(999_999_999)),
+		"[DONE]"))
+	c := hostileClient(t, srv.URL, commoncfg.DefaultHTTPClientConfig)
+	var res Result
+	c.Do(context.Background(), hostileRequest("hi", 32), &res)
+	if res.Outcome != OutcomeSuccess || len(res.ITLs) != 2 || !res.Anomalies.Has(AnomalyInvalidUsage) {
+		t.Fatalf("%s/%s: %d ITLs for %d chunks, anomalies %b; want 2 and invalid_usage", res.Outcome, res.ErrorType, len(res.ITLs), res.Chunks, res.Anomalies)
+	}
+	checkTimingInvariants(t, &res)
+
+	// A plausible jump (a speculative-decoding chunk of 3 tokens) is split.
+	srv, _ = fixtureServer(t, "text/event-stream", steps(time.Millisecond,
+		chatDelta("content", "a", "", u(1)),
+		chatDelta("content", " b c", "stop", u(4)),
+		"[DONE]"))
+	c = hostileClient(t, srv.URL, commoncfg.DefaultHTTPClientConfig)
+	c.Do(context.Background(), hostileRequest("hi", 32), &res)
+	if res.Outcome != OutcomeSuccess || len(res.ITLs) != 3 || res.Anomalies != 0 {
+		t.Fatalf("%s/%s: %d ITLs, anomalies %b; want 3 and none", res.Outcome, res.ErrorType, len(res.ITLs), res.Anomalies)
+	}
+}
+
+// TestRandomBytesAreNotAnEventStream: megabytes of random bytes (or text
+// with no SSE field) under an event-stream type are not_event_stream,
+// found in the first bytes, not read to the end as a stream that ended
+// early.
+func TestRandomBytesAreNotAnEventStream(t *testing.T) {
+	random := func(seed uint64) []byte {
+		b := make([]byte, 2<<20)
+		r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+		for i := 0; i < len(b); i += 8 {
+			binary.LittleEndian.PutUint64(b[i:], r.Uint64())
+		}
+		return b
+	}
+	bodies := map[string][]byte{
+		"html": []byte(strings.Repeat("<p>an error page, or a proxy's</p>\n", 8192)),
+		"json": []byte(`{"choices":[` + strings.Repeat(`{"text":"x"},`, 80_000) + `{}]}`),
+	}
+	for seed := range uint64(8) {
+		bodies[fmt.Sprintf("random %d", seed)] = random(seed)
+	}
+	for name, body := range bodies {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.Write(body)
+			}))
+			defer srv.Close()
+			c := hostileClient(t, srv.URL, commoncfg.DefaultHTTPClientConfig)
+			var res Result
+			c.Do(context.Background(), hostileRequest("hi", 4), &res)
+			if res.Outcome != OutcomeInvalidResponse || res.ErrorType != "not_event_stream" || !strings.Contains(res.Error, "not an event stream") {
+				t.Fatalf("outcome %s/%s (%s), want invalid_response/not_event_stream", res.Outcome, res.ErrorType, res.Error)
+			}
+		})
 	}
 }

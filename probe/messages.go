@@ -21,11 +21,15 @@ import (
 //
 // Stream: named events message_start (message id, model, and the prompt
 // side of usage: input_tokens, cache_read_input_tokens,
-// cache_creation_input_tokens), content_block_start, content_block_delta
+// cache_creation_input_tokens; its output_tokens is a placeholder and is
+// not taken as a count), content_block_start, content_block_delta
 // (text_delta: answer text; thinking_delta: reasoning; input_json_delta:
 // a tool call's arguments; signature_delta: none of them),
 // content_block_stop, message_delta (stop_reason and the output tokens so
-// far), message_stop (the end), ping, and error.
+// far), message_stop (the end), ping, and error (Anthropic's
+// {"type":"error","error":{"type","message"}}, or llama.cpp's flat
+// {"code","message","type"}). A stream that ends before message_delta
+// has no output count: the client counts the text deltas, as estimated.
 //
 // Usage maps to OpenAI's counting: prompt tokens are input_tokens +
 // cache_read_input_tokens + cache_creation_input_tokens (Anthropic counts
@@ -98,14 +102,18 @@ func (messagesAPI) decode(d *chunkDecoder, ev SSEEvent) (eventKind, error) {
 	var typ, deltaType, text, stop jsonString
 	var deltaUsage tokenUsage
 	var hasDeltaUsage, isErr bool
-	var errMsg jsonString
+	var errMsg, topMsg jsonString
 	err := d.topObject(data, func(key []byte) error {
 		s := &d.s
 		var err error
 		switch string(key) {
 		case "type":
 			typ, err = s.stringValue(1)
-		case "message": // message_start
+		case "message": // message_start's message, or an error's text
+			if s.ws(); s.i < len(s.b) && s.b[s.i] == '"' {
+				topMsg, err = s.stringValue(1)
+				return err
+			}
 			_, err = d.object(1, func(k []byte) error {
 				switch string(k) {
 				case "id":
@@ -115,6 +123,9 @@ func (messagesAPI) decode(d *chunkDecoder, ev SSEEvent) (eventKind, error) {
 				case "usage":
 					d.prompt = tokenUsage{}
 					_, err = d.object(2, func(uk []byte) error { return d.anthropicUsage(uk, 3, &d.prompt) })
+					// Its output_tokens is a placeholder (0, or 1), not a
+					// count: only message_delta reports the output.
+					d.prompt.completion, d.prompt.hasCompletion, d.prompt.badCompletion = 0, false, false
 				default:
 					err = s.skip(2)
 				}
@@ -151,7 +162,12 @@ func (messagesAPI) decode(d *chunkDecoder, ev SSEEvent) (eventKind, error) {
 	c := &d.c
 	switch {
 	case isErr || name.is("error"):
+		// Anthropic's {"type":"error","error":{"message"}}, or a flat
+		// {"code","message","type"} (llama.cpp).
 		c.isError, c.errMsg = true, errMsg
+		if !errMsg.ok {
+			c.errMsg = topMsg
+		}
 		return eventChunk, nil
 	case name.is("message_start"):
 		c.hasUsage, c.usage = true, d.prompt
@@ -160,6 +176,7 @@ func (messagesAPI) decode(d *chunkDecoder, ev SSEEvent) (eventKind, error) {
 		if len(text.raw) == 0 {
 			return eventSkip, nil
 		}
+		c.tokenBytes = len(text.raw)
 		switch {
 		case deltaType.is("text_delta"):
 			c.tokens, c.answer = true, true

@@ -23,7 +23,10 @@ import (
 // token-bearing; response.created carries the id and model;
 // response.completed ends the stream with the usage (input_tokens with
 // input_tokens_details.cached_tokens, output_tokens with
-// output_tokens_details.reasoning_tokens), response.incomplete ends it
+// output_tokens_details.reasoning_tokens) and finish reason stop, or
+// tool_calls when the answer holds a function call (an output item of
+// type function_call, or argument deltas in the stream, as chat's
+// finish_reason says it), response.incomplete ends it
 // truncated (finish reason length when the reason is max_output_tokens),
 // response.failed and error are errors. Everything else (output items and
 // content parts added or done, in_progress) is bookkeeping. There is no
@@ -74,7 +77,7 @@ func (responsesAPI) decode(d *chunkDecoder, ev SSEEvent) (eventKind, error) {
 	}
 	var typ, delta, status, reason, message jsonString
 	var usage tokenUsage
-	var hasUsage bool
+	var hasUsage, functionCall bool
 	s := &d.s
 	err := d.topObject(data, func(key []byte) error {
 		var err error
@@ -107,6 +110,18 @@ func (responsesAPI) decode(d *chunkDecoder, ev SSEEvent) (eventKind, error) {
 				case "usage":
 					usage = tokenUsage{}
 					hasUsage, err = d.object(2, func(uk []byte) error { return d.responsesUsage(uk, &usage) })
+				case "output":
+					err = d.array(2, func() error {
+						_, err := d.object(3, func(ik []byte) error {
+							if string(ik) != "type" {
+								return s.skip(4)
+							}
+							t, err := s.stringValue(4)
+							functionCall = functionCall || t.is("function_call")
+							return err
+						})
+						return err
+					})
 				default:
 					err = s.skip(2)
 				}
@@ -127,18 +142,19 @@ func (responsesAPI) decode(d *chunkDecoder, ev SSEEvent) (eventKind, error) {
 		if len(delta.raw) == 0 {
 			return eventSkip, nil
 		}
-		c.tokens, c.answer = true, true
+		c.tokens, c.answer, c.tokenBytes = true, true, len(delta.raw)
 		c.texts = append(c.texts, delta)
 	case name.is("response.reasoning_text.delta"), name.is("response.reasoning_summary_text.delta"):
 		if len(delta.raw) == 0 {
 			return eventSkip, nil
 		}
-		c.tokens = true
+		c.tokens, c.tokenBytes = true, len(delta.raw)
 	case name.is("response.function_call_arguments.delta"):
 		if len(delta.raw) == 0 {
 			return eventSkip, nil
 		}
-		c.tokens, c.answer, c.toolCall = true, true, true
+		c.tokens, c.answer, c.toolCall, c.tokenBytes = true, true, true, len(delta.raw)
+		d.toolCalled = true
 	case name.is("response.created"), name.is("response.in_progress"):
 		// id and model only
 	case name.is("response.completed"), name.is("response.incomplete"):
@@ -149,6 +165,8 @@ func (responsesAPI) decode(d *chunkDecoder, ev SSEEvent) (eventKind, error) {
 			c.finish = jsonString{raw: []byte("length"), ok: true}
 		case status.is("incomplete"):
 			c.finish = reason
+		case functionCall || d.toolCalled:
+			c.finish = jsonString{raw: []byte("tool_calls"), ok: true}
 		default:
 			c.finish = jsonString{raw: []byte("stop"), ok: true}
 		}

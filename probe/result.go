@@ -60,7 +60,10 @@ const (
 	// AnomalyOutputExceedsMaxTokens: the server generated more tokens
 	// than max_tokens allowed (a server that ignores it; see too_many_tokens).
 	AnomalyOutputExceedsMaxTokens
-	// AnomalyInvalidUsage: a usage count was negative (it is ignored).
+	// AnomalyInvalidUsage: a usage count was not a count (negative,
+	// fractional, above 1e9: it is ignored), or a per-chunk
+	// completion_tokens jumped by more than the chunk can carry (the
+	// chunk counts as one ITL gap).
 	AnomalyInvalidUsage
 )
 
@@ -196,9 +199,10 @@ type Result struct {
 	ClientWait  time.Duration
 	ConnReused  bool
 	// Retries counts re-sends of this request on a new connection because
-	// the server had closed the kept-alive one before the request reached
-	// it (by the client or by Go's transport); never after a byte of the
-	// request was accepted.
+	// the server closed or reset a reused kept-alive connection before a
+	// byte of the response arrived (the keep-alive race): once by the
+	// client, plus any by Go's transport itself; never after a byte of the
+	// response arrived, never for a fresh connection.
 	Retries int
 	DNS     time.Duration // 0 when no lookup happened
 	Connect time.Duration // TCP connect, 0 when reused
@@ -221,7 +225,8 @@ type Result struct {
 	TPOT       time.Duration // (E2E-TTFT)/(OutputTokens-1), 0 when OutputTokens < 2
 	// ITLs are the gaps between consecutive token-bearing events; where
 	// the server reports usage in every chunk (continuous_usage_stats), a
-	// chunk that carries k tokens gives k gaps of gap/k.
+	// chunk that carries k tokens gives k gaps of gap/k (k bounded by the
+	// chunk's text, see chunkTokenSlack).
 	ITLs   []time.Duration
 	Chunks int // token-bearing events received
 	// FirstAnswer is true when a token of the answer arrived: content or

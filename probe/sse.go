@@ -6,6 +6,7 @@ package probe
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"strconv"
@@ -31,6 +32,13 @@ import (
 //   - After any other read error nothing more is dispatched.
 //   - Lines and events longer than a limit end the stream with ErrLineTooLong
 //     or ErrEventTooLong instead of growing without bound.
+//   - With Bound, the stream's bytes are bounded (ErrStreamTooLarge), lines
+//     that make no event (comments, id, retry, blank lines) included, and
+//     a body that is not an event stream is told early (ErrNotEventStream):
+//     before the first data, event, id or retry field, a comment or a line
+//     of another name that is not text (invalid UTF-8, control characters
+//     other than tab) is binary, and a body whose first sniff bytes hold
+//     no field or comment at all is something else (an HTML page, JSON).
 
 // DefaultMaxSSELine bounds one SSE line (and one event's joined data) in the
 // client: 1 MiB is orders of magnitude above any real chunk.
@@ -42,6 +50,19 @@ var ErrLineTooLong = errors.New("sse: line exceeds the maximum line size")
 // ErrEventTooLong is returned by SSEReader.Next when the data lines of one
 // event add up to more than the limit.
 var ErrEventTooLong = errors.New("sse: event data exceeds the maximum size")
+
+// ErrStreamTooLarge is returned by SSEReader.Next when the stream passed
+// the byte bound set by Bound.
+var ErrStreamTooLarge = errors.New("sse: the stream exceeds its byte bound")
+
+// ErrNotEventStream is returned (wrapped, with what gave it away) by
+// SSEReader.Next when the body is not an event stream (see Bound).
+var ErrNotEventStream = errors.New("sse: not an event stream")
+
+var (
+	errBinaryPreamble = fmt.Errorf("%w: binary data before the first field", ErrNotEventStream)
+	errNoField        = fmt.Errorf("%w: no field or comment in the first bytes", ErrNotEventStream)
+)
 
 const sseInitialBuffer = 8 << 10
 
@@ -103,6 +124,10 @@ type SSEReader struct {
 
 	total  int64 // bytes read from src
 	fields int   // SSE fields and comments seen (unknown field names excluded)
+
+	maxBytes int64 // bound on total (0: none)
+	sniff    int   // bytes within which a field or comment must appear (0: not checked)
+	sawField bool  // a data, event, id or retry field was seen
 }
 
 // NewSSEReader returns a reader of events from src. maxLine bounds a line and
@@ -130,6 +155,15 @@ func (p *SSEReader) Reset(src io.Reader, maxLine int) {
 		evType:  evType[:0],
 		lastID:  lastID[:0],
 	}
+}
+
+// Bound bounds the stream: more than maxBytes read from the source ends it
+// with ErrStreamTooLarge; with sniff > 0, a body that is not an event
+// stream ends with ErrNotEventStream (see the notes at the top of sse.go),
+// at the latest once sniff bytes held no field or comment. Zero disables
+// either. Reset clears both.
+func (p *SSEReader) Bound(maxBytes int64, sniff int) {
+	p.maxBytes, p.sniff = maxBytes, sniff
 }
 
 // BytesRead is the number of bytes read from the source so far.
@@ -164,6 +198,10 @@ func (p *SSEReader) Next() (SSEEvent, error) {
 			if p.err != nil {
 				return p.atEnd()
 			}
+			if p.sniff > 0 && p.fields == 0 && p.total >= int64(p.sniff) && !fieldStart(p.buf[p.r:p.w]) {
+				p.fatal = errNoField
+				return SSEEvent{}, p.fatal
+			}
 			if err := p.fill(); err != nil {
 				return SSEEvent{}, err
 			}
@@ -177,11 +215,13 @@ func (p *SSEReader) Next() (SSEEvent, error) {
 			if ev, ok := p.dispatch(false); ok {
 				return ev, nil
 			}
-			continue
-		}
-		if err := p.field(line); err != nil {
+		} else if err := p.field(line); err != nil {
 			p.fatal = err
 			return SSEEvent{}, err
+		}
+		if p.sniff > 0 && p.fields == 0 && p.total-int64(p.w-p.r) >= int64(p.sniff) {
+			p.fatal = errNoField // sniff bytes of lines, none a field or comment
+			return SSEEvent{}, p.fatal
 		}
 	}
 }
@@ -271,8 +311,8 @@ func (p *SSEReader) nextLine() ([]byte, bool) {
 }
 
 // fill reads more bytes, compacting or growing the buffer when needed.
-// It returns an error only for an over-long line; read errors are stored
-// in p.err for the caller to find once the buffer is drained.
+// It returns an error only for an over-long line or stream; read errors
+// are stored in p.err for the caller to find once the buffer is drained.
 func (p *SSEReader) fill() error {
 	if p.err != nil {
 		return nil
@@ -303,9 +343,19 @@ func (p *SSEReader) fill() error {
 			p.buf = nb
 		}
 	}
+	end := len(p.buf)
+	if p.maxBytes > 0 {
+		// Read no further than one byte past the bound: the events within
+		// it are delivered, and the next fill tells the stream is over.
+		if p.total > p.maxBytes {
+			p.fatal = ErrStreamTooLarge
+			return p.fatal
+		}
+		end = p.w + int(min(int64(end-p.w), p.maxBytes+1-p.total))
+	}
 	for range 100 {
-		n, err := p.src.Read(p.buf[p.w:])
-		if n < 0 || n > len(p.buf)-p.w {
+		n, err := p.src.Read(p.buf[p.w:end])
+		if n < 0 || n > end-p.w {
 			p.err = errors.New("sse: reader returned an invalid count")
 			return nil
 		}
@@ -329,6 +379,9 @@ func (p *SSEReader) fill() error {
 // field processes one non-empty line.
 func (p *SSEReader) field(line []byte) error {
 	if line[0] == ':' {
+		if p.sniff > 0 && !p.sawField && !isText(line) {
+			return errBinaryPreamble
+		}
 		p.fields++
 		return nil // comment (keep-alive)
 	}
@@ -342,24 +395,57 @@ func (p *SSEReader) field(line []byte) error {
 	switch string(name) {
 	case "data":
 		p.fields++
+		p.sawField = true
 		return p.addData(value)
 	case "event":
 		p.fields++
+		p.sawField = true
 		p.evType = append(p.evType[:0], value...)
 		p.hasType = true
 	case "id":
 		p.fields++
+		p.sawField = true
 		if bytes.IndexByte(value, 0) < 0 {
 			p.lastID = append(p.lastID[:0], value...)
 			p.hasID = true
 		}
 	case "retry":
 		p.fields++
+		p.sawField = true
 		if ms, ok := parseDigits(value); ok {
 			p.retry = time.Duration(ms) * time.Millisecond
 		}
+	default: // ignored, as the spec has it, unless it gives a binary body away
+		if p.sniff > 0 && !p.sawField && !isText(line) {
+			return errBinaryPreamble
+		}
 	}
 	return nil
+}
+
+// isText reports whether a line is text: valid UTF-8 without control
+// characters other than tab.
+func isText(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return utf8.Valid(b)
+}
+
+// fieldStart reports whether the unterminated line b begins as a field
+// or comment does (a first event longer than the sniff window).
+func fieldStart(b []byte) bool {
+	if len(b) > 0 && b[0] == ':' {
+		return true
+	}
+	for _, f := range [...]string{"data", "event", "id", "retry"} {
+		if len(b) > len(f) && string(b[:len(f)]) == f && b[len(f)] == ':' {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *SSEReader) addData(value []byte) error {
@@ -533,8 +619,12 @@ type streamChunk struct {
 	answer, toolCall bool
 	// texts are the content / text pieces in choice order (reasoning is not
 	// part of the completion kept for conversation history).
-	texts  []jsonString
-	finish jsonString // the last non-null finish_reason among the choices
+	texts []jsonString
+	// tokenBytes is the length, as sent, of the generated text the chunk
+	// carries (content, reasoning, text, tool arguments): it bounds how
+	// many tokens the chunk can hold.
+	tokenBytes int
+	finish     jsonString // the last non-null finish_reason among the choices
 
 	hasUsage bool
 	usage    tokenUsage
@@ -544,6 +634,9 @@ type streamChunk struct {
 	// an ErrorResponse at top level). errMsg is its message when found.
 	isError bool
 	errMsg  jsonString
+	// message is a top-level "message" string: the text of an error
+	// event in the flat {"code", "message", "type"} shape (llama.cpp).
+	message jsonString
 
 	// end is set by the event that ends a protocol's stream when it also
 	// carries data (Responses' response.completed).
@@ -563,10 +656,13 @@ type chunkDecoder struct {
 	// event and completes in a later one (Messages: message_start, then
 	// message_delta); reset by begin.
 	prompt tokenUsage
+	// toolCalled is set when the stream carried a tool call's arguments
+	// (Responses: its final event says only "completed"); reset by begin.
+	toolCalled bool
 }
 
 // begin resets the state a protocol keeps across the events of a stream.
-func (d *chunkDecoder) begin() { d.prompt = tokenUsage{} }
+func (d *chunkDecoder) begin() { d.prompt, d.toolCalled = tokenUsage{}, false }
 
 // decode parses data into d.c. It returns errMalformedJSON (offset in
 // d.errAt) when data is not valid JSON, errTooDeep when it nests deeper
@@ -626,7 +722,7 @@ func (d *chunkDecoder) top() error {
 		case "model":
 			c.model, err = s.stringValue(1)
 		case "choices":
-			c.tokens, c.texts, c.finish = false, c.texts[:0], jsonString{}
+			c.tokens, c.texts, c.finish, c.tokenBytes = false, c.texts[:0], jsonString{}, 0
 			err = d.choices()
 		case "usage":
 			c.hasUsage, c.usage = false, tokenUsage{}
@@ -646,6 +742,7 @@ func (d *chunkDecoder) top() error {
 	if err != nil {
 		return err
 	}
+	c.message = topMsg
 	switch {
 	case errVal:
 		c.isError, c.errMsg = true, errMsg
@@ -707,12 +804,12 @@ func (d *chunkDecoder) choice() error {
 	}
 	s.i++
 	var content, reasoningContent, reasoning, text, finish jsonString
-	var tool bool
+	var toolBytes int
 	k, more, err := s.objectStart()
 	for ; more && err == nil; k, more, err = s.objectNext(err) {
 		switch string(d.key(k)) {
 		case "delta":
-			content, reasoningContent, reasoning, tool = jsonString{}, jsonString{}, jsonString{}, false
+			content, reasoningContent, reasoning, toolBytes = jsonString{}, jsonString{}, jsonString{}, 0
 			s.ws()
 			if s.i >= len(s.b) || s.b[s.i] != '{' {
 				err = s.skip(3)
@@ -731,7 +828,7 @@ func (d *chunkDecoder) choice() error {
 				case "reasoning":
 					reasoning, err = s.stringValue(4)
 				case "tool_calls":
-					tool, err = d.toolCalls()
+					toolBytes, err = d.toolCalls()
 				default:
 					err = s.skip(4)
 				}
@@ -747,7 +844,9 @@ func (d *chunkDecoder) choice() error {
 	if err != nil {
 		return err
 	}
+	tool := toolBytes > 0
 	answer := len(content.raw) > 0 || len(text.raw) > 0 || tool
+	c.tokenBytes += len(content.raw) + len(text.raw) + len(reasoningContent.raw) + len(reasoning.raw) + toolBytes
 	if answer || len(reasoningContent.raw) > 0 || len(reasoning.raw) > 0 {
 		c.tokens = true
 	}
@@ -766,19 +865,19 @@ func (d *chunkDecoder) choice() error {
 }
 
 // toolCalls walks delta.tool_calls, an array of {index, id, type,
-// function: {name, arguments}}; it reports whether any element carries a
-// non-empty arguments fragment: the generated tokens (the header naming
+// function: {name, arguments}}; it returns the length of the arguments
+// fragments the elements carry: the generated tokens (the header naming
 // the function, arguments "", announces the call and is no token, as
 // servers count it). Repeated keys resolve as encoding/json resolves
 // them: the last one wins.
-func (d *chunkDecoder) toolCalls() (bool, error) {
+func (d *chunkDecoder) toolCalls() (int, error) {
 	s := &d.s
 	s.ws()
 	if s.i >= len(s.b) || s.b[s.i] != '[' {
-		return false, s.skip(4) // null, or not a list: no tool tokens
+		return 0, s.skip(4) // null, or not a list: no tool tokens
 	}
 	s.i++
-	fragment := false
+	fragment := 0
 	more, err := s.arrayStart()
 	for ; more && err == nil; more, err = s.arrayNext(err) {
 		s.ws()
@@ -812,7 +911,7 @@ func (d *chunkDecoder) toolCalls() (bool, error) {
 			kerr = ferr
 		}
 		err = kerr
-		fragment = fragment || len(args.raw) > 0
+		fragment += len(args.raw)
 	}
 	return fragment, err
 }

@@ -277,6 +277,57 @@ func TestSSEReaderLimits(t *testing.T) {
 	}
 }
 
+// TestSSEReaderBound checks the stream byte bound and the early
+// detection of a body that is not an event stream.
+func TestSSEReaderBound(t *testing.T) {
+	read := func(in string, maxBytes int64, sniff int) ([]sseOut, int64, error) {
+		p := NewSSEReader(iotest.HalfReader(strings.NewReader(in)), 0)
+		p.Bound(maxBytes, sniff)
+		var out []sseOut
+		for {
+			ev, err := p.Next()
+			if err != nil {
+				return out, p.BytesRead(), err
+			}
+			out = append(out, sseOut{Type: string(ev.Type), Data: string(ev.Data)})
+		}
+	}
+	const sniff = 1 << 10
+	for _, tc := range []struct {
+		name     string
+		in       string
+		maxBytes int64
+		events   int
+		err      error
+	}{
+		{"within the bound", "data: a\n\n" + strings.Repeat(": c\n", 100), 1 << 10, 1, io.EOF},
+		{"comments past the bound", "data: a\n\n" + strings.Repeat(": c\n", 1000), 1 << 10, 1, ErrStreamTooLarge},
+		{"blank lines past the bound", "data: a\n\n" + strings.Repeat("\n", 4000), 1 << 10, 1, ErrStreamTooLarge},
+		{"binary first", "\x1f\x8b\x08\x00garbage\ndata: a\n\n", 0, 0, ErrNotEventStream},
+		{"invalid UTF-8 comment first", ":\xff\xfe\ndata: a\n\n", 0, 0, ErrNotEventStream},
+		{"binary after a text line", "hello\n\x00\x01\ndata: a\n\n", 0, 0, ErrNotEventStream},
+		{"no field in the window", strings.Repeat("<p>text</p>\n", 200) + "data: a\n\n", 0, 0, ErrNotEventStream},
+		{"no line in the window", strings.Repeat("x", 4*sniff) + "\ndata: a\n\n", 0, 0, ErrNotEventStream},
+		{"comments, then data after the window", strings.Repeat(": pad\n", 400) + "data: a\n\n", 0, 1, io.EOF},
+		{"a first event longer than the window", "data: " + strings.Repeat("x", 4*sniff) + "\n\n", 0, 1, io.EOF},
+		{"binary after the first field is data's business", "data: a\n\n\x00\x01\n:\xff\ndata: b\n\n", 0, 2, io.EOF},
+		{"a BOM, text lines, then data", "\xef\xbb\xbfhello\n\tx\ndata: a\n\n", 0, 1, io.EOF},
+		{"data with invalid UTF-8 first", "data: \xff\n\n", 0, 1, io.EOF},
+	} {
+		got, n, err := read(tc.in, tc.maxBytes, sniff)
+		if !errors.Is(err, tc.err) || len(got) != tc.events {
+			t.Errorf("%s: %d events, %v; want %d, %v", tc.name, len(got), err, tc.events, tc.err)
+		}
+		if errors.Is(err, ErrNotEventStream) && n > 4*sniff {
+			t.Errorf("%s: read %d bytes before telling", tc.name, n)
+		}
+	}
+	// Without Bound nothing changes: binary lines are ignored (the spec).
+	if got, err := readAll(strings.NewReader("\x00\x01\ndata: a\n\n"), 0); err != io.EOF || len(got) != 1 {
+		t.Errorf("unbounded: %d events, %v", len(got), err)
+	}
+}
+
 func TestSSEReaderReadError(t *testing.T) {
 	boom := errors.New("connection reset")
 	src := io.MultiReader(strings.NewReader("data: a\n\ndata: b\n"), iotest.ErrReader(boom))
