@@ -8,13 +8,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
 )
 
-// apiKind is the OpenAI endpoint a request came through.
+// The request vocabulary the APIs share: which API a request came
+// through, chat messages (what the prompt template reads, images
+// included), the OpenAI error answer, JSON body decoding, max_tokens
+// within max_model_len, reasoning effort and tool choices. What only one
+// API reads is in its own file.
+
+// apiKind is the API a request came through.
 type apiKind uint8
 
 const (
@@ -37,40 +42,6 @@ func (a apiKind) String() string {
 		return "embeddings"
 	}
 	return "completions"
-}
-
-// completionRequest is the subset of an OpenAI/vLLM completion request the
-// simulator reads. Other fields are accepted and ignored.
-type completionRequest struct {
-	Model    string          `json:"model"`
-	Messages []chatMessage   `json:"messages"`
-	Prompt   json.RawMessage `json:"prompt"`
-
-	MaxTokens           *int     `json:"max_tokens"`
-	MaxCompletionTokens *int     `json:"max_completion_tokens"`
-	MinTokens           *int     `json:"min_tokens"`
-	Temperature         *float64 `json:"temperature"`
-	TopP                *float64 `json:"top_p"`
-	N                   *int     `json:"n"`
-	Seed                *int64   `json:"seed"`
-	IgnoreEOS           bool     `json:"ignore_eos"`
-
-	Stream        bool           `json:"stream"` // next to IgnoreEOS: no padding
-	StreamOptions *streamOptions `json:"stream_options"`
-
-	// Chat only (ignored by /v1/completions): reasoning_effort scales the
-	// reasoning tokens; tools and tool_choice may turn the answer into a
-	// tool call. Pointers to raw JSON, so that a plain request's decoded
-	// struct stays small (it is on the heap) and completions do not
-	// validate them.
-	ReasoningEffort *string          `json:"reasoning_effort"`
-	Tools           *json.RawMessage `json:"tools"`
-	ToolChoice      *json.RawMessage `json:"tool_choice"`
-}
-
-type streamOptions struct {
-	IncludeUsage         bool `json:"include_usage"`
-	ContinuousUsageStats bool `json:"continuous_usage_stats"`
 }
 
 // chatMessage is a chat message; content is a string, null, or an array of
@@ -155,9 +126,9 @@ func badRequest(param, format string, args ...any) *apiError {
 	return &apiError{status: http.StatusBadRequest, message: fmt.Sprintf(format, args...), typ: "invalid_request_error", param: param}
 }
 
-// writeError writes an OpenAI-style JSON error:
-// {"error":{"message","type","param","code"}}.
-func writeError(w http.ResponseWriter, e *apiError) {
+// writeError writes an OpenAI-style JSON error,
+// {"error":{"message","type","param","code"}}, and returns its status.
+func writeError(w http.ResponseWriter, e *apiError) int {
 	body := struct {
 		Error struct {
 			Message string  `json:"message"`
@@ -181,6 +152,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	w.WriteHeader(e.status)
 	b = append(b, '\n')
 	_, _ = w.Write(b)
+	return e.status
 }
 
 // decodeJSON unmarshals a request body, turning decoding errors into 400s
@@ -224,78 +196,6 @@ func jsonTypeName(kind string) string {
 		return "object"
 	}
 	return kind
-}
-
-// promptInput is a decoded completions prompt.
-type promptInput struct {
-	text  string
-	ids   []int
-	isIDs bool
-}
-
-// parsePrompt decodes the completions prompt: a string, a list of token
-// ids, or a batch of one of either (larger batches are refused).
-func parsePrompt(raw json.RawMessage) (promptInput, *apiError) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return promptInput{}, badRequest("prompt", "prompt is required")
-	}
-	switch raw[0] {
-	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return promptInput{}, badRequest("prompt", "prompt is not a valid JSON string")
-		}
-		return promptInput{text: s}, nil
-	case '[':
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			return promptInput{}, badRequest("prompt", "prompt must be a string, an array of token ids, or an array with one of either")
-		}
-		if len(items) == 0 {
-			return promptInput{}, badRequest("prompt", "prompt must not be empty")
-		}
-		first := bytes.TrimSpace(items[0])
-		if len(first) > 0 && (first[0] == '"' || first[0] == '[') {
-			if len(items) != 1 {
-				return promptInput{}, badRequest("prompt", "batched prompts are not supported: send one prompt per request (got %d)", len(items))
-			}
-			return parsePrompt(items[0])
-		}
-		ids := make([]int, len(items))
-		for i, it := range items {
-			v, err := strconv.ParseInt(string(bytes.TrimSpace(it)), 10, 64)
-			if err != nil {
-				return promptInput{}, badRequest("prompt", "prompt[%d] is not an integer token id", i)
-			}
-			if v < 0 || v >= VocabSize {
-				return promptInput{}, badRequest("prompt", "token id %d at prompt[%d] is out of vocabulary range [0, %d)", v, i, VocabSize)
-			}
-			ids[i] = int(v)
-		}
-		return promptInput{ids: ids, isIDs: true}, nil
-	}
-	return promptInput{}, badRequest("prompt", "prompt must be a string, an array of token ids, or an array with one of either")
-}
-
-// validateSampling checks the parameters common to both endpoints.
-func validateSampling(r *completionRequest) *apiError {
-	if r.N != nil && *r.N != 1 {
-		return badRequest("n", "only n=1 is supported, got %d", *r.N)
-	}
-	if t := r.Temperature; t != nil && (math.IsNaN(*t) || *t < 0 || *t > 2) {
-		return badRequest("temperature", "temperature must be between 0 and 2, got %v", *t)
-	}
-	if p := r.TopP; p != nil && (math.IsNaN(*p) || *p <= 0 || *p > 1) {
-		return badRequest("top_p", "top_p must be in (0, 1], got %v", *p)
-	}
-	if r.StreamOptions != nil && !r.Stream {
-		return badRequest("stream_options", "stream_options can only be set when stream is true")
-	}
-	if r.MinTokens != nil && *r.MinTokens < 0 {
-		return badRequest("min_tokens", "min_tokens must be at least 0, got %d", *r.MinTokens)
-	}
-	return nil
 }
 
 // resolveMaxTokens applies max_tokens (or max_completion_tokens), the
@@ -357,16 +257,6 @@ func reasoningEffortFactor(effort *string) (float64, *apiError) {
 	return 0, badRequest("reasoning_effort", "Invalid value for 'reasoning_effort': %q. Supported values are: 'none', 'minimal', 'low', 'medium' and 'high'.", truncate(*effort, maxHeaderEcho))
 }
 
-// toolDef is an OpenAI function tool: {"type":"function","function":
-// {"name","description","parameters"}}.
-type toolDef struct {
-	Type     string `json:"type"`
-	Function *struct {
-		Name       string          `json:"name"`
-		Parameters json.RawMessage `json:"parameters"`
-	} `json:"function"`
-}
-
 // Tool choice modes.
 const (
 	toolChoiceAuto     = iota // the configured tool_call_probability
@@ -380,6 +270,22 @@ type toolRequest struct {
 	names  []string
 	choice int
 	named  string // with toolChoiceNamed
+}
+
+// toolChoiceModes are the string values of an OpenAI tool_choice.
+var toolChoiceModes = map[string]int{"auto": toolChoiceAuto, "none": toolChoiceNone, "required": toolChoiceRequired}
+
+// offered reports whether a tool call can happen (tools offered, and
+// tool_choice not "none"); an OpenAI tool_choice "required" without tools
+// is an error.
+func (tr *toolRequest) offered() (bool, *apiError) {
+	if len(tr.names) == 0 {
+		if tr.choice == toolChoiceRequired {
+			return false, badRequest("tool_choice", "tool_choice \"required\" needs tools")
+		}
+		return false, nil
+	}
+	return tr.choice != toolChoiceNone, nil
 }
 
 // maxToolNameLen is OpenAI's limit on a function name.
@@ -411,85 +317,4 @@ func rawOrNil(p *json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return *p
-}
-
-// parseTools validates a chat request's tools and tool_choice. It returns
-// nil when no tool call can happen (no tools, or tool_choice "none").
-func parseTools(r *completionRequest) (*toolRequest, *apiError) {
-	if r.Tools == nil && r.ToolChoice == nil {
-		return nil, nil
-	}
-	var tr toolRequest
-	if tools := rawOrNil(r.Tools); !isJSONNull(tools) {
-		var defs []toolDef
-		if err := json.Unmarshal(tools, &defs); err != nil {
-			return nil, badRequest("tools", "tools must be an array of {\"type\":\"function\",\"function\":{\"name\":...}} objects")
-		}
-		if len(defs) == 0 {
-			return nil, badRequest("tools", "Invalid 'tools': empty array. Expected an array with minimum length 1.")
-		}
-		tr.names = make([]string, len(defs))
-		for i, d := range defs {
-			if d.Type != "function" {
-				return nil, badRequest(fmt.Sprintf("tools[%d].type", i), "tools[%d].type is %q; only \"function\" tools are supported", i, truncate(d.Type, maxHeaderEcho))
-			}
-			if d.Function == nil {
-				return nil, badRequest(fmt.Sprintf("tools[%d].function", i), "tools[%d].function is required", i)
-			}
-			if !validToolName(d.Function.Name) {
-				return nil, badRequest(fmt.Sprintf("tools[%d].function.name", i), "tools[%d].function.name %q must be 1 to %d letters, digits, underscores or dashes", i, truncate(d.Function.Name, maxHeaderEcho), maxToolNameLen)
-			}
-			if p := bytes.TrimSpace(d.Function.Parameters); len(p) > 0 && string(p) != "null" && p[0] != '{' {
-				return nil, badRequest(fmt.Sprintf("tools[%d].function.parameters", i), "tools[%d].function.parameters must be a JSON Schema object", i)
-			}
-			tr.names[i] = d.Function.Name
-		}
-	}
-	choice := bytes.TrimSpace(rawOrNil(r.ToolChoice))
-	switch {
-	case isJSONNull(choice):
-		tr.choice = toolChoiceAuto
-	case choice[0] == '"':
-		var s string
-		if err := json.Unmarshal(choice, &s); err != nil {
-			return nil, badRequest("tool_choice", "tool_choice is not a valid JSON string")
-		}
-		switch s {
-		case "auto":
-			tr.choice = toolChoiceAuto
-		case "none":
-			tr.choice = toolChoiceNone
-		case "required":
-			tr.choice = toolChoiceRequired
-		default:
-			return nil, badRequest("tool_choice", "Invalid value for 'tool_choice': %q. Supported values are: 'none', 'auto' and 'required', or {\"type\":\"function\",\"function\":{\"name\":...}}.", truncate(s, maxHeaderEcho))
-		}
-	case choice[0] == '{':
-		var named struct {
-			Type     string `json:"type"`
-			Function *struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		}
-		if err := json.Unmarshal(choice, &named); err != nil || named.Type != "function" || named.Function == nil || named.Function.Name == "" {
-			return nil, badRequest("tool_choice", "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\":\"function\",\"function\":{\"name\":...}}")
-		}
-		tr.choice, tr.named = toolChoiceNamed, named.Function.Name
-		if !contains(tr.names, tr.named) {
-			return nil, badRequest("tool_choice", "tool_choice names the function %q, which is not in tools", truncate(tr.named, maxHeaderEcho))
-		}
-	default:
-		return nil, badRequest("tool_choice", "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\":\"function\",\"function\":{\"name\":...}}")
-	}
-	if len(tr.names) == 0 {
-		if tr.choice == toolChoiceRequired {
-			return nil, badRequest("tool_choice", "tool_choice \"required\" needs tools")
-		}
-		return nil, nil
-	}
-	if tr.choice == toolChoiceNone {
-		return nil, nil
-	}
-	out := tr // only a request that may call a tool allocates
-	return &out, nil
 }

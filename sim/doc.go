@@ -6,6 +6,12 @@
 // inference engine (vLLM-like) without a GPU, for the demo, the end-to-end
 // tests and the harness benchmarks. docs/simulator.md is the user guide.
 //
+// sim is the server the rest of llmprobe is tested against, so it must
+// not share their code: it imports no other llmprobe package (not probe,
+// exporter, bench, fit or cmd; TestImports checks it), only the standard
+// library, client_golang, OpenTelemetry's API and yaml. Those packages
+// import sim, never the other way round.
+//
 // # Endpoints
 //
 //	POST /v1/chat/completions   chat, streaming (SSE) or not
@@ -100,12 +106,23 @@
 // finish_reason "tool_calls". Every reasoning or argument token costs a
 // decode step like any other.
 //
+// # Request handling
+//
+// Every generating API goes through one shape (exchange.go): read the
+// body, have the API parse it into the common description of what to
+// generate (a templated prompt, max tokens, seed, reasoning and tool
+// plan), apply the fault (chat and completions), submit it to the engine,
+// then write the stream or the body as the engine produces tokens. An
+// API's file (completion.go for chat and completions, responses.go,
+// messages.go, embeddings.go) holds only its own part: its request
+// parsing, its ids, its stream events, its unary body and its error body
+// (apiSpec). Metrics and the request log see every API alike.
+//
 // # Other APIs, images, adapters
 //
-// The Responses, Messages and Embeddings handlers (gen.go) template their
-// prompt like chat messages and submit it to the same engine; an
-// embedding is a sequence with no token to generate, done once
-// prefilled. Images (data URLs or base64 sources, PNG or JPEG, header
+// The Responses, Messages and Embeddings requests template their prompt
+// like chat messages and go to the same engine; an embedding is a
+// sequence with no token to generate, done once prefilled. Images (data URLs or base64 sources, PNG or JPEG, header
 // decoded only) add ceil(width×height / image_token_pixels) prompt tokens
 // (images.go). LoRA adapters are further model names served by the engine
 // with their base's requests, their share of each step multiplied by

@@ -30,6 +30,91 @@ const (
 	embeddingDenseComponents   = 32   // leading components every token adds to
 )
 
+// embeddingsSpec: embeddings answer OpenAI-style errors and take no
+// faults; they never stream.
+var embeddingsSpec = apiSpec{kind: apiEmbeddings, noun: "response", writeError: writeError}
+
+func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
+	s.serve(w, r, &embeddingsSpec, &embeddingsExchange{})
+}
+
+// embeddingsExchange is one Embeddings request.
+type embeddingsExchange struct {
+	exchange
+	req    embeddingsRequest
+	b64    bool
+	full   int // the configured vector length
+	dims   int // the answer's
+	inputs []embeddingInput
+	tee    teeSink
+	bounds []int // input i's ids are tee.ids[bounds[i]:bounds[i+1]]
+}
+
+func (e *embeddingsExchange) parse(body []byte) *apiError {
+	s, req := e.s, &e.req
+	aerr := decodeJSON(body, req)
+	if aerr != nil {
+		return aerr
+	}
+	if aerr = e.useModel(req.Model); aerr != nil {
+		return aerr
+	}
+	if f := req.EncodingFormat; f != nil {
+		switch *f {
+		case "float":
+		case "base64":
+			e.b64 = true
+		default:
+			return badRequest("encoding_format", "encoding_format must be \"float\" or \"base64\", got %q", truncate(*f, maxHeaderEcho))
+		}
+	}
+	e.full = s.cfg.EmbeddingDimensions
+	if e.full == 0 {
+		e.full = defaultEmbeddingDimensions
+	}
+	e.dims = e.full
+	if d := req.Dimensions; d != nil {
+		if *d < 1 || *d > e.dims {
+			return badRequest("dimensions", "dimensions must be between 1 and %d, got %d", e.dims, *d)
+		}
+		e.dims = *d
+	}
+	if e.inputs, aerr = parseEmbeddingInput(req.Input); aerr != nil {
+		return aerr
+	}
+
+	sq := e.newSeq()
+	e.tee = teeSink{h: &sq.hasher}
+	tee := &e.tee
+	e.bounds = make([]int, 0, len(e.inputs)+1)
+	capacity := s.cfg.NumKVBlocks * s.cfg.BlockSize
+	for i, in := range e.inputs {
+		e.bounds = append(e.bounds, len(tee.ids))
+		n := 0
+		if in.isIDs {
+			for _, id := range in.ids {
+				tee.add(id)
+			}
+			n = len(in.ids)
+		} else {
+			n = s.tok.emitText(tee, in.text)
+		}
+		if n == 0 {
+			return badRequest("input", "input[%d] must contain at least one token", i)
+		}
+		if n > s.cfg.MaxModelLen {
+			return badRequest("input", "This model's maximum context length is %d tokens. However, you requested %d tokens in the input for embedding generation. Please reduce the length of the input.", s.cfg.MaxModelLen, n)
+		}
+		if len(tee.ids) > capacity {
+			return badRequest("input", "the inputs' %d+ tokens exceed the KV cache (%d tokens); send fewer inputs per request", len(tee.ids), capacity)
+		}
+	}
+	e.bounds = append(e.bounds, len(tee.ids))
+	sq.promptTokens = len(tee.ids)
+	sq.maxTokens = 0
+	return nil
+}
+
 type embeddingsRequest struct {
 	Model          string          `json:"model"`
 	Input          json.RawMessage `json:"input"`
@@ -131,113 +216,21 @@ func (t *teeSink) add(id int) {
 	t.ids = append(t.ids, id)
 }
 
-// handleEmbeddings serves POST /v1/embeddings.
-func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
-	var lc requestLifecycle
-	lc.begin(s, r, apiEmbeddings)
-	defer lc.end()
-	const style = errOpenAI
-
-	buf, aerr := s.readBody(w, r)
-	if aerr != nil {
-		s.fail(w, &lc, aerr, style)
-		return
-	}
-	var req embeddingsRequest
-	aerr = decodeJSON(buf.Bytes(), &req)
-	putBody(buf)
-	if aerr != nil {
-		s.fail(w, &lc, aerr, style)
-		return
-	}
-	modelIdx, aerr := s.resolveModel(req.Model)
-	if aerr != nil {
-		s.fail(w, &lc, aerr, style)
-		return
-	}
-	s.noteModel(&lc, modelIdx)
-	b64 := false
-	if f := req.EncodingFormat; f != nil {
-		switch *f {
-		case "float":
-		case "base64":
-			b64 = true
-		default:
-			s.fail(w, &lc, badRequest("encoding_format", "encoding_format must be \"float\" or \"base64\", got %q", truncate(*f, maxHeaderEcho)), style)
-			return
-		}
-	}
-	full := s.cfg.EmbeddingDimensions
-	if full == 0 {
-		full = defaultEmbeddingDimensions
-	}
-	dims := full
-	if d := req.Dimensions; d != nil {
-		if *d < 1 || *d > dims {
-			s.fail(w, &lc, badRequest("dimensions", "dimensions must be between 1 and %d, got %d", dims, *d), style)
-			return
-		}
-		dims = *d
-	}
-	inputs, aerr := parseEmbeddingInput(req.Input)
-	if aerr != nil {
-		s.fail(w, &lc, aerr, style)
-		return
-	}
-
-	sq := s.newSeq(modelIdx)
-	tee := teeSink{h: &sq.hasher}
-	bounds := make([]int, 0, len(inputs)+1) // input i's ids are tee.ids[bounds[i]:bounds[i+1]]
-	capacity := s.cfg.NumKVBlocks * s.cfg.BlockSize
-	for i, in := range inputs {
-		bounds = append(bounds, len(tee.ids))
-		n := 0
-		if in.isIDs {
-			for _, id := range in.ids {
-				tee.add(id)
-			}
-			n = len(in.ids)
-		} else {
-			n = s.tok.emitText(&tee, in.text)
-		}
-		if n == 0 {
-			s.fail(w, &lc, badRequest("input", "input[%d] must contain at least one token", i), style)
-			return
-		}
-		if n > s.cfg.MaxModelLen {
-			s.fail(w, &lc, badRequest("input", "This model's maximum context length is %d tokens. However, you requested %d tokens in the input for embedding generation. Please reduce the length of the input.", s.cfg.MaxModelLen, n), style)
-			return
-		}
-		if len(tee.ids) > capacity {
-			s.fail(w, &lc, badRequest("input", "the inputs' %d+ tokens exceed the KV cache (%d tokens); send fewer inputs per request", len(tee.ids), capacity), style)
-			return
-		}
-	}
-	bounds = append(bounds, len(tee.ids))
-	sq.promptTokens = len(tee.ids)
-	sq.maxTokens = 0
-	if !s.submitGen(w, r, &lc, sq, style) {
-		return
-	}
-	rs := responseState{s: s, w: w, ctx: r.Context(), lc: &lc, sq: sq, api: apiEmbeddings, model: modelIdx}
-	_, fin, ok := rs.collect(style)
-	if !ok {
-		return
-	}
-
+// unaryBody renders the list of vectors, once the inputs are prefilled.
+func (e *embeddingsExchange) unaryBody(_, _ int) ([]byte, *apiError) {
 	type item struct {
 		Object    string `json:"object"`
 		Index     int    `json:"index"`
 		Embedding any    `json:"embedding"`
 	}
-	data := make([]item, len(inputs))
-	vec := make([]float32, dims)
-	acc := make([]float64, full)
-	for i := range inputs {
-		embedTokens(vec, acc, tee.ids[bounds[i]:bounds[i+1]])
+	data := make([]item, len(e.inputs))
+	vec := make([]float32, e.dims)
+	acc := make([]float64, e.full)
+	for i := range e.inputs {
+		embedTokens(vec, acc, e.tee.ids[e.bounds[i]:e.bounds[i+1]])
 		var emb any
-		if b64 {
-			raw := make([]byte, 4*dims)
+		if e.b64 {
+			raw := make([]byte, 4*e.dims)
 			for j, v := range vec {
 				binary.LittleEndian.PutUint32(raw[4*j:], math.Float32bits(v))
 			}
@@ -255,11 +248,11 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 			PromptTokens int `json:"prompt_tokens"`
 			TotalTokens  int `json:"total_tokens"`
 		} `json:"usage"`
-	}{Object: "list", Data: data, Model: s.modelName(modelIdx)}
-	body.Usage.PromptTokens = sq.promptTokens
-	body.Usage.TotalTokens = sq.promptTokens
+	}{Object: "list", Data: data, Model: e.s.modelName(e.model)}
+	body.Usage.PromptTokens = e.sq.promptTokens
+	body.Usage.TotalTokens = e.sq.promptTokens
 	b, _ := json.Marshal(body)
-	rs.writeBody(append(b, '\n'), fin)
+	return append(b, '\n'), nil
 }
 
 // embeddingSalt separates the embedding hashes from other uses.

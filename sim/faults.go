@@ -5,6 +5,8 @@ package sim
 
 import (
 	"fmt"
+	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -205,6 +207,133 @@ func (t *faultTable) pick(u float64) fault {
 		}
 	}
 	return fault{}
+}
+
+// How the request-handling shape (exchange.go) applies a fault to the
+// APIs whose apiSpec takes faults: before the engine (the HTTP faults,
+// empty), before the first stream event (stall_first), at a token of a
+// stream (reset, stall, malformed, no_done), or around a unary body.
+
+// headerFault reads the X-Sim-Fault header, if any, into x.flt.
+func (x *exchange) headerFault(r *http.Request) *apiError {
+	vals, ok := r.Header[FaultHeader]
+	if !ok {
+		return nil
+	}
+	if len(vals) != 1 {
+		return badRequest(FaultHeader, "give exactly one %s header, got %d", FaultHeader, len(vals))
+	}
+	f, err := parseFaultHeader(vals[0], x.s.cfg.Faults.HTTP429.RetryAfter)
+	if err != nil {
+		return badRequest(FaultHeader, "%s", err.Error())
+	}
+	x.flt, x.fromHeader = f, true
+	return nil
+}
+
+// admitFault settles the request's fault (the header's, or one drawn
+// from the configured probabilities) and answers the HTTP faults. It
+// returns false when the request is over.
+func (x *exchange) admitFault() bool {
+	s := x.s
+	if !x.fromHeader {
+		x.flt = s.drawFault()
+		if x.flt.kind == faultNoDone && !x.lc.stream {
+			x.flt = fault{} // meaningless without a stream
+		}
+	} else if x.flt.kind == faultNoDone && !x.lc.stream {
+		x.fail(badRequest(FaultHeader, "%s no_done applies to streaming requests only", FaultHeader))
+		return false
+	}
+	if x.flt.kind != faultNone {
+		x.lc.fault = x.flt.kind
+		s.metrics.faults[x.flt.kind].Inc()
+	}
+	switch x.flt.kind {
+	case faultHTTP500:
+		x.fail(&apiError{status: http.StatusInternalServerError, typ: "server_error", code: "internal_error",
+			message: "The server had an error while processing your request (simulated fault)."})
+		return false
+	case faultHTTP503:
+		x.fail(&apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "service_unavailable",
+			message: "The server is overloaded or not ready yet (simulated fault)."})
+		return false
+	case faultHTTP429:
+		x.w.Header().Set("Retry-After", retryAfterSeconds(x.flt.retryAfter))
+		x.fail(&apiError{status: http.StatusTooManyRequests, typ: "requests", code: "rate_limit_exceeded",
+			message: "Rate limit reached for requests (simulated fault)."})
+		return false
+	case faultEmpty:
+		x.sq.empty = true
+	}
+	return true
+}
+
+// A malformer is a streamer that can write the malformed fault's event:
+// the start of one of its events, cut short. The APIs that take faults
+// are malformers.
+type malformer interface {
+	malformedEvent() []byte
+}
+
+// midStreamFault applies a token-positioned fault (reset, stall,
+// malformed, no_done) if it fires now. It returns false when the response
+// must end here.
+func (x *exchange) midStreamFault(st streamer, final bool) bool {
+	if x.flt.kind == faultNone || x.faultDone || !x.flt.firesAt(x.written, final) {
+		return true
+	}
+	switch x.flt.kind {
+	case faultReset:
+		x.faultDone = true
+		x.lc.errMsg = "connection reset (simulated fault)"
+		x.resetConnection()
+		return false
+	case faultStall:
+		x.faultDone = true
+		return x.sleep(x.flt.duration)
+	case faultMalformed:
+		x.faultDone = true
+		return x.write(st.(malformer).malformedEvent())
+	case faultNoDone:
+		x.faultDone = true
+		x.lc.errMsg = "stream ended without [DONE] (simulated fault)"
+		x.sq.cancelled.Store(true)
+		return false
+	}
+	return true
+}
+
+// unaryFault applies a stall or a reset to a collected unary response.
+// It returns false when the response must end here.
+func (x *exchange) unaryFault() bool {
+	switch x.flt.kind {
+	case faultStall:
+		return x.sleep(x.flt.duration)
+	case faultReset:
+		x.lc.errMsg = "connection reset (simulated fault)"
+		x.resetConnection()
+		return false
+	}
+	return true
+}
+
+// resetConnection aborts the TCP connection with a RST so that the client
+// sees a reset (or an unexpected EOF) instead of a clean end.
+func (x *exchange) resetConnection() {
+	x.sq.cancelled.Store(true)
+	rc := http.NewResponseController(x.w)
+	_ = rc.Flush()
+	conn, _, err := rc.Hijack()
+	if err != nil {
+		// Not hijackable (HTTP/2, or a test recorder): let net/http abort
+		// the stream.
+		panic(http.ErrAbortHandler)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
 }
 
 // retryAfterSeconds renders a Retry-After value: whole seconds, at least 1.

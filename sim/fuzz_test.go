@@ -20,58 +20,80 @@ import (
 )
 
 // FuzzRequest sends arbitrary bodies (and fault headers) to every POST
-// endpoint: the server must never panic, and must answer either a
-// completion or an OpenAI-style error.
+// endpoint: the server must never panic, and must answer 200 or an error
+// body in the API's shape (Anthropic's for /v1/messages, OpenAI's for the
+// others).
 func FuzzRequest(f *testing.F) {
+	const (
+		chat = iota
+		completions
+		tokenize
+		responses
+		messages
+		embeddings
+	)
+	paths := []string{"/v1/chat/completions", "/v1/completions", "/tokenize", "/v1/responses", "/v1/messages", "/v1/embeddings"}
 	for _, seed := range []struct {
 		path  uint8
 		body  string
 		fault string
 	}{
-		{0, `{"messages":[{"role":"user","content":"hi"}],"max_tokens":3,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`, ""},
-		{0, `{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":null}]}]}`, ""},
-		{0, `{"messages":[{"role":"system","content":null},{"role":"user","content":"x"}],"max_tokens":2,"min_tokens":1,"ignore_eos":true,"temperature":0,"seed":-1}`, "malformed:1"},
-		{0, `{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"stream":true}`, "reset:1"},
-		{0, `{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"stream":true}`, "no_done:0"},
-		{1, `{"prompt":[1,2,3],"max_tokens":2,"stream":true}`, "empty"},
-		{1, `{"prompt":[[1,2]],"max_tokens":2}`, "stall:1:1ms"},
-		{1, `{"prompt":["a b c"],"max_completion_tokens":4}`, ""},
-		{1, `{"prompt":"\u0000\uffff\ud800","max_tokens":1e400}`, ""},
-		{1, `{"prompt":[99999999999999999999]}`, ""},
-		{2, `{"messages":[{"role":"user","content":"hi"}],"add_generation_prompt":false}`, ""},
-		{2, `{"prompt":"hello"}`, ""},
-		{0, `{"model":null,"messages":null}`, "http_429"},
-		{0, `{`, ""},
-		{1, `null`, ""},
-		{1, `"just a string"`, ""},
-		{1, `{"prompt":"x","n":0,"top_p":1,"temperature":2}`, "stall_first:0s"},
-		{0, `{"messages":[{"role":"user","content":"x"}],"max_tokens":3,"stream":true,"reasoning_effort":"high","tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"tool_choice":"required"}`, "malformed:2"},
-		{0, `{"messages":[{"role":"user","content":"x"}],"max_tokens":1,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f"}}}`, ""},
-		{0, `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":""}}],"tool_choice":null}`, ""},
-		{0, `{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"stream":true,"tools":[{"type":"function","function":{"name":"f"}}]}`, "reset:1"},
+		{chat, `{"messages":[{"role":"user","content":"hi"}],"max_tokens":3,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`, ""},
+		{chat, `{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":null}]}]}`, ""},
+		{chat, `{"messages":[{"role":"system","content":null},{"role":"user","content":"x"}],"max_tokens":2,"min_tokens":1,"ignore_eos":true,"temperature":0,"seed":-1}`, "malformed:1"},
+		{chat, `{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"stream":true}`, "reset:1"},
+		{chat, `{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"stream":true}`, "no_done:0"},
+		{completions, `{"prompt":[1,2,3],"max_tokens":2,"stream":true}`, "empty"},
+		{completions, `{"prompt":[[1,2]],"max_tokens":2}`, "stall:1:1ms"},
+		{completions, `{"prompt":["a b c"],"max_completion_tokens":4}`, ""},
+		{completions, `{"prompt":"\u0000\uffff\ud800","max_tokens":1e400}`, ""},
+		{completions, `{"prompt":[99999999999999999999]}`, ""},
+		{tokenize, `{"messages":[{"role":"user","content":"hi"}],"add_generation_prompt":false}`, ""},
+		{tokenize, `{"prompt":"hello"}`, ""},
+		{chat, `{"model":null,"messages":null}`, "http_429"},
+		{chat, `{`, ""},
+		{completions, `null`, ""},
+		{completions, `"just a string"`, ""},
+		{completions, `{"prompt":"x","n":0,"top_p":1,"temperature":2}`, "stall_first:0s"},
+		{chat, `{"messages":[{"role":"user","content":"x"}],"max_tokens":3,"stream":true,"reasoning_effort":"high","tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"tool_choice":"required"}`, "malformed:2"},
+		{chat, `{"messages":[{"role":"user","content":"x"}],"max_tokens":1,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f"}}}`, ""},
+		{chat, `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":""}}],"tool_choice":null}`, ""},
+		{chat, `{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"stream":true,"tools":[{"type":"function","function":{"name":"f"}}]}`, "reset:1"},
+		{responses, `{"input":"hi","max_output_tokens":3,"stream":true,"reasoning":{"effort":"high"}}`, ""},
+		{responses, `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo="}]}],"max_output_tokens":2}`, ""},
+		{responses, `{"input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":"required","max_output_tokens":2,"stream":true}`, ""},
+		{messages, `{"model":"sim-model","max_tokens":3,"messages":[{"role":"user","content":"hi"}],"stream":true}`, ""},
+		{messages, `{"model":"sim-model","max_tokens":1100,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]}`, ""},
+		{messages, `{"model":"sim-model","max_tokens":2,"tools":[{"name":"f","input_schema":{}}],"tool_choice":{"type":"any"},"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"x"}}]}]}]}`, ""},
+		{messages, `null`, "http_500"},
+		{embeddings, `{"input":["a","b"],"encoding_format":"base64","dimensions":8}`, ""},
+		{embeddings, `{"input":[[1,2],[3]]}`, ""},
+		{embeddings, `{"input":[]}`, ""},
 	} {
 		f.Add(seed.path, []byte(seed.body), seed.fault)
 	}
 
 	cfg := zeroConfig()
-	cfg.MaxModelLen = 1024
+	cfg.MaxModelLen = 2048
 	cfg.NumKVBlocks = 256
 	cfg.EOSProbability = 0.01
 	cfg.ReasoningFraction = 0.25  // chat answers reason first
 	cfg.ToolCallProbability = 0.5 // and half of those offering tools call one
 	cfg.MaxRequestBodyBytes = 64 << 10
+	cfg.Adapters = []AdapterConfig{{Name: "lora", DecodeFactor: 2}}
 	s, err := New(cfg, nil)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { _ = s.Shutdown(context.Background()) })
-	paths := []string{"/v1/chat/completions", "/v1/completions", "/tokenize"}
 
 	f.Fuzz(func(t *testing.T, path uint8, body []byte, faultValue string) {
 		if flt, err := parseFaultHeader(faultValue, time.Second); err == nil && flt.duration > 10*time.Millisecond {
 			t.Skip("long stalls make slow fuzzing")
 		}
-		req := httptest.NewRequest(http.MethodPost, paths[int(path)%len(paths)], bytes.NewReader(body))
+		p := paths[int(path)%len(paths)]
+		req := httptest.NewRequest(http.MethodPost, p, bytes.NewReader(body))
+		req.Header.Set(anthropicVersionHeader, "2023-06-01")
 		if faultValue != "" {
 			req.Header[FaultHeader] = []string{faultValue}
 		}
@@ -92,13 +114,19 @@ func FuzzRequest(f *testing.F) {
 			s.Handler().ServeHTTP(rec, req)
 		}()
 		if n := s.panics.Load(); n != 0 {
-			t.Fatalf("handler panicked (%d) on body %q", n, body)
+			t.Fatalf("handler panicked (%d) on %s %q", n, p, body)
 		}
-		if aborted {
+		if aborted || rec.Code == 200 {
+			return
+		}
+		if p == "/v1/messages" {
+			var e anthropicError
+			if json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Type != "error" || e.Error.Message == "" {
+				t.Fatalf("status %d, not an Anthropic error: %q", rec.Code, rec.Body.String())
+			}
 			return
 		}
 		switch rec.Code {
-		case 200:
 		case 400, 404, 413, 429, 500, 503:
 			var e openAIError
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error == nil || e.Error.Message == "" {

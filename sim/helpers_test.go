@@ -173,46 +173,60 @@ type streamResult struct {
 // stream posts body and reads the SSE response event by event.
 func stream(t testing.TB, url string, body any, headers ...string) *streamResult {
 	t.Helper()
-	start := time.Now()
+	r := &streamResult{start: time.Now()}
+	r.status, r.header, r.errorBody, r.readErr = postSSE(t, url, body, headers, func(name string, data []string, at time.Time) {
+		if name != "" {
+			t.Errorf("unexpected SSE event name %q", name)
+		}
+		r.addEvent(t, strings.Join(data, "\n"), at)
+	})
+	return r
+}
+
+// postSSE posts body (with headers, name, value pairs) and reads the
+// answer: a 200 as an SSE stream, calling each with every event's name
+// ("" without an event: line), its data lines and its arrival; another
+// status as a whole body, returned. readErr is what ended the stream: nil
+// for a clean end, io.ErrUnexpectedEOF or an error for a cut one.
+func postSSE(t testing.TB, url string, body any, headers []string, each func(name string, data []string, at time.Time)) (status int, header http.Header, errorBody string, readErr error) {
+	t.Helper()
 	resp := post(t, url, body, headers...)
 	defer resp.Body.Close()
-	r := &streamResult{status: resp.StatusCode, header: resp.Header, start: start}
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
-		r.errorBody = string(b)
-		return r
+		return resp.StatusCode, resp.Header, string(b), nil
 	}
 	br := bufio.NewReader(resp.Body)
+	var name string
 	var data []string
 	for {
 		line, err := br.ReadString('\n')
 		if err != nil {
-			if !errors.Is(err, io.EOF) || line != "" {
-				r.readErr = err
-				if errors.Is(err, io.EOF) {
-					r.readErr = io.ErrUnexpectedEOF
-				}
+			switch {
+			case !errors.Is(err, io.EOF):
+				readErr = err
+			case line != "":
+				readErr = io.ErrUnexpectedEOF
+			case name != "" || len(data) > 0:
+				readErr = errors.New("stream ended inside an event")
 			}
-			break
+			return resp.StatusCode, resp.Header, "", readErr
 		}
 		line = strings.TrimRight(line, "\r\n")
-		if line == "" {
-			if len(data) > 0 {
-				r.addEvent(t, strings.Join(data, "\n"), time.Now())
-				data = data[:0]
+		switch {
+		case line == "":
+			if name != "" || len(data) > 0 {
+				each(name, data, time.Now())
+				name, data = "", data[:0]
 			}
-			continue
-		}
-		if p, ok := strings.CutPrefix(line, "data: "); ok {
-			data = append(data, p)
-		} else {
+		case strings.HasPrefix(line, "event: "):
+			name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			data = append(data, strings.TrimPrefix(line, "data: "))
+		default:
 			t.Errorf("unexpected SSE line %q", line)
 		}
 	}
-	if len(data) > 0 && r.readErr == nil {
-		r.readErr = errors.New("stream ended inside an event")
-	}
-	return r
 }
 
 func (r *streamResult) addEvent(t testing.TB, data string, at time.Time) {
@@ -284,6 +298,14 @@ func (r *streamResult) ttft() time.Duration {
 
 func (r *streamResult) text() string { return strings.Join(r.tokens, "") }
 
+// withExtra sets extra's key, value pairs in b and returns it.
+func withExtra(b map[string]any, extra []any) map[string]any {
+	for i := 0; i+1 < len(extra); i += 2 {
+		b[extra[i].(string)] = extra[i+1]
+	}
+	return b
+}
+
 func chatBody(content string, maxTokens int, extra ...any) map[string]any {
 	b := map[string]any{
 		"model":          "sim-model",
@@ -292,10 +314,7 @@ func chatBody(content string, maxTokens int, extra ...any) map[string]any {
 		"stream":         true,
 		"stream_options": map[string]any{"include_usage": true},
 	}
-	for i := 0; i+1 < len(extra); i += 2 {
-		b[extra[i].(string)] = extra[i+1]
-	}
-	return b
+	return withExtra(b, extra)
 }
 
 func completionBody(prompt any, maxTokens int, extra ...any) map[string]any {
@@ -306,10 +325,7 @@ func completionBody(prompt any, maxTokens int, extra ...any) map[string]any {
 		"stream":         true,
 		"stream_options": map[string]any{"include_usage": true},
 	}
-	for i := 0; i+1 < len(extra); i += 2 {
-		b[extra[i].(string)] = extra[i+1]
-	}
-	return b
+	return withExtra(b, extra)
 }
 
 // openAIError is the OpenAI error body.

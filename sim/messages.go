@@ -23,6 +23,103 @@ import (
 // tool_call_probability). Every thinking, text or input_json_delta token
 // is one decode step.
 
+// messagesSpec: the Messages API answers in its own error shape and takes
+// no faults.
+var messagesSpec = apiSpec{kind: apiMessages, noun: "response", writeError: writeAnthropicError}
+
+func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
+	s.serve(w, r, &messagesSpec, &messagesExchange{})
+}
+
+// messagesExchange is one Messages request.
+type messagesExchange struct {
+	exchange
+	req       messagesRequest
+	id        string
+	toolID    string
+	index     int // content block index of the open (or last) block
+	next      int // index of the next block
+	blockOpen bool
+	buf       []byte
+}
+
+func (m *messagesExchange) checkHeaders(r *http.Request) *apiError {
+	if r.Header.Get(anthropicVersionHeader) == "" {
+		return invalidRequest("anthropic-version: header is required")
+	}
+	// x-api-key is accepted and not checked.
+	return nil
+}
+
+func (m *messagesExchange) parse(body []byte) *apiError {
+	s, req, lc := m.s, &m.req, &m.lc
+	if aerr := decodeJSON(body, req); aerr != nil {
+		return aerr
+	}
+	lc.stream = req.Stream
+	if req.Model == "" {
+		return invalidRequest("model: Field required")
+	}
+	modelIdx, ok := s.models[req.Model]
+	if !ok {
+		return &apiError{status: http.StatusNotFound, message: "model: " + truncate(req.Model, 256)}
+	}
+	m.noteModel(modelIdx)
+	if aerr := validateMessagesRequest(req); aerr != nil {
+		return aerr
+	}
+	msgs, aerr := messagesPrompt(req)
+	if aerr != nil {
+		return aerr
+	}
+	tools, aerr := messagesTools(req)
+	if aerr != nil {
+		return aerr
+	}
+	thinking := req.Thinking != nil && req.Thinking.Type == "enabled"
+	if thinking && tools != nil && (tools.choice == toolChoiceRequired || tools.choice == toolChoiceNamed) {
+		return invalidRequest("Thinking may not be enabled when tool_choice forces tool use.")
+	}
+	if lc.imageTokens, aerr = s.checkImageBudget(msgs, "messages"); aerr != nil {
+		return invalidRequest("prompt is too long: its images alone are %d tokens > %d maximum", lc.imageTokens, s.cfg.MaxModelLen)
+	}
+
+	sq := m.newSeq()
+	sq.promptTokens = s.tok.emitChat(&sq.hasher, msgs, true)
+	maxTokens := *req.MaxTokens
+	if sq.promptTokens >= s.cfg.MaxModelLen {
+		return invalidRequest("prompt is too long: %d tokens > %d maximum", sq.promptTokens, s.cfg.MaxModelLen)
+	}
+	if sq.promptTokens+maxTokens > s.cfg.MaxModelLen {
+		return invalidRequest("input length and `max_tokens` exceed context limit: %d + %d > %d, decrease input length or `max_tokens` and try again", sq.promptTokens, maxTokens, s.cfg.MaxModelLen)
+	}
+	sq.maxTokens = maxTokens
+	sq.seed = s.seedFor(nil, req.Temperature, sq)
+	if tools != nil {
+		m.tool = s.planToolCall(tools, sq.seed)
+	}
+	sq.toolCall = m.tool != nil
+	if thinking {
+		budget := *req.Thinking.BudgetTokens
+		n := s.cfg.effectiveReasoning(maxTokens)
+		if n == 0 {
+			n = budget
+		}
+		sq.reasoning = max(0, min(n, budget, maxTokens-1))
+	}
+	lc.reasoning, lc.toolCall = sq.reasoning, sq.toolCall
+	return nil
+}
+
+// admitted takes the message's id (and the tool_use block's).
+func (m *messagesExchange) admitted() {
+	m.id = m.s.newID("msg_")
+	if m.tool != nil {
+		m.toolID = "toolu_" + m.tool.id[len("call_"):]
+	}
+	m.lc.id = m.id
+}
+
 // anthropicVersionHeader is the header the API requires.
 const anthropicVersionHeader = "anthropic-version"
 
@@ -75,60 +172,43 @@ type imageSource struct {
 	Data      string `json:"data"`
 }
 
-// writeAnthropicError writes {"type":"error","error":{"type","message"}}.
-func writeAnthropicError(w http.ResponseWriter, e *apiError) {
-	b, _ := json.Marshal(anthropicErrorBody(e))
-	h := w.Header()
-	h["Content-Type"] = jsonContentType
-	w.WriteHeader(e.status)
-	_, _ = w.Write(append(b, '\n'))
-}
-
-type anthropicError struct {
-	Type  string `json:"type"`
-	Error struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-func anthropicErrorBody(e *apiError) anthropicError {
-	var body anthropicError
-	body.Type = "error"
-	body.Error.Type = anthropicErrorType(e.status)
-	body.Error.Message = e.message
-	return body
-}
-
-// anthropicStatus maps a status to the API's: 503 (shutting down) is its
-// 529 overloaded_error.
-func anthropicStatus(e *apiError) *apiError {
-	if e.status == http.StatusServiceUnavailable {
-		c := *e
-		c.status = 529
-		return &c
+func validateMessagesRequest(req *messagesRequest) *apiError {
+	if req.MaxTokens == nil {
+		return invalidRequest("max_tokens: Field required")
 	}
-	return e
-}
-
-func anthropicErrorType(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return "invalid_request_error"
-	case http.StatusUnauthorized:
-		return "authentication_error"
-	case http.StatusForbidden:
-		return "permission_error"
-	case http.StatusNotFound:
-		return "not_found_error"
-	case http.StatusRequestEntityTooLarge:
-		return "request_too_large"
-	case http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case 529:
-		return "overloaded_error"
+	if *req.MaxTokens < 1 {
+		return invalidRequest("max_tokens: Input should be greater than or equal to 1")
 	}
-	return "api_error"
+	if len(req.Messages) == 0 {
+		return invalidRequest("messages: at least one message is required")
+	}
+	if t := req.Temperature; t != nil && (math.IsNaN(*t) || *t < 0 || *t > 1) {
+		return invalidRequest("temperature: Input should be between 0 and 1")
+	}
+	if p := req.TopP; p != nil && (math.IsNaN(*p) || *p < 0 || *p > 1) {
+		return invalidRequest("top_p: Input should be between 0 and 1")
+	}
+	if k := req.TopK; k != nil && *k < 0 {
+		return invalidRequest("top_k: Input should be greater than or equal to 0")
+	}
+	if th := req.Thinking; th != nil {
+		switch th.Type {
+		case "disabled":
+		case "enabled":
+			if th.BudgetTokens == nil {
+				return invalidRequest("thinking.enabled.budget_tokens: Field required")
+			}
+			if *th.BudgetTokens < minThinkingBudget {
+				return invalidRequest("thinking.enabled.budget_tokens: Input should be greater than or equal to %d", minThinkingBudget)
+			}
+			if *th.BudgetTokens >= *req.MaxTokens {
+				return invalidRequest("`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size")
+			}
+		default:
+			return invalidRequest("thinking.type: Input should be 'enabled' or 'disabled'")
+		}
+	}
+	return nil
 }
 
 func invalidRequest(format string, args ...any) *apiError {
@@ -305,159 +385,7 @@ func messagesTools(req *messagesRequest) (*toolRequest, *apiError) {
 	return &tr, nil
 }
 
-// handleMessages serves POST /v1/messages.
-func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
-	var lc requestLifecycle
-	lc.begin(s, r, apiMessages)
-	defer lc.end()
-	const style = errAnthropic
-
-	if r.Header.Get(anthropicVersionHeader) == "" {
-		s.fail(w, &lc, invalidRequest("anthropic-version: header is required"), style)
-		return
-	}
-	// x-api-key is accepted and not checked.
-	buf, aerr := s.readBody(w, r)
-	if aerr != nil {
-		s.fail(w, &lc, aerr, style)
-		return
-	}
-	var req messagesRequest
-	aerr = decodeJSON(buf.Bytes(), &req)
-	putBody(buf)
-	if aerr != nil {
-		s.fail(w, &lc, aerr, style)
-		return
-	}
-	lc.stream = req.Stream
-	if req.Model == "" {
-		s.fail(w, &lc, invalidRequest("model: Field required"), style)
-		return
-	}
-	modelIdx, ok := s.models[req.Model]
-	if !ok {
-		s.fail(w, &lc, &apiError{status: http.StatusNotFound, message: "model: " + truncate(req.Model, 256)}, style)
-		return
-	}
-	s.noteModel(&lc, modelIdx)
-	if aerr := validateMessagesRequest(&req); aerr != nil {
-		s.fail(w, &lc, aerr, style)
-		return
-	}
-	msgs, aerr := messagesPrompt(&req)
-	if aerr != nil {
-		s.fail(w, &lc, aerr, style)
-		return
-	}
-	tools, aerr := messagesTools(&req)
-	if aerr != nil {
-		s.fail(w, &lc, aerr, style)
-		return
-	}
-	thinking := req.Thinking != nil && req.Thinking.Type == "enabled"
-	if thinking && tools != nil && (tools.choice == toolChoiceRequired || tools.choice == toolChoiceNamed) {
-		s.fail(w, &lc, invalidRequest("Thinking may not be enabled when tool_choice forces tool use."), style)
-		return
-	}
-	if lc.imageTokens, aerr = s.checkImageBudget(msgs, "messages"); aerr != nil {
-		s.fail(w, &lc, invalidRequest("prompt is too long: its images alone are %d tokens > %d maximum", lc.imageTokens, s.cfg.MaxModelLen), style)
-		return
-	}
-
-	sq := s.newSeq(modelIdx)
-	sq.promptTokens = s.tok.emitChat(&sq.hasher, msgs, true)
-	maxTokens := *req.MaxTokens
-	if sq.promptTokens >= s.cfg.MaxModelLen {
-		s.fail(w, &lc, invalidRequest("prompt is too long: %d tokens > %d maximum", sq.promptTokens, s.cfg.MaxModelLen), style)
-		return
-	}
-	if sq.promptTokens+maxTokens > s.cfg.MaxModelLen {
-		s.fail(w, &lc, invalidRequest("input length and `max_tokens` exceed context limit: %d + %d > %d, decrease input length or `max_tokens` and try again", sq.promptTokens, maxTokens, s.cfg.MaxModelLen), style)
-		return
-	}
-	sq.maxTokens = maxTokens
-	sq.seed = s.seedFor(nil, req.Temperature, sq)
-	var call *toolCall
-	if tools != nil {
-		call = s.planToolCall(tools, sq.seed)
-	}
-	sq.toolCall = call != nil
-	if thinking {
-		budget := *req.Thinking.BudgetTokens
-		n := s.cfg.effectiveReasoning(maxTokens)
-		if n == 0 {
-			n = budget
-		}
-		sq.reasoning = max(0, min(n, budget, maxTokens-1))
-	}
-	lc.reasoning, lc.toolCall = sq.reasoning, sq.toolCall
-
-	if !s.submitGen(w, r, &lc, sq, style) {
-		return
-	}
-	rs := responseState{s: s, w: w, ctx: r.Context(), lc: &lc, sq: sq, api: apiMessages, model: modelIdx, tool: call}
-	ms := messagesState{rs: &rs, id: s.newID("msg_")}
-	if call != nil {
-		ms.toolID = "toolu_" + call.id[len("call_"):]
-	}
-	lc.id = ms.id
-	if req.Stream {
-		ms.stream()
-	} else {
-		ms.unary()
-	}
-}
-
-func validateMessagesRequest(req *messagesRequest) *apiError {
-	if req.MaxTokens == nil {
-		return invalidRequest("max_tokens: Field required")
-	}
-	if *req.MaxTokens < 1 {
-		return invalidRequest("max_tokens: Input should be greater than or equal to 1")
-	}
-	if len(req.Messages) == 0 {
-		return invalidRequest("messages: at least one message is required")
-	}
-	if t := req.Temperature; t != nil && (math.IsNaN(*t) || *t < 0 || *t > 1) {
-		return invalidRequest("temperature: Input should be between 0 and 1")
-	}
-	if p := req.TopP; p != nil && (math.IsNaN(*p) || *p < 0 || *p > 1) {
-		return invalidRequest("top_p: Input should be between 0 and 1")
-	}
-	if k := req.TopK; k != nil && *k < 0 {
-		return invalidRequest("top_k: Input should be greater than or equal to 0")
-	}
-	if th := req.Thinking; th != nil {
-		switch th.Type {
-		case "disabled":
-		case "enabled":
-			if th.BudgetTokens == nil {
-				return invalidRequest("thinking.enabled.budget_tokens: Field required")
-			}
-			if *th.BudgetTokens < minThinkingBudget {
-				return invalidRequest("thinking.enabled.budget_tokens: Input should be greater than or equal to %d", minThinkingBudget)
-			}
-			if *th.BudgetTokens >= *req.MaxTokens {
-				return invalidRequest("`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size")
-			}
-		default:
-			return invalidRequest("thinking.type: Input should be 'enabled' or 'disabled'")
-		}
-	}
-	return nil
-}
-
-// messagesState writes one Messages response.
-type messagesState struct {
-	rs     *responseState
-	id     string
-	toolID string
-	index  int // content block index of the open (or last) block
-	next   int // index of the next block
-	open   bool
-	buf    []byte
-}
-
+// msgUsage is a Message's usage.
 type msgUsage struct {
 	InputTokens              int `json:"input_tokens"`
 	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
@@ -465,14 +393,14 @@ type msgUsage struct {
 	OutputTokens             int `json:"output_tokens"`
 }
 
-func (ms *messagesState) usage(output int) msgUsage {
-	sq := ms.rs.sq
+func (m *messagesExchange) usage(output int) msgUsage {
+	sq := m.sq
 	return msgUsage{InputTokens: sq.promptTokens - sq.cachedTokens, CacheReadInputTokens: sq.cachedTokens, OutputTokens: output}
 }
 
-func (ms *messagesState) stopReason(fin int) string {
+func (m *messagesExchange) stopReason(fin int) string {
 	switch {
-	case ms.rs.tool != nil && ms.rs.written > ms.rs.sq.reasoning:
+	case m.tool != nil && m.written > m.sq.reasoning:
 		return "tool_use"
 	case fin == finishStop:
 		return "end_turn"
@@ -482,9 +410,9 @@ func (ms *messagesState) stopReason(fin int) string {
 
 // signature is the thinking block's signature: opaque base64, derived
 // from the sequence seed.
-func (ms *messagesState) signature() string {
+func (m *messagesExchange) signature() string {
 	var raw [48]byte
-	x := ms.rs.sq.seed
+	x := m.sq.seed
 	for i := 0; i < len(raw); i += 8 {
 		x = splitmix64(x)
 		for j := 0; j < 8; j++ {
@@ -547,66 +475,61 @@ type msgIndexed struct {
 	Index int    `json:"index"`
 }
 
-func (ms *messagesState) stream() {
-	rs := ms.rs
-	begin := func() bool {
-		var ev msgStart
-		ev.Type = "message_start"
-		m := &ev.Message
-		m.ID, m.Type, m.Role, m.Content = ms.id, "message", "assistant", []struct{}{}
-		m.Model = rs.s.modelName(rs.model)
-		m.Usage = ms.usage(1)
-		ms.buf = appendSSE(ms.buf[:0], "message_start", ev)
-		return rs.write(ms.buf)
-	}
-	emit := func(i int) bool {
-		b := ms.buf[:0]
-		word := rs.word(i)
-		R := rs.sq.reasoning
-		switch {
-		case i < R:
-			if i == 0 {
-				b = ms.startBlock(b, msgThinkingBlock{Type: "thinking"})
-			}
-			b = appendSSE(b, "content_block_delta", msgDelta{Type: "content_block_delta", Index: ms.index,
-				Delta: struct {
-					Type     string `json:"type"`
-					Thinking string `json:"thinking"`
-				}{"thinking_delta", word}})
-		case rs.tool != nil:
-			if i == R {
-				b = ms.closeBlock(b)
-				b = ms.startBlock(b, msgToolUseBlock{Type: "tool_use", ID: ms.toolID, Name: rs.tool.name, Input: json.RawMessage("{}")})
-			}
-			frag := appendArguments(nil, word, i == R, i == rs.sq.maxTokens-1, false)
-			b = appendSSE(b, "content_block_delta", msgDelta{Type: "content_block_delta", Index: ms.index,
-				Delta: struct {
-					Type        string `json:"type"`
-					PartialJSON string `json:"partial_json"`
-				}{"input_json_delta", string(frag)}})
-		default:
-			if i == R {
-				b = ms.closeBlock(b)
-				b = ms.startBlock(b, msgTextBlock{Type: "text"})
-			}
-			b = appendSSE(b, "content_block_delta", msgDelta{Type: "content_block_delta", Index: ms.index,
-				Delta: struct {
-					Type string `json:"type"`
-					Text string `json:"text"`
-				}{"text_delta", word}})
+// open writes message_start.
+func (m *messagesExchange) open() bool {
+	m.w.Header().Set("Cache-Control", "no-cache")
+	var ev msgStart
+	ev.Type = "message_start"
+	msg := &ev.Message
+	msg.ID, msg.Type, msg.Role, msg.Content = m.id, "message", "assistant", []struct{}{}
+	msg.Model = m.s.modelName(m.model)
+	msg.Usage = m.usage(1)
+	m.buf = appendSSE(m.buf[:0], "message_start", ev)
+	return m.write(m.buf)
+}
+
+// token writes token i's delta: thinking, then text or the tool_use
+// block's input, each block opened at its first token.
+func (m *messagesExchange) token(i int, _ bool) bool {
+	b := m.buf[:0]
+	word := m.word(i)
+	R := m.sq.reasoning
+	switch {
+	case i < R:
+		if i == 0 {
+			b = m.startBlock(b, msgThinkingBlock{Type: "thinking"})
 		}
-		ms.buf = b
-		return rs.write(b)
-	}
-	fin, ok := rs.pump(errAnthropic, begin, emit)
-	if !ok {
-		if fin == finishAborted && rs.started {
-			e := anthropicErrorBody(&apiError{status: 529, message: "The server shut down mid-stream."})
-			_ = rs.write(appendSSE(ms.buf[:0], "error", e))
+		b = m.blockDelta(b, struct {
+			Type     string `json:"type"`
+			Thinking string `json:"thinking"`
+		}{"thinking_delta", word})
+	case m.tool != nil:
+		if i == R {
+			b = m.closeBlock(b)
+			b = m.startBlock(b, msgToolUseBlock{Type: "tool_use", ID: m.toolID, Name: m.tool.name, Input: json.RawMessage("{}")})
 		}
-		return
+		frag := appendArguments(nil, word, i == R, i == m.sq.maxTokens-1, false)
+		b = m.blockDelta(b, struct {
+			Type        string `json:"type"`
+			PartialJSON string `json:"partial_json"`
+		}{"input_json_delta", string(frag)})
+	default:
+		if i == R {
+			b = m.closeBlock(b)
+			b = m.startBlock(b, msgTextBlock{Type: "text"})
+		}
+		b = m.blockDelta(b, struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}{"text_delta", word})
 	}
-	b := ms.closeBlock(ms.buf[:0])
+	m.buf = b
+	return m.write(b)
+}
+
+// close ends the open block and writes message_delta and message_stop.
+func (m *messagesExchange) close(fin int) bool {
+	b := m.closeBlock(m.buf[:0])
 	var md struct {
 		Type  string `json:"type"`
 		Delta struct {
@@ -618,64 +541,66 @@ func (ms *messagesState) stream() {
 		} `json:"usage"`
 	}
 	md.Type = "message_delta"
-	md.Delta.StopReason = ms.stopReason(fin)
-	md.Usage.OutputTokens = rs.written
+	md.Delta.StopReason = m.stopReason(fin)
+	md.Usage.OutputTokens = m.written
 	b = appendSSE(b, "message_delta", md)
 	b = appendSSE(b, "message_stop", msgTypeOnly{"message_stop"})
-	ms.buf = b
-	if !rs.write(b) {
-		return
-	}
-	rs.complete(fin)
+	m.buf = b
+	return m.write(b)
+}
+
+// cut ends a stream the shutdown cut with an error event.
+func (m *messagesExchange) cut() {
+	_ = m.write(appendSSE(m.buf[:0], "error", anthropicErrorBody(529, "The server shut down mid-stream.")))
+}
+
+// blockDelta appends a content_block_delta of the open block.
+func (m *messagesExchange) blockDelta(b []byte, delta any) []byte {
+	return appendSSE(b, "content_block_delta", msgDelta{Type: "content_block_delta", Index: m.index, Delta: delta})
 }
 
 // startBlock opens the next content block; the first is followed by a
 // ping, as the API's streams are.
-func (ms *messagesState) startBlock(b []byte, block any) []byte {
-	ms.index = ms.next
-	ms.next++
-	b = appendSSE(b, "content_block_start", msgBlockStart{Type: "content_block_start", Index: ms.index, ContentBlock: block})
-	if ms.index == 0 {
+func (m *messagesExchange) startBlock(b []byte, block any) []byte {
+	m.index = m.next
+	m.next++
+	b = appendSSE(b, "content_block_start", msgBlockStart{Type: "content_block_start", Index: m.index, ContentBlock: block})
+	if m.index == 0 {
 		b = appendSSE(b, "ping", msgTypeOnly{"ping"})
 	}
-	ms.open = true
+	m.blockOpen = true
 	return b
 }
 
 // closeBlock ends the open block, if any (a thinking block with its
 // signature first).
-func (ms *messagesState) closeBlock(b []byte) []byte {
-	if !ms.open {
+func (m *messagesExchange) closeBlock(b []byte) []byte {
+	if !m.blockOpen {
 		return b
 	}
-	if ms.index == 0 && ms.rs.sq.reasoning > 0 {
-		b = appendSSE(b, "content_block_delta", msgDelta{Type: "content_block_delta", Index: 0,
-			Delta: struct {
-				Type      string `json:"type"`
-				Signature string `json:"signature"`
-			}{"signature_delta", ms.signature()}})
+	if m.index == 0 && m.sq.reasoning > 0 {
+		b = m.blockDelta(b, struct {
+			Type      string `json:"type"`
+			Signature string `json:"signature"`
+		}{"signature_delta", m.signature()})
 	}
-	ms.open = false
-	return appendSSE(b, "content_block_stop", msgIndexed{"content_block_stop", ms.index})
+	m.blockOpen = false
+	return appendSSE(b, "content_block_stop", msgIndexed{"content_block_stop", m.index})
 }
 
-func (ms *messagesState) unary() {
-	rs := ms.rs
-	gen, fin, ok := rs.collect(errAnthropic)
-	if !ok {
-		return
-	}
-	R := min(gen, rs.sq.reasoning)
+// unaryBody renders the message: thinking, then text or tool_use.
+func (m *messagesExchange) unaryBody(gen, fin int) ([]byte, *apiError) {
+	R := min(gen, m.sq.reasoning)
 	content := make([]any, 0, 2)
 	if R > 0 {
-		sig := ms.signature()
-		content = append(content, msgThinkingBlock{Type: "thinking", Thinking: rs.textOf(0, R), Signature: &sig})
+		sig := m.signature()
+		content = append(content, msgThinkingBlock{Type: "thinking", Thinking: m.textOf(0, R), Signature: &sig})
 	}
 	switch {
-	case gen > R && rs.tool != nil:
-		content = append(content, msgToolUseBlock{Type: "tool_use", ID: ms.toolID, Name: rs.tool.name, Input: json.RawMessage(rs.toolArguments(R, gen))})
+	case gen > R && m.tool != nil:
+		content = append(content, msgToolUseBlock{Type: "tool_use", ID: m.toolID, Name: m.tool.name, Input: json.RawMessage(m.toolArguments(R, gen))})
 	case gen > R:
-		content = append(content, msgTextBlock{Type: "text", Text: rs.textOf(R, gen)})
+		content = append(content, msgTextBlock{Type: "text", Text: m.textOf(R, gen)})
 	}
 	body := struct {
 		ID           string   `json:"id"`
@@ -686,12 +611,68 @@ func (ms *messagesState) unary() {
 		StopReason   string   `json:"stop_reason"`
 		StopSequence *string  `json:"stop_sequence"`
 		Usage        msgUsage `json:"usage"`
-	}{ms.id, "message", "assistant", rs.s.modelName(rs.model), content, ms.stopReason(fin), nil, ms.usage(gen)}
+	}{m.id, "message", "assistant", m.s.modelName(m.model), content, m.stopReason(fin), nil, m.usage(gen)}
 	b, err := json.Marshal(body)
 	if err != nil {
 		// Unreachable: tool arguments are valid JSON when complete.
-		rs.s.fail(rs.w, rs.lc, &apiError{status: http.StatusInternalServerError, message: err.Error()}, errAnthropic)
-		return
+		return nil, &apiError{status: http.StatusInternalServerError, message: err.Error()}
 	}
-	rs.writeBody(append(b, '\n'), fin)
+	return append(b, '\n'), nil
+}
+
+// writeAnthropicError writes {"type":"error","error":{"type","message"}}
+// with the API's status for e (anthropicStatus) and returns that status.
+func writeAnthropicError(w http.ResponseWriter, e *apiError) int {
+	status := anthropicStatus(e.status)
+	b, _ := json.Marshal(anthropicErrorBody(status, e.message))
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+	return status
+}
+
+type anthropicError struct {
+	Type  string `json:"type"`
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func anthropicErrorBody(status int, message string) anthropicError {
+	var body anthropicError
+	body.Type = "error"
+	body.Error.Type = anthropicErrorType(status)
+	body.Error.Message = message
+	return body
+}
+
+// anthropicStatus maps a status to the API's: 503 (shutting down) is its
+// 529 overloaded_error.
+func anthropicStatus(status int) int {
+	if status == http.StatusServiceUnavailable {
+		return 529
+	}
+	return status
+}
+
+func anthropicErrorType(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case 529:
+		return "overloaded_error"
+	}
+	return "api_error"
 }

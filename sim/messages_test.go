@@ -26,10 +26,7 @@ func messagesBody(text string, maxTokens int, extra ...any) map[string]any {
 		"max_tokens": maxTokens,
 		"messages":   []map[string]any{{"role": "user", "content": text}},
 	}
-	for i := 0; i+1 < len(extra); i += 2 {
-		b[extra[i].(string)] = extra[i+1]
-	}
-	return b
+	return withExtra(b, extra)
 }
 
 // checkMessagesStream checks the event grammar common to every stream

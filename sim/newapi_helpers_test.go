@@ -4,12 +4,10 @@
 package sim
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"hash/crc32"
 	"image"
 	"image/color"
@@ -42,53 +40,23 @@ type namedStream struct {
 }
 
 // streamNamed posts body and reads an SSE stream of named events; every
-// event must have a name and a JSON object as data.
+// event must have a name and one data line, a JSON object.
 func streamNamed(t *testing.T, url string, body any, headers ...string) *namedStream {
 	t.Helper()
-	start := time.Now()
-	resp := post(t, url, body, headers...)
-	defer resp.Body.Close()
-	ns := &namedStream{status: resp.StatusCode, header: resp.Header, start: start}
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		ns.body = string(b)
-		return ns
-	}
-	br := bufio.NewReader(resp.Body)
-	var name, data string
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			if !errors.Is(err, io.EOF) || line != "" {
-				t.Fatalf("reading the stream: %v (line %q)", err, line)
-			}
-			break
+	ns := &namedStream{start: time.Now()}
+	var err error
+	ns.status, ns.header, ns.body, err = postSSE(t, url, body, headers, func(name string, data []string, at time.Time) {
+		if name == "" || len(data) != 1 {
+			t.Fatalf("event %q with %d data lines, want a name and one", name, len(data))
 		}
-		line = strings.TrimRight(line, "\r\n")
-		switch {
-		case line == "":
-			if name == "" || data == "" {
-				t.Fatalf("event without name or data: %q %q", name, data)
-			}
-			ev := namedEvent{name: name, data: data, at: time.Now()}
-			if err := json.Unmarshal([]byte(data), &ev.v); err != nil {
-				t.Fatalf("event %s data is not a JSON object: %q", name, data)
-			}
-			ns.events = append(ns.events, ev)
-			name, data = "", ""
-		case strings.HasPrefix(line, "event: "):
-			name = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			if data != "" {
-				t.Fatalf("two data lines in one event: %q", line)
-			}
-			data = strings.TrimPrefix(line, "data: ")
-		default:
-			t.Fatalf("unexpected SSE line %q", line)
+		ev := namedEvent{name: name, data: data[0], at: at}
+		if err := json.Unmarshal([]byte(ev.data), &ev.v); err != nil {
+			t.Fatalf("event %s data is not a JSON object: %q", name, ev.data)
 		}
-	}
-	if name != "" || data != "" {
-		t.Fatalf("stream ended inside an event")
+		ns.events = append(ns.events, ev)
+	})
+	if err != nil {
+		t.Fatalf("reading the stream: %v", err)
 	}
 	return ns
 }

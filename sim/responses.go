@@ -22,6 +22,91 @@ import (
 // that stops at max_output_tokens is "incomplete"; nothing is stored
 // (previous_response_id is refused).
 
+// responsesSpec: the Responses API answers OpenAI-style errors and takes
+// no faults.
+var responsesSpec = apiSpec{kind: apiResponses, noun: "response", writeError: writeError}
+
+func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
+	s.serve(w, r, &responsesSpec, &responsesExchange{})
+}
+
+// responsesExchange is one Responses request.
+type responsesExchange struct {
+	exchange
+	req         responsesRequest
+	id          string
+	reasoningID string
+	itemID      string // the message's or function call's item id
+	effort      *string
+	seqNo       int
+	buf         []byte
+}
+
+func (st *responsesExchange) parse(body []byte) *apiError {
+	s, req, lc := st.s, &st.req, &st.lc
+	if aerr := decodeJSON(body, req); aerr != nil {
+		return aerr
+	}
+	lc.stream = req.Stream
+	if aerr := st.useModel(req.Model); aerr != nil {
+		return aerr
+	}
+	if aerr := validateResponsesRequest(req); aerr != nil {
+		return aerr
+	}
+	if req.Reasoning != nil {
+		st.effort = req.Reasoning.Effort
+	}
+	effort, aerr := reasoningEffortFactor(st.effort)
+	if aerr != nil {
+		aerr.param = "reasoning.effort"
+		return aerr
+	}
+	msgs, aerr := responsesPrompt(req)
+	if aerr != nil {
+		return aerr
+	}
+	tools, aerr := responsesTools(req)
+	if aerr != nil {
+		return aerr
+	}
+	if lc.imageTokens, aerr = s.checkImageBudget(msgs, "input"); aerr != nil {
+		return aerr
+	}
+	sq := st.newSeq()
+	sq.promptTokens = s.tok.emitChat(&sq.hasher, msgs, true)
+	cr := completionRequest{MaxTokens: req.MaxOutputTokens}
+	if sq.maxTokens, aerr = resolveMaxTokens(&cr, sq.promptTokens, &s.cfg); aerr != nil {
+		if aerr.param == "max_tokens" {
+			aerr.param = "max_output_tokens"
+		} else {
+			aerr.param = "input"
+		}
+		return aerr
+	}
+	sq.seed = s.seedFor(nil, req.Temperature, sq)
+	if tools != nil {
+		st.tool = s.planToolCall(tools, sq.seed)
+	}
+	sq.toolCall = st.tool != nil
+	sq.reasoning = s.cfg.plannedReasoning(sq.maxTokens, effort, sq.toolCall)
+	lc.reasoning, lc.toolCall = sq.reasoning, sq.toolCall
+	return nil
+}
+
+// admitted takes the response's id and its items'.
+func (st *responsesExchange) admitted() {
+	s := st.s
+	st.id = s.newID("resp_")
+	st.lc.id = st.id
+	st.reasoningID = s.newID("rs_")
+	if st.tool != nil {
+		st.itemID = s.newID("fc_")
+	} else {
+		st.itemID = s.newID("msg_")
+	}
+}
+
 type responsesRequest struct {
 	Model              string          `json:"model"`
 	Input              json.RawMessage `json:"input"`
@@ -53,6 +138,22 @@ type responsesPart struct {
 	Type     string  `json:"type"`
 	Text     *string `json:"text"`
 	ImageURL *string `json:"image_url"`
+}
+
+func validateResponsesRequest(req *responsesRequest) *apiError {
+	if req.PreviousResponseID != nil && *req.PreviousResponseID != "" {
+		return badRequest("previous_response_id", "previous_response_id is not supported: the simulator stores no responses")
+	}
+	if t := req.Temperature; t != nil && (math.IsNaN(*t) || *t < 0 || *t > 2) {
+		return badRequest("temperature", "temperature must be between 0 and 2, got %v", *t)
+	}
+	if p := req.TopP; p != nil && (math.IsNaN(*p) || *p <= 0 || *p > 1) {
+		return badRequest("top_p", "top_p must be in (0, 1], got %v", *p)
+	}
+	if m := req.MaxOutputTokens; m != nil && *m < 1 {
+		return badRequest("max_output_tokens", "max_output_tokens must be at least 1, got %d", *m)
+	}
+	return nil
 }
 
 // responsesPrompt converts instructions and input into chat messages.
@@ -183,16 +284,11 @@ func responsesTools(req *responsesRequest) (*toolRequest, *apiError) {
 	case choice[0] == '"':
 		var s string
 		_ = json.Unmarshal(choice, &s)
-		switch s {
-		case "auto":
-			tr.choice = toolChoiceAuto
-		case "none":
-			tr.choice = toolChoiceNone
-		case "required":
-			tr.choice = toolChoiceRequired
-		default:
+		mode, ok := toolChoiceModes[s]
+		if !ok {
 			return nil, badRequest("tool_choice", "Invalid value for 'tool_choice': %q. Supported values are: 'none', 'auto' and 'required', or {\"type\":\"function\",\"name\":...}.", truncate(s, maxHeaderEcho))
 		}
+		tr.choice = mode
 	default:
 		var named struct {
 			Type string `json:"type"`
@@ -206,140 +302,13 @@ func responsesTools(req *responsesRequest) (*toolRequest, *apiError) {
 		}
 		tr.choice, tr.named = toolChoiceNamed, named.Name
 	}
-	if len(tr.names) == 0 {
-		if tr.choice == toolChoiceRequired {
-			return nil, badRequest("tool_choice", "tool_choice \"required\" needs tools")
-		}
-		return nil, nil
-	}
-	if tr.choice == toolChoiceNone {
-		return nil, nil
+	if ok, aerr := tr.offered(); !ok {
+		return nil, aerr
 	}
 	return &tr, nil
 }
 
-// handleResponses serves POST /v1/responses.
-func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
-	var lc requestLifecycle
-	lc.begin(s, r, apiResponses)
-	defer lc.end()
-	const style = errOpenAI
-
-	buf, aerr := s.readBody(w, r)
-	if aerr != nil {
-		s.fail(w, &lc, aerr, style)
-		return
-	}
-	var req responsesRequest
-	aerr = decodeJSON(buf.Bytes(), &req)
-	putBody(buf)
-	if aerr != nil {
-		s.fail(w, &lc, aerr, style)
-		return
-	}
-	lc.stream = req.Stream
-	modelIdx, aerr := s.resolveModel(req.Model)
-	if aerr != nil {
-		s.fail(w, &lc, aerr, style)
-		return
-	}
-	s.noteModel(&lc, modelIdx)
-	if aerr := validateResponsesRequest(&req); aerr != nil {
-		s.fail(w, &lc, aerr, style)
-		return
-	}
-	var effortName *string
-	if req.Reasoning != nil {
-		effortName = req.Reasoning.Effort
-	}
-	effort, aerr := reasoningEffortFactor(effortName)
-	if aerr != nil {
-		aerr.param = "reasoning.effort"
-		s.fail(w, &lc, aerr, style)
-		return
-	}
-	msgs, aerr := responsesPrompt(&req)
-	if aerr != nil {
-		s.fail(w, &lc, aerr, style)
-		return
-	}
-	tools, aerr := responsesTools(&req)
-	if aerr != nil {
-		s.fail(w, &lc, aerr, style)
-		return
-	}
-	if lc.imageTokens, aerr = s.checkImageBudget(msgs, "input"); aerr != nil {
-		s.fail(w, &lc, aerr, style)
-		return
-	}
-	sq := s.newSeq(modelIdx)
-	sq.promptTokens = s.tok.emitChat(&sq.hasher, msgs, true)
-	cr := completionRequest{MaxTokens: req.MaxOutputTokens}
-	if sq.maxTokens, aerr = resolveMaxTokens(&cr, sq.promptTokens, &s.cfg); aerr != nil {
-		if aerr.param == "max_tokens" {
-			aerr.param = "max_output_tokens"
-		} else {
-			aerr.param = "input"
-		}
-		s.fail(w, &lc, aerr, style)
-		return
-	}
-	sq.seed = s.seedFor(nil, req.Temperature, sq)
-	var call *toolCall
-	if tools != nil {
-		call = s.planToolCall(tools, sq.seed)
-	}
-	sq.toolCall = call != nil
-	sq.reasoning = s.cfg.plannedReasoning(sq.maxTokens, effort, sq.toolCall)
-	lc.reasoning, lc.toolCall = sq.reasoning, sq.toolCall
-
-	if !s.submitGen(w, r, &lc, sq, style) {
-		return
-	}
-	rs := responseState{s: s, w: w, ctx: r.Context(), lc: &lc, sq: sq, api: apiResponses, model: modelIdx, tool: call}
-	st := responsesState{rs: &rs, req: &req, id: s.newID("resp_"), effort: effortName}
-	lc.id = st.id
-	st.reasoningID = s.newID("rs_")
-	if call != nil {
-		st.itemID = s.newID("fc_")
-	} else {
-		st.itemID = s.newID("msg_")
-	}
-	if req.Stream {
-		st.stream()
-	} else {
-		st.unary()
-	}
-}
-
-func validateResponsesRequest(req *responsesRequest) *apiError {
-	if req.PreviousResponseID != nil && *req.PreviousResponseID != "" {
-		return badRequest("previous_response_id", "previous_response_id is not supported: the simulator stores no responses")
-	}
-	if t := req.Temperature; t != nil && (math.IsNaN(*t) || *t < 0 || *t > 2) {
-		return badRequest("temperature", "temperature must be between 0 and 2, got %v", *t)
-	}
-	if p := req.TopP; p != nil && (math.IsNaN(*p) || *p <= 0 || *p > 1) {
-		return badRequest("top_p", "top_p must be in (0, 1], got %v", *p)
-	}
-	if m := req.MaxOutputTokens; m != nil && *m < 1 {
-		return badRequest("max_output_tokens", "max_output_tokens must be at least 1, got %d", *m)
-	}
-	return nil
-}
-
-// responsesState writes one Responses API response.
-type responsesState struct {
-	rs          *responseState
-	req         *responsesRequest
-	id          string
-	reasoningID string
-	itemID      string // the message's or function call's item id
-	effort      *string
-	seqNo       int
-	buf         []byte
-}
-
+// respUsage is a response object's usage.
 type respUsage struct {
 	InputTokens        int `json:"input_tokens"`
 	InputTokensDetails struct {
@@ -416,11 +385,11 @@ type respFunctionCallItem struct {
 
 // object builds the response object: in progress (no output, no usage)
 // until done.
-func (st *responsesState) object(done bool, gen, fin int) respObject {
-	rs, req := st.rs, st.req
+func (st *responsesExchange) object(done bool, gen, fin int) respObject {
+	req := &st.req
 	o := respObject{
-		ID: st.id, Object: "response", CreatedAt: rs.lc.arrival.Unix(), Status: "in_progress",
-		Instructions: req.Instructions, MaxOutputTokens: req.MaxOutputTokens, Model: rs.s.modelName(rs.model),
+		ID: st.id, Object: "response", CreatedAt: st.lc.arrival.Unix(), Status: "in_progress",
+		Instructions: req.Instructions, MaxOutputTokens: req.MaxOutputTokens, Model: st.s.modelName(st.model),
 		Output: []any{}, ParallelToolCalls: true, Temperature: 1, TopP: 1, Truncation: "disabled",
 		ToolChoice: json.RawMessage(`"auto"`), Tools: json.RawMessage(`[]`), Metadata: map[string]string{},
 	}
@@ -448,7 +417,7 @@ func (st *responsesState) object(done bool, gen, fin int) respObject {
 		}{"max_output_tokens"}
 	}
 	o.Output = st.outputItems(gen, fin)
-	sq := rs.sq
+	sq := st.sq
 	u := &respUsage{InputTokens: sq.promptTokens, OutputTokens: gen, TotalTokens: sq.promptTokens + gen}
 	u.InputTokensDetails.CachedTokens = sq.cachedTokens
 	u.OutputTokensDetails.ReasoningTokens = min(gen, sq.reasoning)
@@ -458,38 +427,37 @@ func (st *responsesState) object(done bool, gen, fin int) respObject {
 
 // incomplete reports whether the response stopped at max_output_tokens
 // (a function call is planned to end there, complete).
-func (st *responsesState) incomplete(fin int) bool {
-	return fin == finishLength && !(st.rs.tool != nil && st.rs.written > st.rs.sq.reasoning)
+func (st *responsesExchange) incomplete(fin int) bool {
+	return fin == finishLength && !(st.tool != nil && st.written > st.sq.reasoning)
 }
 
-func (st *responsesState) reasoningItem(gen int, status string) respReasoningItem {
-	R := min(gen, st.rs.sq.reasoning)
+func (st *responsesExchange) reasoningItem(gen int, status string) respReasoningItem {
+	R := min(gen, st.sq.reasoning)
 	it := respReasoningItem{ID: st.reasoningID, Type: "reasoning", Summary: []struct{}{}, Content: []respText{}, Status: status}
 	if status != "in_progress" {
-		it.Content = []respText{{Type: "reasoning_text", Text: st.rs.textOf(0, R)}}
+		it.Content = []respText{{Type: "reasoning_text", Text: st.textOf(0, R)}}
 	}
 	return it
 }
 
-func (st *responsesState) answerItem(gen int, status string) any {
-	rs := st.rs
-	R := min(gen, rs.sq.reasoning)
-	if rs.tool != nil {
+func (st *responsesExchange) answerItem(gen int, status string) any {
+	R := min(gen, st.sq.reasoning)
+	if st.tool != nil {
 		args := ""
 		if status != "in_progress" {
-			args = rs.toolArguments(R, gen)
+			args = st.toolArguments(R, gen)
 		}
-		return respFunctionCallItem{ID: st.itemID, Type: "function_call", Status: status, Arguments: args, CallID: rs.tool.id, Name: rs.tool.name}
+		return respFunctionCallItem{ID: st.itemID, Type: "function_call", Status: status, Arguments: args, CallID: st.tool.id, Name: st.tool.name}
 	}
 	it := respMessageItem{ID: st.itemID, Type: "message", Status: status, Role: "assistant", Content: []respText{}}
 	if status != "in_progress" {
-		it.Content = []respText{{Type: "output_text", Text: rs.textOf(R, gen), Annotations: emptyList}}
+		it.Content = []respText{{Type: "output_text", Text: st.textOf(R, gen), Annotations: emptyList}}
 	}
 	return it
 }
 
-func (st *responsesState) outputItems(gen, fin int) []any {
-	R := min(gen, st.rs.sq.reasoning)
+func (st *responsesExchange) outputItems(gen, fin int) []any {
+	R := min(gen, st.sq.reasoning)
 	status := "completed"
 	if st.incomplete(fin) {
 		status = "incomplete"
@@ -506,7 +474,7 @@ func (st *responsesState) outputItems(gen, fin int) []any {
 
 // event appends one event; fields are the event's own, after type and
 // sequence_number.
-func (st *responsesState) event(b []byte, typ string, fields any) []byte {
+func (st *responsesExchange) event(b []byte, typ string, fields any) []byte {
 	// Encode {"type","sequence_number", ...fields} by splicing.
 	j, _ := json.Marshal(fields)
 	b = append(b, "event: "...)
@@ -566,120 +534,120 @@ type respArgsDone struct {
 	Arguments   string `json:"arguments"`
 }
 
-func (st *responsesState) stream() {
-	rs := st.rs
-	R := rs.sq.reasoning
-	answerIndex := 0
-	if R > 0 {
-		answerIndex = 1
+// responseEvent is the data of response.created, response.in_progress
+// and the final event.
+type responseEvent struct {
+	Response respObject `json:"response"`
+}
+
+// answerIndex is the output index of the message or function call.
+func (st *responsesExchange) answerIndex() int {
+	if st.sq.reasoning > 0 {
+		return 1
 	}
-	begin := func() bool {
-		o := st.object(false, 0, 0)
-		b := st.event(st.buf[:0], "response.created", struct {
-			Response respObject `json:"response"`
-		}{o})
-		b = st.event(b, "response.in_progress", struct {
-			Response respObject `json:"response"`
-		}{o})
-		st.buf = b
-		return rs.write(b)
-	}
-	emit := func(i int) bool {
-		b := st.buf[:0]
-		word := rs.word(i)
-		switch {
-		case i < R:
-			if i == 0 {
-				b = st.event(b, "response.output_item.added", respItemEvent{0, st.reasoningItem(0, "in_progress")})
-				b = st.event(b, "response.content_part.added", respPartEvent{st.reasoningID, 0, 0, respText{Type: "reasoning_text"}})
-			}
-			b = st.event(b, "response.reasoning_text.delta", respTextDelta{ItemID: st.reasoningID, Delta: word})
-		default:
-			if i == R {
-				if R > 0 {
-					b = st.closeReasoning(b, i)
-				}
-				b = st.openAnswer(b, answerIndex)
-			}
-			if rs.tool != nil {
-				frag := appendArguments(nil, word, i == R, i == rs.sq.maxTokens-1, false)
-				b = st.event(b, "response.function_call_arguments.delta", respArgsDelta{st.itemID, answerIndex, string(frag)})
-			} else {
-				b = st.event(b, "response.output_text.delta", respTextDelta{ItemID: st.itemID, OutputIndex: answerIndex, Delta: word, Logprobs: emptyList})
-			}
+	return 0
+}
+
+// open writes response.created and response.in_progress.
+func (st *responsesExchange) open() bool {
+	st.w.Header().Set("Cache-Control", "no-cache")
+	o := st.object(false, 0, 0)
+	b := st.event(st.buf[:0], "response.created", responseEvent{o})
+	b = st.event(b, "response.in_progress", responseEvent{o})
+	st.buf = b
+	return st.write(b)
+}
+
+// token writes token i's delta: reasoning text, then output text or
+// function call arguments, each item opened at its first token.
+func (st *responsesExchange) token(i int, _ bool) bool {
+	b := st.buf[:0]
+	word := st.word(i)
+	R := st.sq.reasoning
+	switch {
+	case i < R:
+		if i == 0 {
+			b = st.event(b, "response.output_item.added", respItemEvent{0, st.reasoningItem(0, "in_progress")})
+			b = st.event(b, "response.content_part.added", respPartEvent{st.reasoningID, 0, 0, respText{Type: "reasoning_text"}})
 		}
-		st.buf = b
-		return rs.write(b)
+		b = st.event(b, "response.reasoning_text.delta", respTextDelta{ItemID: st.reasoningID, Delta: word})
+	default:
+		idx := st.answerIndex()
+		if i == R {
+			if R > 0 {
+				b = st.closeReasoning(b, i)
+			}
+			b = st.openAnswer(b, idx)
+		}
+		if st.tool != nil {
+			frag := appendArguments(nil, word, i == R, i == st.sq.maxTokens-1, false)
+			b = st.event(b, "response.function_call_arguments.delta", respArgsDelta{st.itemID, idx, string(frag)})
+		} else {
+			b = st.event(b, "response.output_text.delta", respTextDelta{ItemID: st.itemID, OutputIndex: idx, Delta: word, Logprobs: emptyList})
+		}
 	}
-	fin, ok := rs.pump(errOpenAI, begin, emit)
-	if !ok {
-		return
-	}
-	gen := rs.written
+	st.buf = b
+	return st.write(b)
+}
+
+// close ends the open item and writes response.completed (or
+// response.incomplete).
+func (st *responsesExchange) close(fin int) bool {
+	gen := st.written
 	b := st.buf[:0]
 	switch {
 	case gen == 0:
 		// Stopped before any token: an empty message.
 		b = st.openAnswer(b, 0)
 		b = st.closeAnswer(b, 0, gen, fin)
-	case gen <= R:
+	case gen <= st.sq.reasoning:
 		b = st.closeReasoning(b, gen)
 	default:
-		b = st.closeAnswer(b, answerIndex, gen, fin)
+		b = st.closeAnswer(b, st.answerIndex(), gen, fin)
 	}
 	o := st.object(true, gen, fin)
 	final := "response.completed"
 	if o.Status == "incomplete" {
 		final = "response.incomplete"
 	}
-	b = st.event(b, final, struct {
-		Response respObject `json:"response"`
-	}{o})
+	b = st.event(b, final, responseEvent{o})
 	st.buf = b
-	if !rs.write(b) {
-		return
-	}
-	rs.complete(fin)
+	return st.write(b)
 }
 
-func (st *responsesState) closeReasoning(b []byte, gen int) []byte {
-	text := st.rs.textOf(0, min(gen, st.rs.sq.reasoning))
+func (st *responsesExchange) closeReasoning(b []byte, gen int) []byte {
+	text := st.textOf(0, min(gen, st.sq.reasoning))
 	b = st.event(b, "response.reasoning_text.done", respTextDone{ItemID: st.reasoningID, Text: text})
 	b = st.event(b, "response.content_part.done", respPartEvent{st.reasoningID, 0, 0, respText{Type: "reasoning_text", Text: text}})
 	return st.event(b, "response.output_item.done", respItemEvent{0, st.reasoningItem(gen, "completed")})
 }
 
-func (st *responsesState) openAnswer(b []byte, idx int) []byte {
+func (st *responsesExchange) openAnswer(b []byte, idx int) []byte {
 	b = st.event(b, "response.output_item.added", respItemEvent{idx, st.answerItem(0, "in_progress")})
-	if st.rs.tool == nil {
+	if st.tool == nil {
 		b = st.event(b, "response.content_part.added", respPartEvent{st.itemID, idx, 0, respText{Type: "output_text", Annotations: emptyList}})
 	}
 	return b
 }
 
-func (st *responsesState) closeAnswer(b []byte, idx, gen, fin int) []byte {
-	rs := st.rs
-	R := min(gen, rs.sq.reasoning)
+func (st *responsesExchange) closeAnswer(b []byte, idx, gen, fin int) []byte {
+	R := min(gen, st.sq.reasoning)
 	status := "completed"
 	if st.incomplete(fin) {
 		status = "incomplete"
 	}
-	if rs.tool != nil {
-		b = st.event(b, "response.function_call_arguments.done", respArgsDone{st.itemID, idx, rs.tool.name, rs.toolArguments(R, gen)})
+	if st.tool != nil {
+		b = st.event(b, "response.function_call_arguments.done", respArgsDone{st.itemID, idx, st.tool.name, st.toolArguments(R, gen)})
 	} else {
-		text := rs.textOf(R, gen)
+		text := st.textOf(R, gen)
 		b = st.event(b, "response.output_text.done", respTextDone{ItemID: st.itemID, OutputIndex: idx, Text: text, Logprobs: emptyList})
 		b = st.event(b, "response.content_part.done", respPartEvent{st.itemID, idx, 0, respText{Type: "output_text", Text: text, Annotations: emptyList}})
 	}
 	return st.event(b, "response.output_item.done", respItemEvent{idx, st.answerItem(gen, status)})
 }
 
-func (st *responsesState) unary() {
-	rs := st.rs
-	gen, fin, ok := rs.collect(errOpenAI)
-	if !ok {
-		return
-	}
+// unaryBody renders the response object.
+func (st *responsesExchange) unaryBody(gen, fin int) ([]byte, *apiError) {
 	b, _ := json.Marshal(st.object(true, gen, fin))
-	rs.writeBody(append(b, '\n'), fin)
+	return append(b, '\n'), nil
 }

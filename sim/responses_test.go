@@ -18,10 +18,7 @@ var respIDPattern = regexp.MustCompile(`^resp_[0-9a-f]{32}$`)
 
 func responsesBody(input any, maxTokens int, extra ...any) map[string]any {
 	b := map[string]any{"model": "sim-model", "input": input, "max_output_tokens": maxTokens}
-	for i := 0; i+1 < len(extra); i += 2 {
-		b[extra[i].(string)] = extra[i+1]
-	}
-	return b
+	return withExtra(b, extra)
 }
 
 // checkResponsesStream checks what every Responses stream has: event

@@ -234,8 +234,8 @@ func (s *Server) routes() http.Handler {
 		EnableOpenMetrics: true,
 	})
 	table := map[string]route{
-		"/v1/chat/completions": {http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.handleCompletion(w, r, apiChat) }},
-		"/v1/completions":      {http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.handleCompletion(w, r, apiCompletions) }},
+		"/v1/chat/completions": {http.MethodPost, s.handleChat},
+		"/v1/completions":      {http.MethodPost, s.handleCompletions},
 		"/v1/responses":        {http.MethodPost, s.handleResponses},
 		"/v1/messages":         {http.MethodPost, s.handleMessages},
 		"/v1/embeddings":       {http.MethodPost, s.handleEmbeddings},

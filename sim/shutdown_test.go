@@ -29,15 +29,23 @@ func serveOwn(t *testing.T, cfg Config) (string, *Server, <-chan error) {
 	return "http://" + l.Addr().String(), s, served
 }
 
-func TestGracefulShutdown(t *testing.T) {
+// streamInFlight serves a server whose decode steps take decodeBase,
+// streams body to path and returns once the engine runs it; done delivers
+// the stream's result.
+func streamInFlight(t *testing.T, decodeBase time.Duration, path string, body any) (base string, s *Server, served <-chan error, done <-chan *streamResult) {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.EOSProbability = 0
-	cfg.DecodeBase = 10 * time.Millisecond
-	base, s, served := serveOwn(t, cfg)
-
-	done := make(chan *streamResult)
-	go func() { done <- stream(t, base+"/v1/chat/completions", chatBody("keep going", 30)) }()
+	cfg.DecodeBase = decodeBase
+	base, s, served = serveOwn(t, cfg)
+	result := make(chan *streamResult)
+	go func() { result <- stream(t, base+path, body) }()
 	waitForMetric(t, base, `vllm:num_requests_running{model_name="sim-model"}`, 1)
+	return base, s, served, result
+}
+
+func TestGracefulShutdown(t *testing.T) {
+	base, s, served, done := streamInFlight(t, 10*time.Millisecond, "/v1/chat/completions", chatBody("keep going", 30))
 
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -70,14 +78,7 @@ func TestGracefulShutdown(t *testing.T) {
 }
 
 func TestShutdownDeadlineCutsStreams(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.EOSProbability = 0
-	cfg.DecodeBase = 5 * time.Millisecond
-	base, s, _ := serveOwn(t, cfg)
-
-	done := make(chan *streamResult)
-	go func() { done <- stream(t, base+"/v1/completions", completionBody("long", 5000)) }()
-	waitForMetric(t, base, `vllm:num_requests_running{model_name="sim-model"}`, 1)
+	_, s, _, done := streamInFlight(t, 5*time.Millisecond, "/v1/completions", completionBody("long", 5000))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := s.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
