@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/llmprobe/llmprobe/internal/bounded"
 )
 
 // Engine names one serving engine's token histograms.
@@ -77,9 +79,17 @@ type groupHist struct {
 	hasSum bool
 }
 
+// MaxPrometheusAnswer bounds one answer of the Prometheus API: the client
+// reads an answer whole before decoding it, so a larger one (a selector
+// matching far too many series, or a hostile server) fails the query
+// instead of growing the process. A fit's queries return a few series per
+// bucket and model: kilobytes.
+const MaxPrometheusAnswer = 8 << 20
+
 // FromPrometheus fits the token histograms of a serving engine over
 // opts.Range through the Prometheus HTTP API. client carries
-// authentication and TLS (nil: http.DefaultClient). It queries the
+// authentication and TLS (nil: http.DefaultClient); each answer is
+// bounded by MaxPrometheusAnswer. It queries the
 // increase of the native histogram first, then of the classic _bucket
 // series, summed over all matching series (by le, and by the By label
 // when set).
@@ -93,9 +103,7 @@ func FromPrometheus(ctx context.Context, client *http.Client, opts PromOptions) 
 	if (opts.PromptMetric == "") != (opts.CompletionMetric == "") {
 		return nil, errors.New("prometheus: give both the prompt and the completion metric, or neither")
 	}
-	if client == nil {
-		client = http.DefaultClient
-	}
+	client = bounded.Client(client, MaxPrometheusAnswer, "the answer of Prometheus")
 	c, err := api.NewClient(api.Config{Address: opts.URL, Client: client})
 	if err != nil {
 		return nil, fmt.Errorf("prometheus client for %s: %w", redactURL(opts.URL), err)
