@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -45,6 +46,25 @@ func Size(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
+// Check checks, without reading it, that path is a regular file of at
+// most limit bytes, for a file that a library reads itself (the
+// exporter-toolkit web configuration). A pipe is refused too: whoever
+// reads it next would find it consumed.
+func Check(path string, limit int64) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return err // *PathError names the file
+	case fi.IsDir():
+		return fmt.Errorf("%s: is a directory, %w", path, ErrNotRegular)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%s: %w", path, ErrNotRegular)
+	case fi.Size() > limit:
+		return &TooLargeError{Name: path, Limit: limit}
+	}
+	return nil
+}
+
 // File is a file opened by Open.
 type File struct {
 	f     *os.File
@@ -69,6 +89,10 @@ func Open(ctx context.Context, path string, limit int64) (*File, error) {
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			pe.Op = "open" // what the caller asked for
+		}
 		return nil, err // *PathError names the file
 	}
 	size := int64(-1)
@@ -84,7 +108,12 @@ func Open(ctx context.Context, path string, limit int64) (*File, error) {
 	default:
 		return nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
 	}
-	f, err := os.Open(path)
+	var f *os.File
+	if size < 0 {
+		f, err = openPipe(ctx, path)
+	} else {
+		f, err = os.Open(path)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +121,35 @@ func Open(ctx context.Context, path string, limit int64) (*File, error) {
 	// A pipe's reads go through the poller: a deadline wakes a blocked one.
 	b.stop = context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Now()) })
 	return b, nil
+}
+
+// openPipe opens a named pipe for reading, which waits for a writer,
+// giving way to ctx: the wait is then ended by opening the pipe for
+// writing (and closing it at once).
+func openPipe(ctx context.Context, path string) (*os.File, error) {
+	type opened struct {
+		f   *os.File
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		f, err := os.Open(path)
+		done <- opened{f, err}
+	}()
+	select {
+	case o := <-done:
+		return o.f, o.err
+	case <-ctx.Done():
+		if w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		go func() {
+			if o := <-done; o.f != nil {
+				o.f.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }
 
 // Read reads from the file within its bound.

@@ -44,6 +44,30 @@ func TestReadFile(t *testing.T) {
 	}
 }
 
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	small := filepath.Join(dir, "small")
+	if err := os.WriteFile(small, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var tl *TooLargeError
+	for _, tc := range []struct {
+		path  string
+		limit int64
+		ok    func(error) bool
+	}{
+		{small, 5, func(err error) bool { return err == nil }},
+		{small, 4, func(err error) bool { return errors.As(err, &tl) }},
+		{dir, 4, func(err error) bool { return errors.Is(err, ErrNotRegular) }},
+		{"/dev/zero", 4, func(err error) bool { return errors.Is(err, ErrNotRegular) }},
+		{filepath.Join(dir, "missing"), 4, func(err error) bool { return errors.Is(err, os.ErrNotExist) }},
+	} {
+		if err := Check(tc.path, tc.limit); !tc.ok(err) {
+			t.Errorf("Check(%s, %d) = %v", tc.path, tc.limit, err)
+		}
+	}
+}
+
 // TestPipe: a named pipe is read (a shell's <(...)), within the bound,
 // and a read that blocks on it gives way to the context.
 func TestPipe(t *testing.T) {
@@ -57,6 +81,7 @@ func TestPipe(t *testing.T) {
 	}
 	mkfifo("small")
 	write := func(data string) {
+		fifo := fifo
 		go func() {
 			w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
 			if err != nil {
@@ -81,8 +106,9 @@ func TestPipe(t *testing.T) {
 	mkfifo("stalled")
 	stall := make(chan struct{})
 	defer close(stall)
+	stalled := fifo
 	go func() {
-		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		w, err := os.OpenFile(stalled, os.O_WRONLY, 0)
 		if err != nil {
 			return
 		}
@@ -97,6 +123,14 @@ func TestPipe(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("returned after %v", d)
+	}
+
+	// No writer at all: the open itself waits, and gives way too.
+	mkfifo("nowriter")
+	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := ReadFile(ctx, fifo, 64); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a pipe without a writer: %v, want the context's error", err)
 	}
 }
 
