@@ -90,6 +90,10 @@ func registerRun(app *kingpin.Application) command {
 // grace period.
 func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
 	logger.Info("starting llmprobe", "version", version.Info(), "build_context", version.BuildContext())
+	if memLimit.bytes > 0 {
+		budget, _ := probe.AnswerBudget()
+		logger.Info("soft memory limit", "bytes", memLimit.bytes, "from", memLimit.source, "answer_budget_bytes", budget)
+	}
 
 	// A load gives way to SIGTERM/SIGINT (a FIFO, a hung network file
 	// system): ctx is cancelled by them.
