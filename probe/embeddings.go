@@ -12,6 +12,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -72,7 +73,7 @@ func (embeddingsAPI) encode(dst []byte, req *Request) ([]byte, error) {
 // decode reads a whole answer (ev.Data) into d.c: c.items is the number
 // of items in data. It returns an error only when ev.Data is not a JSON
 // object; what is wrong with the embeddings is the client's to judge
-// (readEmbeddings).
+// (Client.readAnswer).
 func (embeddingsAPI) decode(d *chunkDecoder, ev SSEEvent) (eventKind, error) {
 	var x embeddingsAnswer
 	x.begin(nil, answerLimits{})
@@ -249,7 +250,7 @@ func (a *answerReader) more(keep int) error {
 		a.buf = grown
 	}
 	buf := a.buf[:cap(a.buf)]
-	for n < len(buf) {
+	for empty := 0; n < len(buf); {
 		room := buf[n:]
 		if left := a.limit + 1 - a.read; int64(len(room)) > left {
 			room = room[:left]
@@ -267,6 +268,12 @@ func (a *answerReader) more(keep int) error {
 		}
 		if err != nil {
 			a.err = err
+			break
+		}
+		if m > 0 {
+			empty = 0
+		} else if empty++; empty == 100 {
+			a.err = io.ErrNoProgress
 			break
 		}
 	}
@@ -306,9 +313,9 @@ func (x *embeddingsAnswer) begin(req *Request, lim answerLimits) {
 	*x = embeddingsAnswer{
 		lim: lim, seen: x.seen[:0], model: x.model[:0], errMsg: x.errMsg[:0], scratch: x.scratch[:0],
 	}
-	if lim.inputs > 0 {
-		x.seen = append(x.seen, make([]uint64, (lim.inputs+63)/64)...)
-	}
+	words := (lim.inputs + 63) / 64
+	x.seen = slices.Grow(x.seen, words)[:words]
+	clear(x.seen)
 }
 
 // result puts what the answer reported into d.c.
