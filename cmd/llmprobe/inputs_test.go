@@ -153,3 +153,14 @@ func TestLongReadsCancelled(t *testing.T) {
 		})
 	}
 }
+
+// TestSelftestFileBounded: run's --selftest.file is read within a bound
+// (it is optional: what cannot be read leaves the documented ceiling).
+func TestSelftestFileBounded(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	if _, source := harnessCeiling("/dev/zero"); !strings.Contains(source, "the documented") {
+		t.Errorf("source %q", source)
+	}
+}
