@@ -6,17 +6,19 @@ package alerts
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/llmprobe/llmprobe/internal/bounded"
 )
 
 // A mixin file (`llmprobe mixin --config=mixin.yml`) is YAML with the keys
@@ -32,14 +34,10 @@ const MaxConfigFileBytes = 1 << 20
 // LoadConfigFile reads and checks a mixin file. Every problem is reported
 // at once, each as file:line:column: field: message.
 func LoadConfigFile(path string) (Config, error) {
-	f, err := os.Open(path)
+	// A larger file, or a device such as /dev/zero, is refused unread.
+	data, err := bounded.ReadFile(context.Background(), path, MaxConfigFileBytes)
 	if err != nil {
 		return Config{}, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxConfigFileBytes+1))
-	if err != nil {
-		return Config{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return ParseConfig(path, data)
 }

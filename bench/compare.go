@@ -4,13 +4,15 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"text/tabwriter"
+
+	"github.com/llmprobe/llmprobe/internal/bounded"
 )
 
 // Comparison settings: a change is real when its test rejects "no
@@ -47,9 +49,20 @@ type Comparison struct {
 	Verdict       string
 }
 
+// MaxReportSize bounds a JSON report read back (a report keeps at most
+// MaxSamples values of each kind per stage: a long sweep is a few MiB). A
+// larger file, or a device such as /dev/zero, is refused unread.
+const MaxReportSize = 256 << 20
+
 // ReadReport reads a JSON report (WriteJSON) from path.
 func ReadReport(path string) (*Report, error) {
-	data, err := os.ReadFile(path)
+	return ReadReportContext(context.Background(), path)
+}
+
+// ReadReportContext is ReadReport that gives way to ctx (SIGINT/SIGTERM
+// while a read blocks on a pipe).
+func ReadReportContext(ctx context.Context, path string) (*Report, error) {
+	data, err := bounded.ReadFile(ctx, path, MaxReportSize)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -20,6 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/llmprobe/llmprobe/internal/httpclient"
+	"github.com/llmprobe/llmprobe/internal/bounded"
 )
 
 // GPU figures: at the end of every stage bench asks Prometheus
@@ -66,34 +66,6 @@ type GPUDevice struct {
 	PowerWatts *float64 `json:"power_watts,omitempty"`
 }
 
-// limitedBody fails a response body read past its bound.
-type limitedTransport struct{ base http.RoundTripper }
-
-type limitedBody struct {
-	io.ReadCloser
-	left int64
-}
-
-func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		return 0, fmt.Errorf("response larger than %d bytes", gpuMaxBody)
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
-func (t limitedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.base.RoundTrip(r)
-	if err == nil {
-		resp.Body = &limitedBody{ReadCloser: resp.Body, left: gpuMaxBody + 1}
-	}
-	return resp, err
-}
-
 // normalizeSelector strips the braces of a selector.
 func normalizeSelector(s string) string {
 	s = strings.TrimSpace(s)
@@ -109,15 +81,13 @@ func queryGPU(ctx context.Context, promURL, selector string, end time.Time, wind
 	rng := model.Duration(window).String()
 	expr := func(metric string) string { return fmt.Sprintf("avg_over_time(%s{%s}[%s])", metric, sel, rng) }
 	st := &GPUStats{Query: expr(GPUMetrics.Util), Window: window}
-	hc, err := httpclient.New(httpclient.Plain, "llmprobe_bench_gpu", httpclient.Options{
-		Timeout: gpuQueryTimeout, Wrap: func(rt http.RoundTripper) http.RoundTripper { return limitedTransport{base: rt} },
-	})
+	hc, err := httpclient.New(httpclient.Plain, "llmprobe_bench_gpu", httpclient.Options{Timeout: gpuQueryTimeout})
 	if err != nil {
 		st.Errors = append(st.Errors, fmt.Sprintf("prometheus client for %s: %v", redactURL(promURL), err))
 		return st
 	}
 	defer hc.CloseIdleConnections()
-	c, err := api.NewClient(api.Config{Address: promURL, Client: hc})
+	c, err := api.NewClient(api.Config{Address: promURL, Client: bounded.Client(hc, gpuMaxBody, "the answer of Prometheus")})
 	if err != nil {
 		st.Errors = append(st.Errors, fmt.Sprintf("prometheus client for %s: %v", redactURL(promURL), err))
 		return st

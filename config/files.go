@@ -4,9 +4,9 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/llmprobe/llmprobe/dist"
+	"github.com/llmprobe/llmprobe/internal/bounded"
 )
 
 // checkHTTPFiles checks that every file an http_client_config names exists
@@ -181,18 +182,24 @@ func readSamplesFile(path, field string) (dist.Sampler, error) {
 	case fi.Size() > MaxSamplesFileSize:
 		return nil, samplesTooLarge(path)
 	}
-	f, err := os.Open(path)
+	// The file may grow between Stat and the read: bounded reads at most
+	// the limit.
+	f, err := bounded.Open(context.Background(), path, MaxSamplesFileSize)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	// The file may grow between Stat and the read.
-	r := &io.LimitedReader{R: f, N: MaxSamplesFileSize + 1}
-	values, err := dist.ReadSamples(r, field)
-	if r.N == 0 {
+	values, err := dist.ReadSamplesLimit(f, field, MaxSamples)
+	var (
+		tl *bounded.TooLargeError
+		tm *dist.TooManySamplesError
+	)
+	switch {
+	case errors.As(err, &tl):
 		return nil, samplesTooLarge(path)
-	}
-	if err != nil {
+	case errors.As(err, &tm):
+		return nil, fmt.Errorf("%s: %w (summarise large logs with llmprobe fit)", path, err)
+	case err != nil:
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return dist.FromSamples(values)

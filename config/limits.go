@@ -36,8 +36,11 @@ const (
 	MaxWorkloads = 1000
 	MaxClasses   = 1000
 	// MaxSamplesFileSize is the largest samples file (dist: empirical
-	// with file) read, in bytes.
-	MaxSamplesFileSize = 64 << 20
+	// with file) read, in bytes, and MaxSamples the most values it may
+	// hold: the file is read at every load (a reload included), and a
+	// quantile table of this many samples is already exact to 1e-5.
+	MaxSamplesFileSize = 16 << 20
+	MaxSamples         = 100_000
 	// MaxArrivalRate is the highest arrival.rate of a target, in requests
 	// per second: its total, shared by replicas.
 	MaxArrivalRate = 100_000

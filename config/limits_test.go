@@ -253,11 +253,11 @@ func TestFileSizeCap(t *testing.T) {
 	if _, err := LoadFile(big); err != nil {
 		t.Errorf("a file of exactly %d bytes: %v", MaxFileSize, err)
 	}
-	// A file that never ends is read only up to the cap.
+	// A file that never ends is not read at all: it is not a regular file.
 	if _, err := os.Stat("/dev/zero"); err == nil {
 		var err error
 		d, alloc := measure(func() { _, err = LoadFile("/dev/zero") })
-		if err == nil || !strings.Contains(err.Error(), "larger than") {
+		if err == nil || err.Error() != "/dev/zero: not a regular file" {
 			t.Errorf("/dev/zero: %v", err)
 		}
 		if alloc > 3*MaxFileSize || d > 10*time.Second {
@@ -350,7 +350,7 @@ func TestSamplesFileCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	for file, want := range map[string]string{
-		"big.txt": fmt.Sprintf(`x.yml:5:9: workloads.w.classes[0].prompt_tokens: samples file %q is larger than the 64 MiB limit (summarise large logs with llmprobe fit)`, big),
+		"big.txt": fmt.Sprintf(`x.yml:5:9: workloads.w.classes[0].prompt_tokens: samples file %q is larger than the 16 MiB limit (summarise large logs with llmprobe fit)`, big),
 		"adir":    fmt.Sprintf(`x.yml:5:9: workloads.w.classes[0].prompt_tokens: samples file %q is a directory`, filepath.Join(dir, "adir")),
 	} {
 		doc := strings.Replace(validBase, "prompt_tokens: 10", "prompt_tokens: {dist: empirical, file: "+file+"}", 1)
@@ -366,6 +366,41 @@ func TestSamplesFileCap(t *testing.T) {
 		if want := `x.yml:5:9: workloads.w.classes[0].prompt_tokens: samples file "/dev/zero" is not a regular file`; err == nil || err.Error() != want {
 			t.Errorf("got  %v\nwant %s", err, want)
 		}
+	}
+}
+
+// TestSamplesCountCap: a samples file may hold at most MaxSamples values
+// (a 28 MB file of 5 million took seconds and hundreds of MiB at every
+// load); the error names the file and the line where the count passed,
+// and reading stops there.
+func TestSamplesCountCap(t *testing.T) {
+	dir := t.TempDir()
+	for name, tc := range map[string]struct {
+		line  string
+		field string
+	}{
+		"numbers":    {line: "123\n"},
+		"JSON lines": {line: `{"usage":{"prompt_tokens":123}}` + "\n", field: ", field: usage.prompt_tokens"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(dir, strings.ReplaceAll(name, " ", "_"))
+			if err := os.WriteFile(file, []byte("# comment\n"+strings.Repeat(tc.line, MaxSamples+1)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			doc := strings.Replace(validBase, "prompt_tokens: 10", "prompt_tokens: {dist: empirical, file: "+file+tc.field+"}", 1)
+			_, err := Load([]byte(doc), "x.yml")
+			want := fmt.Sprintf(`x.yml:5:9: workloads.w.classes[0].prompt_tokens: %s: line %d: more than %d samples (summarise large logs with llmprobe fit)`, file, MaxSamples+2, MaxSamples)
+			if err == nil || err.Error() != want {
+				t.Errorf("got  %v\nwant %s", err, want)
+			}
+			// Exactly MaxSamples load.
+			if err := os.WriteFile(file, []byte(strings.Repeat(tc.line, MaxSamples)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Load([]byte(doc), "x.yml"); err != nil {
+				t.Errorf("%d samples: %v", MaxSamples, err)
+			}
+		})
 	}
 }
 

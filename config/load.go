@@ -8,14 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/llmprobe/llmprobe/internal/bounded"
 )
 
 // LoadFile reads, decodes and validates a configuration file, and checks
@@ -23,7 +23,11 @@ import (
 // error it returns Errors (or a read error) naming the file, line and
 // field of every problem.
 func LoadFile(path string) (*Config, error) {
-	data, err := readFile(path)
+	return loadFile(context.Background(), path)
+}
+
+func loadFile(ctx context.Context, path string) (*Config, error) {
+	data, err := readFile(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +47,7 @@ func LoadFileContext(ctx context.Context, path string) (*Config, error) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		cfg, err := LoadFile(path)
+		cfg, err := loadFile(ctx, path)
 		done <- result{cfg, err}
 	}()
 	select {
@@ -54,40 +58,17 @@ func LoadFileContext(ctx context.Context, path string) (*Config, error) {
 	}
 }
 
-// readFile reads at most MaxFileSize bytes of path: a larger file, or
-// one that never ends (/dev/zero), is refused after MaxFileSize+1. The
-// buffer grows to at most that, not to the next power of two.
-func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	size := 64 << 10
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-		size = int(min(fi.Size(), MaxFileSize)) + 1
-	}
-	r := io.LimitReader(f, MaxFileSize+1)
-	buf := make([]byte, 0, size)
-	for {
-		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(2*cap(buf), MaxFileSize+1))
-			copy(grown, buf)
-			buf = grown
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF || len(buf) > MaxFileSize {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if len(buf) > MaxFileSize {
+// readFile reads at most MaxFileSize bytes of path, a regular file or a
+// pipe (internal/bounded): a device such as /dev/zero is refused without
+// being read, a larger file before it is read, and a pipe that passes
+// the limit after MaxFileSize+1 bytes. It gives way to ctx.
+func readFile(ctx context.Context, path string) ([]byte, error) {
+	data, err := bounded.ReadFile(ctx, path, MaxFileSize)
+	var tl *bounded.TooLargeError
+	if errors.As(err, &tl) {
 		return nil, tooLarge(path)
 	}
-	return buf, nil
+	return data, err
 }
 
 var unknownAnchorRE = regexp.MustCompile(`unknown anchor '(.*)' referenced`)

@@ -32,6 +32,24 @@ var maxLineBytes = 64 << 20
 // names its line number; errors never quote a JSON line, which may hold
 // prompt text.
 func ReadSamples(r io.Reader, field string) ([]float64, error) {
+	return ReadSamplesLimit(r, field, 0)
+}
+
+// TooManySamplesError is ReadSamplesLimit's refusal of a file holding
+// more than its limit of values.
+type TooManySamplesError struct {
+	Line  int // the line that would have added one more
+	Limit int
+}
+
+func (e *TooManySamplesError) Error() string {
+	return fmt.Sprintf("line %d: more than %d samples", e.Line, e.Limit)
+}
+
+// ReadSamplesLimit is ReadSamples that stops at the line that would add
+// the (limit+1)th value, with an error naming that line (limit 0: no
+// bound).
+func ReadSamplesLimit(r io.Reader, field string, limit int) ([]float64, error) {
 	var path []string
 	if field != "" {
 		path = strings.Split(field, ".")
@@ -53,6 +71,12 @@ func ReadSamples(r io.Reader, field string) ([]float64, error) {
 		}
 		if len(b) == 0 || b[0] == '#' {
 			continue
+		}
+		if limit > 0 && len(out) == limit {
+			// A line that adds no value (a JSON line without the field)
+			// does not count, but deciding takes parsing it: it is refused
+			// all the same.
+			return nil, &TooManySamplesError{Line: line, Limit: limit}
 		}
 		if path == nil {
 			v, err := parseNumber(string(b))

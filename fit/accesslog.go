@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/llmprobe/llmprobe/internal/bounded"
 )
 
 // Default field paths, tried in order on every line; the first present
@@ -148,25 +151,45 @@ func parsePaths(fields []string) ([][]string, error) {
 
 // FromAccessLog reads the access log at path ("-" for standard input;
 // gzip-compressed content is recognised by its magic number) and fits its
-// lengths. Errors name the file.
-func FromAccessLog(path string, opts LogOptions) (*Result, error) {
+// lengths. Errors name the file. The log is streamed, of any size (the
+// memory it costs is that of its lengths, a few dozen bytes a request);
+// path must be a regular file or a pipe (a device such as /dev/zero is
+// refused unread), and the read gives way to ctx (SIGINT/SIGTERM): its
+// error is then ctx's.
+func FromAccessLog(ctx context.Context, path string, opts LogOptions) (*Result, error) {
 	var r io.Reader
 	name := path
 	if path == "-" {
-		r, name = os.Stdin, "standard input"
+		r, name = contextReader{ctx, os.Stdin}, "standard input"
 	} else {
-		f, err := os.Open(path)
+		f, err := bounded.Open(ctx, path, 0)
 		if err != nil {
-			return nil, err // *PathError names the file
+			return nil, err // names the file
 		}
 		defer f.Close()
 		r = f
 	}
 	res, err := ReadAccessLog(r, name, opts)
+	if cerr := ctx.Err(); cerr != nil {
+		return nil, cerr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return res, nil
+}
+
+// contextReader fails its reads once ctx is done.
+type contextReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c contextReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // ReadAccessLog reads an access log from r (plain or gzip-compressed JSON

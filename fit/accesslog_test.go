@@ -6,6 +6,7 @@ package fit
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -192,10 +193,10 @@ func TestReadAccessLogGzipLongLinesAndEmpty(t *testing.T) {
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty.jsonl")
 	os.WriteFile(empty, []byte("\n\n"), 0o644)
-	if _, err := FromAccessLog(empty, LogOptions{}); err == nil || !strings.Contains(err.Error(), empty+": no usable line (of 0") {
+	if _, err := FromAccessLog(context.Background(), empty, LogOptions{}); err == nil || !strings.Contains(err.Error(), empty+": no usable line (of 0") {
 		t.Errorf("empty log: err = %v, want it to name the file", err)
 	}
-	if _, err := FromAccessLog(filepath.Join(dir, "missing.jsonl"), LogOptions{}); !errors.Is(err, os.ErrNotExist) {
+	if _, err := FromAccessLog(context.Background(), filepath.Join(dir, "missing.jsonl"), LogOptions{}); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: err = %v", err)
 	}
 	if _, err := ReadAccessLog(bytes.NewReader([]byte{0x1f, 0x8b, 0, 0}), "badgz", LogOptions{}); err == nil {
@@ -241,7 +242,7 @@ const sampleLog = "../examples/logs/access.jsonl"
 // a heavy-tailed mix, and the written workload loads and reproduces the
 // data's quantiles.
 func TestShippedSampleLog(t *testing.T) {
-	res, err := FromAccessLog(sampleLog, LogOptions{})
+	res, err := FromAccessLog(context.Background(), sampleLog, LogOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +282,7 @@ func TestShippedSampleLog(t *testing.T) {
 	}
 
 	for _, by := range []string{"", "model"} {
-		res, err := FromAccessLog(sampleLog, LogOptions{By: by})
+		res, err := FromAccessLog(context.Background(), sampleLog, LogOptions{By: by})
 		if err != nil {
 			t.Fatal(err)
 		}

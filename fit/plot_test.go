@@ -5,6 +5,7 @@ package fit
 
 import (
 	"bytes"
+	"context"
 	"encoding/xml"
 	"image/png"
 	"io"
@@ -80,7 +81,7 @@ func nonEmpty(bins []Bin) (n int, total float64) {
 }
 
 func TestWritePlotSVGAccessLog(t *testing.T) {
-	res, err := FromAccessLog(sampleLog, LogOptions{})
+	res, err := FromAccessLog(context.Background(), sampleLog, LogOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/llmprobe/llmprobe/internal/httpclient"
+	"github.com/llmprobe/llmprobe/internal/bounded"
 )
 
 // Engine names one serving engine's token histograms.
@@ -79,9 +80,17 @@ type groupHist struct {
 	hasSum bool
 }
 
+// MaxPrometheusAnswer bounds one answer of the Prometheus API: the client
+// reads an answer whole before decoding it, so a larger one (a selector
+// matching far too many series, or a hostile server) fails the query
+// instead of growing the process. A fit's queries return a few series per
+// bucket and model: kilobytes.
+const MaxPrometheusAnswer = 8 << 20
+
 // FromPrometheus fits the token histograms of a serving engine over
 // opts.Range through the Prometheus HTTP API. client carries
-// authentication and TLS (nil: a plain internal/httpclient client). It queries the
+// authentication and TLS (nil: a plain internal/httpclient client); each
+// answer is bounded by MaxPrometheusAnswer. It queries the
 // increase of the native histogram first, then of the classic _bucket
 // series, summed over all matching series (by le, and by the By label
 // when set).
@@ -101,6 +110,7 @@ func FromPrometheus(ctx context.Context, client *http.Client, opts PromOptions) 
 			return nil, err
 		}
 	}
+	client = bounded.Client(client, MaxPrometheusAnswer, "the answer of Prometheus")
 	c, err := api.NewClient(api.Config{Address: opts.URL, Client: client})
 	if err != nil {
 		return nil, fmt.Errorf("prometheus client for %s: %w", redactURL(opts.URL), err)

@@ -378,3 +378,35 @@ func TestMergeBins(t *testing.T) {
 		t.Errorf("p90 of sparse buckets = %g, want it in (69.8, 76.1]", q)
 	}
 }
+
+// TestFromPrometheusAnswerBound: a Prometheus (or a proxy before it) that
+// answers without end — here a vector of 400 MB — fails the fit once the
+// answer passes 8 MiB, instead of growing the process while it reads.
+func TestFromPrometheusAnswerBound(t *testing.T) {
+	const answer = 400 << 20
+	sent := make(chan int64, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		item := []byte(`{"metric":{"le":"1","model_name":"m"},"value":[1,"1"]},`)
+		var n int64
+		defer func() { sent <- n }()
+		m, _ := w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[`))
+		n += int64(m)
+		for n < answer {
+			m, err := w.Write(item)
+			n += int64(m)
+			if err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	_, err := FromPrometheus(context.Background(), nil, PromOptions{URL: srv.URL, Range: time.Hour})
+	if err == nil || !strings.Contains(err.Error(), "larger than 8 MiB") {
+		t.Fatalf("err = %v, want the answer refused past 8 MiB", err)
+	}
+	srv.CloseClientConnections()
+	if n := <-sent; n > 64<<20 {
+		t.Errorf("the server wrote %d MiB before the client gave up", n>>20)
+	}
+}

@@ -246,8 +246,10 @@ func defaultHTTPClient() *http.Client {
 type streamState struct {
 	sr   SSEReader
 	dec  chunkDecoder
-	text []byte
+	text []byte // kept completion text, or the window of an answer
 	body []byte
+	// answer is what an embeddings answer leaves while it is read.
+	answer embeddingsAnswer
 }
 
 var streamStates = sync.Pool{New: func() any { return new(streamState) }}
@@ -262,6 +264,9 @@ func (st *streamState) release() {
 	}
 	if cap(st.text) > pooledBufferLimit {
 		st.text = nil
+	}
+	if cap(st.answer.scratch) > pooledBufferLimit {
+		st.answer.scratch = nil
 	}
 	st.dec.s.b = nil
 	streamStates.Put(st)
@@ -416,7 +421,7 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 		return
 	}
 	if !proto.streaming() {
-		c.readAnswer(parent, ctx, st, proto, req, txt, resp.Body, res, start)
+		c.readAnswer(parent, ctx, st, req, txt, resp.Body, res, start)
 		return
 	}
 	st.sr.Reset(resp.Body, DefaultMaxSSELine)
@@ -437,57 +442,76 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 	c.readStream(parent, ctx, cancel, span, st, req, txt, res, start)
 }
 
-// maxAnswerBytes bounds a non-streaming answer (a batch of embeddings:
-// 64 inputs of 4096 floats as JSON text is about 6 MiB).
-const maxAnswerBytes = 64 << 20
-
-// readAnswer reads a non-streaming answer (embeddings): E2E is the time to
-// its last byte; it must hold one result per input sent.
-func (c *Client) readAnswer(parent, ctx context.Context, st *streamState, proto protocol, req *Request, txt *serverText, body io.Reader, res *Result, start time.Time) {
-	buf := bytes.NewBuffer(st.text[:0])
-	n, err := buf.ReadFrom(io.LimitReader(body, maxAnswerBytes+1))
-	end := time.Now()
-	st.text = buf.Bytes()
-	res.E2E = end.Sub(start)
-	switch {
-	case err != nil:
-		streamFailed(parent, ctx, err, res)
-		return
-	case n > maxAnswerBytes:
-		res.fail(OutcomeInvalidResponse, "response_too_large", fmt.Sprintf("the answer passed %d bytes; reading stopped", maxAnswerBytes))
-		return
+// readAnswer reads a non-streaming answer (embeddings) as it arrives,
+// without keeping it (embeddings.go): E2E is the time to its last byte;
+// it must hold one good result per input sent.
+func (c *Client) readAnswer(parent, ctx context.Context, st *streamState, req *Request, txt *serverText, body io.Reader, res *Result, start time.Time) {
+	lim := embeddingsLimits(req)
+	if cap(st.text) < answerWindowBase {
+		st.text = make([]byte, 0, answerWindowBase)
 	}
 	dec := &st.dec
 	dec.begin()
-	if _, err := proto.decode(dec, SSEEvent{Data: st.text, Time: end}); err != nil {
-		if errors.Is(err, errTooDeep) {
-			res.fail(OutcomeInvalidResponse, "json_too_deep", fmt.Sprintf("the answer nests JSON deeper than %d levels", maxJSONDepth))
-		} else {
-			res.fail(OutcomeInvalidResponse, "malformed_response", malformedMessage(err, dec, 0))
-		}
+	dec.s.b, dec.s.i = st.text[:0], 0
+	a := answerReader{d: dec, src: body, buf: st.text[:0], limit: lim.total, window: lim.window}
+	x := &st.answer
+	x.begin(req, lim)
+	err := x.read(&a)
+	st.text = a.buf[:0]
+	end := a.end
+	if !a.eof {
+		end = time.Now()
+	}
+	res.E2E = end.Sub(start)
+	dims := fmt.Sprintf("up to %d dimensions", defaultEmbeddingDims)
+	if lim.dims > 0 {
+		dims = fmt.Sprintf("%d dimensions", lim.dims)
+	}
+	switch {
+	case errors.Is(a.err, errAnswerTooLarge):
+		res.fail(OutcomeInvalidResponse, "response_too_large",
+			fmt.Sprintf("the answer passed %d bytes, the most %d inputs of %s allow; reading stopped", lim.total, lim.inputs, dims))
+		return
+	case errors.Is(a.err, errMemberTooLarge):
+		res.fail(OutcomeInvalidResponse, "response_too_large",
+			fmt.Sprintf("a member of the answer passed %d bytes, the most one embedding of %s allows; reading stopped", lim.window, dims))
+		return
+	case a.err != nil:
+		streamFailed(parent, ctx, a.err, res)
+		return
+	case errors.Is(err, errTooDeep):
+		res.fail(OutcomeInvalidResponse, "json_too_deep", fmt.Sprintf("the answer nests JSON deeper than %d levels", maxJSONDepth))
+		return
+	case errors.Is(err, errNotObject):
+		res.fail(OutcomeInvalidResponse, "malformed_response", "the answer is not a JSON object")
+		return
+	case err != nil:
+		res.fail(OutcomeInvalidResponse, "malformed_response", fmt.Sprintf("the answer is not valid JSON (byte %d)", a.pos()))
 		return
 	}
-	ch := &dec.c
-	if ch.model.ok {
-		setResponseString(&res.ResponseModel, ch.model, &dec.keyBuf)
+	if x.hasModel {
+		setResponseString(&res.ResponseModel, jsonString{raw: x.model, esc: x.modelEsc, ok: true}, &dec.keyBuf)
 	}
-	if ch.isError {
+	if x.isError {
 		msg := "error object in the answer"
-		if ch.errMsg.ok {
-			msg += ": " + txt.clean(decodeString(ch.errMsg))
+		if x.hasErrMsg {
+			msg += ": " + txt.clean(decodeString(jsonString{raw: x.errMsg, esc: x.errMsgEsc, ok: true}))
 		}
 		res.fail(OutcomeInvalidResponse, "error_event", msg)
 		return
 	}
-	want := max(len(req.Inputs), 1)
-	if ch.items != want {
-		res.fail(OutcomeInvalidResponse, "wrong_result_count", fmt.Sprintf("%d results for %d inputs", ch.items, want))
+	if x.errType != "" {
+		res.fail(OutcomeInvalidResponse, x.errType, x.msg)
+		return
+	}
+	if x.items != lim.inputs {
+		res.fail(OutcomeInvalidResponse, "wrong_result_count", fmt.Sprintf("%d results for %d inputs", x.items, lim.inputs))
 		return
 	}
 	res.PromptTokens = res.PlannedPromptTokens
-	if ch.hasUsage {
-		applyUsage(res, ch.usage, 0)
-		res.OutputTokens, res.UsageReported = 0, ch.usage.hasPrompt
+	if x.hasUsage {
+		applyUsage(res, x.usage, 0)
+		res.OutputTokens, res.UsageReported = 0, x.usage.hasPrompt
 	}
 	res.Outcome = OutcomeSuccess
 }

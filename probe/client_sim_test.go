@@ -257,6 +257,18 @@ func TestClientAgainstSimulatorAPIs(t *testing.T) {
 		if res.PromptTokens <= 3 || !res.UsageReported || res.E2E <= 0 || res.FirstToken {
 			t.Errorf("prompt %d (reported %v), E2E %v, first token %v", res.PromptTokens, res.UsageReported, res.E2E, res.FirstToken)
 		}
+		// The checks of every vector hold for what a server really writes:
+		// floats and base64, at the dimensions asked for or not.
+		for _, body := range []map[string]any{
+			{"encoding_format": "base64"},
+			{"dimensions": 64},
+			{"dimensions": 64, "encoding_format": "base64"},
+		} {
+			res := do(t, c, &Request{API: APIEmbeddings, Model: "sim-model", Inputs: []string{"a b", "c"}, ExtraBody: body})
+			if res.Outcome != OutcomeSuccess {
+				t.Errorf("%v: %s %s %s", body, res.Outcome, res.ErrorType, res.Error)
+			}
+		}
 	})
 }
 

@@ -97,3 +97,44 @@ targets:
 		t.Error("no Messages conversation completed its turns")
 	}
 }
+
+// TestEngineAnswerBudget: an embeddings request whose answer the
+// process-wide answer budget cannot take is not sent: it is dropped
+// (memory_budget). With room for the answers, the same target succeeds,
+// and every reservation is given back.
+func TestEngineAnswerBudget(t *testing.T) {
+	_, base := startSim(t, func(c *sim.Config) { c.ZeroLatency = true })
+	cfg := loadConfig(t, `
+global: {warmup: 0s}
+workloads:
+  embed:
+    classes:
+      - {name: batch, prompt_tokens: 32, output_tokens: 1, batch_size: 4}
+targets:
+  - {name: emb, url: "%[1]s", api: embeddings, model: sim-model, workload: embed, arrival: {process: constant, rate: 40}}
+`, base)
+	limit, _ := probe.AnswerBudget()
+	t.Cleanup(func() { probe.SetAnswerBudget(limit) })
+
+	probe.SetAnswerBudget(64 << 10) // less than one answer's window
+	rec := newRecorder()
+	runEngine(t, cfg, rec, 500*time.Millisecond)
+	if rec.dropped[probe.DropMemoryBudget] == 0 || len(rec.results) != 0 || rec.sent["emb"] != 0 {
+		t.Errorf("budget too small: dropped %v, sent %d, %d results; want every arrival dropped as memory_budget", rec.dropped, rec.sent["emb"], len(rec.results))
+	}
+
+	probe.SetAnswerBudget(limit)
+	rec = newRecorder()
+	runEngine(t, cfg, rec, 500*time.Millisecond)
+	if len(rec.results) == 0 || rec.dropped[probe.DropMemoryBudget] != 0 {
+		t.Errorf("default budget: %d results, dropped %v", len(rec.results), rec.dropped)
+	}
+	for _, r := range rec.results {
+		if r.Outcome != probe.OutcomeSuccess {
+			t.Errorf("%s %s %s", r.Outcome, r.ErrorType, r.Error)
+		}
+	}
+	if _, used := probe.AnswerBudget(); used != 0 {
+		t.Errorf("%d bytes of the budget still reserved after the engine stopped", used)
+	}
+}

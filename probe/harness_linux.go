@@ -139,13 +139,42 @@ func parseCPUStat(b []byte, v2 bool) (periods, throttledPeriods uint64, throttle
 // controller, under the mount with that controller). It returns "" when
 // neither exists or the cgroup has no CPU controller.
 func findCPUStat(cgroupFile, mountinfoFile string) (path string, v2 bool) {
+	cg := findCgroup(cgroupFile, mountinfoFile, "cpu")
+	if cg.v1 != "" {
+		if p := filepath.Join(cg.v1, "cpu.stat"); fileExists(p) {
+			return p, false
+		}
+	}
+	if cg.v2 != "" {
+		if p := filepath.Join(cg.v2, "cpu.stat"); fileExists(p) {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// cgroupDirs are the directories of the process' cgroup for a
+// controller: v1 (under the mount with that controller) and v2 (under the
+// cgroup2 mount), "" when absent, each with the mount point it lies under
+// (the top of what the process can see of the hierarchy).
+type cgroupDirs struct {
+	v1, v1Mount string
+	v2, v2Mount string
+}
+
+// findCgroup reads /proc/self/cgroup and /proc/self/mountinfo (or the
+// files given) for the cgroup directories of controller. A mount whose
+// root is not "/" (a container without a cgroup namespace sees its own
+// cgroup mounted there) has that root taken off the cgroup's path.
+func findCgroup(cgroupFile, mountinfoFile, controller string) cgroupDirs {
+	var out cgroupDirs
 	cg, err := os.ReadFile(cgroupFile)
 	if err != nil {
-		return "", false
+		return out
 	}
 	mi, err := os.ReadFile(mountinfoFile)
 	if err != nil {
-		return "", false
+		return out
 	}
 	var v1Path, v2Path string
 	for _, line := range strings.Split(string(cg), "\n") {
@@ -156,11 +185,11 @@ func findCPUStat(cgroupFile, mountinfoFile string) (path string, v2 bool) {
 		switch {
 		case parts[0] == "0" && parts[1] == "":
 			v2Path = parts[2]
-		case hasController(parts[1], "cpu"):
+		case hasController(parts[1], controller):
 			v1Path = parts[2]
 		}
 	}
-	var v1Mount, v2Mount string
+	var v1Root, v2Root string
 	for _, line := range strings.Split(string(mi), "\n") {
 		// ID parent major:minor root mountpoint options ... - fstype source superoptions
 		pre, post, ok := strings.Cut(line, " - ")
@@ -172,23 +201,24 @@ func findCPUStat(cgroupFile, mountinfoFile string) (path string, v2 bool) {
 			continue
 		}
 		switch {
-		case g[0] == "cgroup2" && v2Mount == "":
-			v2Mount = unescapeMount(f[4])
-		case g[0] == "cgroup" && len(g) >= 3 && hasController(g[2], "cpu") && v1Mount == "":
-			v1Mount = unescapeMount(f[4])
+		case g[0] == "cgroup2" && out.v2Mount == "":
+			out.v2Mount, v2Root = unescapeMount(f[4]), unescapeMount(f[3])
+		case g[0] == "cgroup" && len(g) >= 3 && hasController(g[2], controller) && out.v1Mount == "":
+			out.v1Mount, v1Root = unescapeMount(f[4]), unescapeMount(f[3])
 		}
 	}
-	if v1Mount != "" && v1Path != "" {
-		if p := filepath.Join(v1Mount, v1Path, "cpu.stat"); fileExists(p) {
-			return p, false
+	under := func(mount, root, path string) string {
+		if mount == "" || path == "" {
+			return ""
 		}
-	}
-	if v2Mount != "" && v2Path != "" {
-		if p := filepath.Join(v2Mount, v2Path, "cpu.stat"); fileExists(p) {
-			return p, true
+		if root != "/" && (path == root || strings.HasPrefix(path, root+"/")) {
+			path = strings.TrimPrefix(path, root)
 		}
+		return filepath.Join(mount, path)
 	}
-	return "", false
+	out.v1 = under(out.v1Mount, v1Root, v1Path)
+	out.v2 = under(out.v2Mount, v2Root, v2Path)
+	return out
 }
 
 // hasController reports whether a comma-separated list names c.

@@ -120,3 +120,48 @@ func TestHeartbeatRecordsWakeUps(t *testing.T) {
 		t.Fatalf("totals: %d wake-ups in %d buckets, window %d", n, len(tot.WakeBuckets), st.WakeEvents)
 	}
 }
+
+// TestCgroupMemoryLimit: the soft memory limit comes from the least limit
+// of the process' cgroup and its visible parents, v2 or v1; "max" and
+// v1's unlimited are no limit.
+func TestCgroupMemoryLimit(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeTestFile(t, p, content)
+		return p
+	}
+	write("v2/memory.max", "max\n")
+	write("v2/kubepods.slice/memory.max", "2147483648\n")
+	write("v2/kubepods.slice/pod/memory.max", "536870912\n")
+	write("v2/system.slice/memory.max", "1073741824\n")
+	write("v2/system.slice/llmprobe.service/memory.max", "max\n")
+	write("v2/free/memory.max", "max\n")
+	write("v1/memory/docker/abc/memory.limit_in_bytes", "268435456\n")
+	write("v1/memory/unlimited/memory.limit_in_bytes", "9223372036854771712\n")
+	v2 := "30 23 0:26 / " + dir + "/v2 rw,nosuid - cgroup2 cgroup2 rw\n"
+	v1 := "31 23 0:28 / " + dir + "/v1/memory rw - cgroup cgroup rw,memory\n"
+	for _, tc := range []struct {
+		name, cgroup, mountinfo string
+		want                    int64
+		ok                      bool
+	}{
+		{"v2 pod", "0::/kubepods.slice/pod\n", v2, 512 << 20, true},
+		{"v2 parent", "0::/system.slice/llmprobe.service\n", v2, 1 << 30, true},
+		{"v2 none", "0::/free\n", v2, 0, false},
+		{"v2 namespace", "0::/\n", "30 23 0:26 / " + dir + "/v2/kubepods.slice/pod rw - cgroup2 cgroup2 rw\n", 512 << 20, true},
+		{"v2 mount root", "0::/kubepods.slice/pod\n", "30 23 0:26 /kubepods.slice/pod " + dir + "/v2/kubepods.slice/pod rw - cgroup2 cgroup2 rw\n", 512 << 20, true},
+		{"v1", "4:memory:/docker/abc\n0::/\n", v1, 256 << 20, true},
+		{"v1 unlimited", "4:cpu,memory:/unlimited\n", v1, 0, false},
+		{"no cgroup", "", v2, 0, false},
+	} {
+		cg, mi := write(tc.name+".cgroup", tc.cgroup), write(tc.name+".mountinfo", tc.mountinfo)
+		got, ok := cgroupMemoryLimit(cg, mi)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: %d %v, want %d %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}

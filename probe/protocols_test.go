@@ -310,7 +310,7 @@ func TestEmbeddings(t *testing.T) {
 		"malformed":        {`{"data":[{"embedding":[0.1,`, "malformed_response"},
 		"not JSON at all":  {`<html>gateway</html>`, "malformed_response"},
 		"not an object":    {`[1,2,3]`, "malformed_response"},
-		"results are junk": {`{"data":[1,"x",null]}`, "wrong_result_count"},
+		"results are junk": {`{"data":[1,"x",null]}`, "invalid_embedding"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			reply = tc.reply

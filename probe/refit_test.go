@@ -193,3 +193,57 @@ targets:
 		t.Fatalf("the redirect took the Prometheus credentials to another host (%d requests)", n)
 	}
 }
+
+// TestWorkloadFromLargeAnswer: a Prometheus whose answer has no end fails
+// the refit once it passes 8 MiB (fit.MaxPrometheusAnswer); the daemon
+// does not read on.
+func TestWorkloadFromLargeAnswer(t *testing.T) {
+	var written atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		item := []byte(`{"metric":{"le":"1"},"value":[1,"1"]},`)
+		w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[`))
+		for written.Load() < 400<<20 {
+			n, err := w.Write(item)
+			written.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	cfg := loadConfig(t, `
+global: {warmup: 0s}
+workloads:
+  small: {classes: [{name: c, prompt_tokens: 16, output_tokens: 4}]}
+targets:
+  - name: t
+    url: http://127.0.0.1:1/v1
+    model: m
+    workload: small
+    arrival: {rate: 0.1}
+    workload_from: {prometheus: {url: %[1]s, refresh: 1h}}
+`, srv.URL)
+	e := probe.NewEngine(probe.Options{Observer: newRecorder(), Logger: slog.New(slog.DiscardHandler)})
+	if err := e.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if s := e.Status()[0]; s.Refit != nil && s.Refit.Failures > 0 {
+			if !strings.Contains(s.Refit.Error, "larger than 8 MiB") {
+				t.Errorf("refit error %q, want the answer refused past 8 MiB", s.Refit.Error)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the refit did not fail within 60 s: %+v", e.Status()[0].Refit)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	srv.CloseClientConnections()
+	if n := written.Load(); n > 64<<20 {
+		t.Errorf("the server wrote %d MiB before the refit gave up", n>>20)
+	}
+}

@@ -45,10 +45,11 @@ const (
 	DropInflightLimit DropReason = "inflight_limit" // max_inflight requests were already running
 	DropLate          DropReason = "late"           // could not be sent within global.late_after of its planned instant
 	DropShutdown      DropReason = "shutdown"       // planned, but the runner stopped (reload or exit) first
+	DropMemoryBudget  DropReason = "memory_budget"  // its answer would not fit the process' answer budget (budget.go)
 )
 
 // DropReasons lists every drop reason, in a stable order.
-var DropReasons = [...]DropReason{DropInflightLimit, DropLate, DropShutdown}
+var DropReasons = [...]DropReason{DropInflightLimit, DropLate, DropShutdown, DropMemoryBudget}
 
 // Anomaly is a set of server anomalies (see AnomalyKinds).
 type Anomaly uint8

@@ -215,7 +215,8 @@ func (r *runner) single(plan Plan, planned time.Time, seed uint64) {
 // observers; it releases the in-flight slot admit took. If the harness
 // could not get the request out within lateAfter of its planned instant (a
 // starved goroutine), it is dropped as late instead and exchange returns
-// nil.
+// nil; so is a request whose answer the answer budget cannot take
+// (memory_budget, budget.go).
 func (r *runner) exchange(p *prepared, planned time.Time) *Result {
 	defer r.inflight.Add(-1)
 	res := p.res
@@ -224,6 +225,13 @@ func (r *runner) exchange(p *prepared, planned time.Time) *Result {
 	if now := time.Now(); now.Sub(planned) > r.lateAfter {
 		r.drop(p.class, DropLate, now)
 		return nil
+	}
+	if n := answerReservation(p.req); n > 0 {
+		if !answerBudget.reserve(n) {
+			r.drop(p.class, DropMemoryBudget, time.Now())
+			return nil
+		}
+		defer answerBudget.release(n)
 	}
 	res.Dispatched = time.Now()
 	res.ScheduleLag = res.Dispatched.Sub(planned)

@@ -5,11 +5,11 @@ package sim
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +17,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/llmprobe/llmprobe/internal/bounded"
 )
 
 // Config configures a simulated server. The YAML keys (see LoadConfigFile)
@@ -445,11 +447,15 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// MaxConfigFileSize bounds a simulator configuration file (one is a few
+// KiB): a larger one, or a device such as /dev/zero, is refused unread.
+const MaxConfigFileSize = 1 << 20
+
 // LoadConfigFile reads a YAML configuration. Keys left out keep their
 // DefaultConfig value; unknown keys are rejected. Errors name the file, the
 // line where known, and the key.
 func LoadConfigFile(path string) (Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := bounded.ReadFile(context.Background(), path, MaxConfigFileSize)
 	if err != nil {
 		return Config{}, fmt.Errorf("reading simulator config: %w", err)
 	}

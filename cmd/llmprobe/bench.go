@@ -24,6 +24,7 @@ import (
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/examples"
 	"github.com/llmprobe/llmprobe/internal/httpclient"
+	"github.com/llmprobe/llmprobe/internal/bounded"
 	"github.com/llmprobe/llmprobe/slo"
 )
 
@@ -85,7 +86,7 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		if o.args[0] != "compare" || len(o.args) != 3 {
 			return usagef("unexpected %q: the only argument form is compare OLD.json NEW.json", strings.Join(o.args, " "))
 		}
-		return runBenchCompare(os.Stdout, o.args[1], o.args[2])
+		return runBenchCompare(ctx, os.Stdout, o.args[1], o.args[2])
 	}
 	if err := o.find.check(len(o.stages) > 0); err != nil {
 		return err
@@ -119,7 +120,7 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	}
 	var data []byte
 	if o.configFile != "" && o.sim {
-		if data, err = os.ReadFile(o.configFile); err != nil {
+		if data, err = bounded.ReadFile(ctx, o.configFile, config.MaxFileSize); err != nil {
 			return err
 		}
 	}
@@ -241,13 +242,14 @@ func relativeLink(doc, target string) string {
 	return filepath.ToSlash(rel)
 }
 
-// runBenchCompare is `bench compare OLD.json NEW.json`.
-func runBenchCompare(w io.Writer, oldPath, newPath string) error {
-	old, err := bench.ReadReport(oldPath)
+// runBenchCompare is `bench compare OLD.json NEW.json`; the reads give
+// way to ctx (SIGINT/SIGTERM).
+func runBenchCompare(ctx context.Context, w io.Writer, oldPath, newPath string) error {
+	old, err := bench.ReadReportContext(ctx, oldPath)
 	if err != nil {
 		return err
 	}
-	cur, err := bench.ReadReport(newPath)
+	cur, err := bench.ReadReportContext(ctx, newPath)
 	if err != nil {
 		return err
 	}

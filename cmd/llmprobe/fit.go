@@ -23,6 +23,7 @@ import (
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/fit"
 	"github.com/llmprobe/llmprobe/internal/httpclient"
+	"github.com/llmprobe/llmprobe/internal/bounded"
 )
 
 // fitFlags holds the parsed command line of `llmprobe fit`.
@@ -103,7 +104,7 @@ func runFit(ctx context.Context, logger *slog.Logger, f *fitFlags, stdout, stder
 		err error
 	)
 	if f.accessLog != "" {
-		res, err = fit.FromAccessLog(f.accessLog, fit.LogOptions{
+		res, err = fit.FromAccessLog(ctx, f.accessLog, fit.LogOptions{
 			PromptFields:     f.promptFields,
 			CompletionFields: f.completionFields,
 			By:               f.by,
@@ -171,7 +172,7 @@ func fitPrometheus(ctx context.Context, f *fitFlags) (*fit.Result, error) {
 	// redirect to another host is refused.
 	hc := httpclient.Plain
 	if f.promConfigFile != "" {
-		c, _, err := commoncfg.LoadHTTPConfigFile(f.promConfigFile)
+		c, err := loadHTTPConfigFile(ctx, f.promConfigFile)
 		if err != nil {
 			return nil, fmt.Errorf("fit: --prometheus.config.file: %w", err)
 		}
@@ -195,6 +196,25 @@ func fitPrometheus(ctx context.Context, f *fitFlags) (*fit.Result, error) {
 		CompletionMetric: f.completionMetric,
 		By:               f.by,
 	})
+}
+
+// maxHTTPConfigFile bounds --prometheus.config.file (an http_client_config:
+// a few KiB).
+const maxHTTPConfigFile = 1 << 20
+
+// loadHTTPConfigFile is prometheus/common's LoadHTTPConfigFile with a
+// bounded read: relative file names in it are relative to its directory.
+func loadHTTPConfigFile(ctx context.Context, path string) (*commoncfg.HTTPClientConfig, error) {
+	data, err := bounded.ReadFile(ctx, path, maxHTTPConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	hc, err := commoncfg.LoadHTTPConfig(string(data))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	hc.SetDirectory(filepath.Dir(path))
+	return hc, nil
 }
 
 // parseFitTime parses --time: RFC 3339, or Unix seconds (with a

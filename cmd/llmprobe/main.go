@@ -49,6 +49,7 @@ func Main(args []string) int {
 	app.ErrorWriter(os.Stderr)
 	logConfig := &promslog.Config{}
 	promslogflag.AddFlags(app, logConfig)
+	memRatio := addMemoryLimitFlag(app)
 
 	commands := []command{
 		registerRun(app),
@@ -70,6 +71,10 @@ func Main(args []string) int {
 	logger := promslog.New(logConfig)
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(probe.GCPercent)
+	}
+	if err := applyMemoryLimit(*memRatio); err != nil {
+		reportUsage(os.Stderr, err)
+		return 2
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -29,9 +29,14 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/exporter"
+	"github.com/llmprobe/llmprobe/internal/bounded"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/sim"
 )
+
+// maxWebConfigFile bounds --web.config.file (TLS and basic-auth settings:
+// a few KiB).
+const maxWebConfigFile = 1 << 20
 
 // runOptions are the run command's flags.
 type runOptions struct {
@@ -66,6 +71,14 @@ func registerRun(app *kingpin.Application) command {
 			if _, _, err := exporter.ParseWebURLs(o.externalURL, o.routePrefix); err != nil {
 				return usagef("%v", err)
 			}
+			// exporter-toolkit reads the web configuration itself (at
+			// start, then at every TLS handshake and request): it must be a
+			// file of sane size, not /dev/zero.
+			if f := *o.web.WebConfigFile; f != "" {
+				if err := bounded.Check(f, maxWebConfigFile); err != nil {
+					return fmt.Errorf("--web.config.file: %w", err)
+				}
+			}
 			return runDaemon(ctx, logger, o)
 		},
 	}
@@ -77,6 +90,10 @@ func registerRun(app *kingpin.Application) command {
 // grace period.
 func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
 	logger.Info("starting llmprobe", "version", version.Info(), "build_context", version.BuildContext())
+	if memLimit.bytes > 0 {
+		budget, _ := probe.AnswerBudget()
+		logger.Info("soft memory limit", "bytes", memLimit.bytes, "from", memLimit.source, "answer_budget_bytes", budget)
+	}
 
 	// A load gives way to SIGTERM/SIGINT (a FIFO, a hung network file
 	// system): ctx is cancelled by them.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/bench"
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/bounded"
 )
 
 // `llmprobe selftest` measures, on this host and with the user's request
@@ -281,7 +282,8 @@ func saveSelftest(path string, r selftestResult) error {
 // CPU. source says which.
 func harnessCeiling(file string) (ceiling float64, source string) {
 	if file != "" {
-		if data, err := os.ReadFile(file); err == nil {
+		// A result is a few hundred bytes; /dev/zero is refused unread.
+		if data, err := bounded.ReadFile(context.Background(), file, 1<<20); err == nil {
 			var r selftestResult
 			if json.Unmarshal(data, &r) == nil && r.Ceiling > 0 {
 				return r.Ceiling, fmt.Sprintf("llmprobe selftest on %s (%s)", r.MeasuredAt.Format(time.DateOnly), file)

@@ -1,0 +1,9 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build !linux
+
+package probe
+
+// CgroupMemoryLimit reports no limit outside Linux.
+func CgroupMemoryLimit() (limit int64, ok bool) { return 0, false }
