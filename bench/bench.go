@@ -323,7 +323,7 @@ wait:
 		if ss := servers[opts.serverURLs[ts.Name]]; ss != nil {
 			sr.Server = ss
 			if ss.TTFT != nil && ss.TTFT.Count > 0 && sr.TTFT.Count > 0 {
-				sr.TTFTGap = &TTFTGap{P50: sr.TTFT.P50 - ss.TTFT.P50, P99: sr.TTFT.P99 - ss.TTFT.P99}
+				sr.TTFTGap = &TTFTGap{P50: Float(sr.TTFT.P50) - ss.TTFT.P50, P99: Float(sr.TTFT.P99) - ss.TTFT.P99}
 			}
 		}
 		sr.GPU = gpu

@@ -280,6 +280,9 @@ func fmtQ(q Quantiles, v float64) string {
 }
 
 func fmtSeconds(s float64) string {
+	if n := nonFinite(s); n != "" {
+		return n
+	}
 	switch {
 	case s == 0:
 		return "0"

@@ -119,9 +119,9 @@ const (
 // deltas over the stage (linear interpolation within a bucket, as
 // histogram_quantile does), in seconds.
 type ServerQuantiles struct {
-	Count float64 `json:"count"`
-	P50   float64 `json:"p50"`
-	P99   float64 `json:"p99"`
+	Count Float `json:"count"`
+	P50   Float `json:"p50"`
+	P99   Float `json:"p99"`
 }
 
 // ServerStats is what the target server's own metrics say about a stage.
@@ -139,29 +139,29 @@ type ServerStats struct {
 	Window time.Duration `json:"window_ns"`
 
 	// Gauges, averaged over the window's successful scrapes.
-	KVCacheUsage    *float64 `json:"kv_cache_usage_ratio,omitempty"`
-	RequestsRunning *float64 `json:"requests_running,omitempty"`
-	RequestsWaiting *float64 `json:"requests_waiting,omitempty"`
+	KVCacheUsage    *Float `json:"kv_cache_usage_ratio,omitempty"`
+	RequestsRunning *Float `json:"requests_running,omitempty"`
+	RequestsWaiting *Float `json:"requests_waiting,omitempty"`
 
 	// From histogram deltas.
 	TTFT      *ServerQuantiles `json:"ttft_seconds,omitempty"`
 	QueueTime *ServerQuantiles `json:"queue_time_seconds,omitempty"`
 
 	// From counter deltas.
-	PrefixCacheHitRatio    *float64 `json:"prefix_cache_hit_ratio,omitempty"`
-	PromptTokens           *float64 `json:"prompt_tokens,omitempty"`
-	GenerationTokens       *float64 `json:"generation_tokens,omitempty"`
-	PromptTokensPerSec     *float64 `json:"prompt_tokens_per_second,omitempty"`
-	GenerationTokensPerSec *float64 `json:"generation_tokens_per_second,omitempty"`
-	RequestsFinished       *float64 `json:"requests_finished,omitempty"`
+	PrefixCacheHitRatio    *Float `json:"prefix_cache_hit_ratio,omitempty"`
+	PromptTokens           *Float `json:"prompt_tokens,omitempty"`
+	GenerationTokens       *Float `json:"generation_tokens,omitempty"`
+	PromptTokensPerSec     *Float `json:"prompt_tokens_per_second,omitempty"`
+	GenerationTokensPerSec *Float `json:"generation_tokens_per_second,omitempty"`
+	RequestsFinished       *Float `json:"requests_finished,omitempty"`
 }
 
 // TTFTGap is the probe's TTFT quantile minus the server's over the same
 // stage window (seconds): what the network, the gateway and the client
 // add to what the engine measures.
 type TTFTGap struct {
-	P50 float64 `json:"p50"`
-	P99 float64 `json:"p99"`
+	P50 Float `json:"p50"`
+	P99 Float `json:"p99"`
 }
 
 // resolveServerMetrics maps each target to the metrics URL it is
@@ -381,14 +381,14 @@ func serverStats(u string, res []scrapeResult) *ServerStats {
 		hits := counterDelta(first.families, last.families, eng.PrefixCacheHits)
 		queries := counterDelta(first.families, last.families, eng.PrefixCacheQuery)
 		if hits != nil && queries != nil && *queries > 0 {
-			st.PrefixCacheHitRatio = ptr(*hits / *queries)
+			st.PrefixCacheHitRatio = ptr(float64(*hits / *queries))
 		}
 		if secs := st.Window.Seconds(); secs > 0 {
 			if st.PromptTokens != nil {
-				st.PromptTokensPerSec = ptr(*st.PromptTokens / secs)
+				st.PromptTokensPerSec = ptr(float64(*st.PromptTokens) / secs)
 			}
 			if st.GenerationTokens != nil {
-				st.GenerationTokensPerSec = ptr(*st.GenerationTokens / secs)
+				st.GenerationTokensPerSec = ptr(float64(*st.GenerationTokens) / secs)
 			}
 		}
 	} else {
@@ -396,8 +396,6 @@ func serverStats(u string, res []scrapeResult) *ServerStats {
 	}
 	return st
 }
-
-func ptr(v float64) *float64 { return &v }
 
 // detectEngine is the engine with the most families of its prefix.
 func detectEngine(fams map[string]*dto.MetricFamily) *ServerEngine {
@@ -431,7 +429,7 @@ func family(fams map[string]*dto.MetricFamily, names []string) *dto.MetricFamily
 
 // avgGauge averages, over the scrapes, the gauge's mean (mean) or sum
 // over its series.
-func avgGauge(res []scrapeResult, names []string, mean bool) *float64 {
+func avgGauge(res []scrapeResult, names []string, mean bool) *Float {
 	total, n := 0.0, 0
 	for _, r := range res {
 		f := family(r.families, names)
@@ -486,7 +484,7 @@ func seriesKey(m *dto.Metric) string {
 
 // counterDelta sums, over the series, end − start (end when the series
 // is new or was reset).
-func counterDelta(start, end map[string]*dto.MetricFamily, names []string) *float64 {
+func counterDelta(start, end map[string]*dto.MetricFamily, names []string) *Float {
 	fe := family(end, names)
 	if fe == nil {
 		return nil
@@ -549,10 +547,10 @@ func histDelta(start, end map[string]*dto.MetricFamily, names []string) *ServerQ
 		cum[math.Inf(1)] += c
 		count += c
 	}
-	q := &ServerQuantiles{Count: count}
+	q := &ServerQuantiles{Count: Float(count)}
 	if count > 0 {
-		q.P50 = bucketQuantile(0.5, cum)
-		q.P99 = bucketQuantile(0.99, cum)
+		q.P50 = Float(bucketQuantile(0.5, cum))
+		q.P99 = Float(bucketQuantile(0.99, cum))
 	}
 	return q
 }
@@ -594,11 +592,11 @@ func bucketQuantile(q float64, cum map[float64]float64) float64 {
 }
 
 // fmtOpt formats an optional figure ("-" when absent).
-func fmtOpt(v *float64, format string, scale float64) string {
+func fmtOpt(v *Float, format string, scale float64) string {
 	if v == nil {
 		return "-"
 	}
-	return fmt.Sprintf(format, *v*scale)
+	return fmtFloat(float64(*v), format, scale)
 }
 
 // fmtServerQ formats a server quantile ("-" without observations).
@@ -609,11 +607,15 @@ func fmtServerQ(q *ServerQuantiles, v func(*ServerQuantiles) float64) string {
 	return fmtSeconds(v(q))
 }
 
-func p50(q *ServerQuantiles) float64 { return q.P50 }
-func p99(q *ServerQuantiles) float64 { return q.P99 }
+func p50(q *ServerQuantiles) float64 { return float64(q.P50) }
+func p99(q *ServerQuantiles) float64 { return float64(q.P99) }
 
 // fmtGap formats a signed difference of seconds.
-func fmtGap(v float64) string {
+func fmtGap(f Float) string {
+	v := float64(f)
+	if s := nonFinite(v); s != "" {
+		return s
+	}
 	if v < 0 {
 		return "-" + fmtSeconds(-v)
 	}
@@ -676,7 +678,11 @@ func writeServerMarkdown(b *strings.Builder, s *StageReport) {
 			b.WriteString("\n")
 		}
 		b.WriteString("| figure | value |\n|---|--:|\n")
-		row := func(name, v string) { fmt.Fprintf(b, "| %s | %s |\n", name, v) }
+		odd := false
+		row := func(name, v string) {
+			odd = odd || isNonFinite(v)
+			fmt.Fprintf(b, "| %s | %s |\n", name, v)
+		}
 		row("KV-cache usage", fmtOpt(ss.KVCacheUsage, "%.1f%%", 100))
 		row("requests running", fmtOpt(ss.RequestsRunning, "%.1f", 1))
 		row("requests waiting", fmtOpt(ss.RequestsWaiting, "%.1f", 1))
@@ -695,6 +701,9 @@ func writeServerMarkdown(b *strings.Builder, s *StageReport) {
 		row("generation tokens/s", fmtOpt(ss.GenerationTokensPerSec, "%.0f", 1))
 		row("requests finished", fmtOpt(ss.RequestsFinished, "%.0f", 1))
 		b.WriteString("\n")
+		if odd {
+			b.WriteString(nonFiniteNote)
+		}
 	}
 	if g := s.GPU; g != nil {
 		fmt.Fprintf(b, "### GPU (averaged over %s)\n\n", g.Window.Round(time.Millisecond))
@@ -706,12 +715,17 @@ func writeServerMarkdown(b *strings.Builder, s *StageReport) {
 		}
 		if len(g.Devices) > 0 {
 			b.WriteString("| host | GPU | model | util | SM active | FB used | power |\n|---|---|---|--:|--:|--:|--:|\n")
+			odd := false
 			for _, d := range g.Devices {
-				fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", mdEscape(d.Hostname), mdEscape(d.GPU), mdEscape(d.Model),
-					fmtOpt(d.UtilPercent, "%.1f%%", 1), fmtOpt(d.SMActive, "%.1f%%", 100),
-					fmtOpt(d.FBUsedMiB, "%.0f MiB", 1), fmtOpt(d.PowerWatts, "%.1f W", 1))
+				vals := []string{fmtOpt(d.UtilPercent, "%.1f%%", 1), fmtOpt(d.SMActive, "%.1f%%", 100),
+					fmtOpt(d.FBUsedMiB, "%.0f MiB", 1), fmtOpt(d.PowerWatts, "%.1f W", 1)}
+				odd = odd || slices.ContainsFunc(vals, isNonFinite)
+				fmt.Fprintf(b, "| %s | %s | %s | %s |\n", mdEscape(d.Hostname), mdEscape(d.GPU), mdEscape(d.Model), strings.Join(vals, " | "))
 			}
 			b.WriteString("\n")
+			if odd {
+				b.WriteString(nonFiniteNote)
+			}
 		}
 	}
 }

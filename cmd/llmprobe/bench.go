@@ -215,17 +215,14 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	return nil
 }
 
-// writeFile creates path and writes it with write.
+// writeFile writes path with write, which writes to memory first: a
+// failed write leaves no truncated file behind.
 func writeFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
+	var b bytes.Buffer
+	if err := write(&b); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err := write(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return os.WriteFile(path, b.Bytes(), 0o666)
 }
 
 // relativeLink is target as a link from a document at doc ("" without
