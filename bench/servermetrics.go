@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -20,8 +21,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/llmprobe/llmprobe/config"
 )
@@ -218,15 +217,50 @@ func resolveServerMetrics(specs []string, targets []*config.Target) (map[string]
 	return out, nil
 }
 
-// scrapeResult is one scrape: its families, or why it failed.
+// scrapeResult is one scrape: the families bench reads, or why it failed.
 type scrapeResult struct {
-	at       time.Time
+	at  time.Time
+	err error
+	// families are the families of ServerEngines the page held, nil once
+	// the scrape is neither the window's first nor its last successful
+	// one (only gauges are read from the others).
 	families map[string]*dto.MetricFamily
-	err      error
+	// dropped are the families of ServerEngines the page held but that
+	// were left out, with why (too many samples, lines too long).
+	dropped map[string]string
+	// gauges are the sum and series count of every gauge ServerEngines
+	// names, by family.
+	gauges map[string]gaugeValue
 }
 
-// scrapeServer fetches and parses one text exposition, bounded in size
-// and time.
+// gaugeValue is a gauge family's sum over its series, and their number.
+type gaugeValue struct {
+	sum float64
+	n   int
+}
+
+// serverWanted is the set of families ServerEngines names: the only ones
+// a scrape keeps.
+var serverWanted = sync.OnceValue(func() map[string]bool {
+	w := map[string]bool{}
+	for _, e := range ServerEngines {
+		for _, names := range e.figures() {
+			for _, n := range names {
+				w[n] = true
+			}
+		}
+	}
+	return w
+})
+
+// figures are the engine's name lists, every figure's.
+func (e *ServerEngine) figures() [][]string {
+	return [][]string{e.KVCacheUsage, e.Running, e.Waiting, e.TTFT, e.QueueTime, e.PrefixCacheHits,
+		e.PrefixCacheQuery, e.PromptTokens, e.GenerationTokens, e.RequestsFinished}
+}
+
+// scrapeServer fetches and reads one text exposition, bounded in size,
+// line length, samples kept and time (readExposition).
 func scrapeServer(ctx context.Context, client *http.Client, u string) scrapeResult {
 	ctx, cancel := context.WithTimeout(ctx, serverMetricsTimeout)
 	defer cancel()
@@ -248,19 +282,19 @@ func scrapeServer(ctx context.Context, client *http.Client, u string) scrapeResu
 		res.err = fmt.Errorf("GET %s: %s", redactURL(u), resp.Status)
 		return res
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, serverMetricsMaxBytes+1))
-	if err != nil {
+	if res.families, res.dropped, err = readExposition(resp.Body, serverWanted()); err != nil {
 		res.err = fmt.Errorf("GET %s: %w", redactURL(u), err)
 		return res
 	}
-	if len(body) > serverMetricsMaxBytes {
-		res.err = fmt.Errorf("GET %s: body larger than %d bytes", redactURL(u), serverMetricsMaxBytes)
-		return res
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	if res.families, err = p.TextToMetricFamilies(strings.NewReader(string(body))); err != nil {
-		res.err = fmt.Errorf("GET %s: %w", redactURL(u), err)
-		res.families = nil
+	res.gauges = map[string]gaugeValue{}
+	for name, f := range res.families {
+		if f.GetType() == dto.MetricType_GAUGE || f.GetType() == dto.MetricType_UNTYPED {
+			g := gaugeValue{n: len(f.Metric)}
+			for _, m := range f.Metric {
+				g.sum += scalarValue(m)
+			}
+			res.gauges[name] = g
+		}
 	}
 	return res
 }
@@ -283,17 +317,31 @@ type serverScraper struct {
 	once sync.Once
 	mu   sync.Mutex
 	res  []scrapeResult
+	// first and last index res's first and latest successful scrape, the
+	// only ones that keep their families (-1: none yet).
+	first, last int
 }
 
 // startServerScraper begins sampling u at from (the end of the warm-up)
 // until stop is called.
 func startServerScraper(ctx context.Context, client *http.Client, u string, from time.Time, every time.Duration) *serverScraper {
-	s := &serverScraper{url: u, stop: make(chan struct{}), done: make(chan struct{})}
+	s := &serverScraper{url: u, stop: make(chan struct{}), done: make(chan struct{}), first: -1, last: -1}
 	add := func() {
 		r := scrapeServer(ctx, client, u)
 		s.mu.Lock()
+		defer s.mu.Unlock()
 		s.res = append(s.res, r)
-		s.mu.Unlock()
+		if r.err != nil {
+			return
+		}
+		i := len(s.res) - 1
+		switch {
+		case s.first < 0:
+			s.first = i
+		case s.last != s.first:
+			s.res[s.last].families = nil // a scrape in between: its gauges are enough
+		}
+		s.last = i
 	}
 	go func() {
 		defer close(s.done)
@@ -344,13 +392,19 @@ func (s *serverScraper) results() []scrapeResult {
 func serverStats(u string, res []scrapeResult) *ServerStats {
 	st := &ServerStats{URL: redactURL(u), Scrapes: len(res)}
 	var ok []scrapeResult
+	note := func(msg string) {
+		if !slices.Contains(st.Errors, msg) {
+			st.Errors = append(st.Errors, msg)
+		}
+	}
 	for _, r := range res {
 		if r.err != nil {
 			st.FailedScrapes++
-			if msg := r.err.Error(); !slices.Contains(st.Errors, msg) {
-				st.Errors = append(st.Errors, msg)
-			}
+			note(r.err.Error())
 			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(r.dropped)) {
+			note(fmt.Sprintf("%s left out: %s", name, r.dropped[name]))
 		}
 		ok = append(ok, r)
 	}
@@ -360,13 +414,13 @@ func serverStats(u string, res []scrapeResult) *ServerStats {
 		}
 		return st
 	}
-	eng := detectEngine(ok[len(ok)-1].families)
+	first, last := ok[0], ok[len(ok)-1]
+	eng := detectEngine(last)
 	if eng == nil {
 		st.Errors = append(st.Errors, "no known engine's metrics (vllm:, sglang:, llamacpp:, tgi_)")
 		return st
 	}
 	st.Engine = eng.Name
-	first, last := ok[0], ok[len(ok)-1]
 	st.Window = last.at.Sub(first.at)
 
 	st.KVCacheUsage = avgGauge(ok, eng.KVCacheUsage, true)
@@ -397,18 +451,21 @@ func serverStats(u string, res []scrapeResult) *ServerStats {
 	return st
 }
 
-// detectEngine is the engine with the most families of its prefix.
-func detectEngine(fams map[string]*dto.MetricFamily) *ServerEngine {
+// detectEngine is the engine with the most of its families in a scrape
+// (kept or left out).
+func detectEngine(r scrapeResult) *ServerEngine {
 	best, bestN := -1, 0
 	for i, e := range ServerEngines {
-		n := 0
-		for name := range fams {
-			if strings.HasPrefix(name, e.Prefix) {
-				n++
+		seen := map[string]bool{}
+		for _, names := range e.figures() {
+			for _, n := range names {
+				if _, dropped := r.dropped[n]; r.families[n] != nil || dropped {
+					seen[n] = true
+				}
 			}
 		}
-		if n > bestN {
-			best, bestN = i, n
+		if len(seen) > bestN {
+			best, bestN = i, len(seen)
 		}
 	}
 	if best < 0 {
@@ -428,23 +485,23 @@ func family(fams map[string]*dto.MetricFamily, names []string) *dto.MetricFamily
 }
 
 // avgGauge averages, over the scrapes, the gauge's mean (mean) or sum
-// over its series.
+// over its series (the first of names a scrape has).
 func avgGauge(res []scrapeResult, names []string, mean bool) *Float {
 	total, n := 0.0, 0
 	for _, r := range res {
-		f := family(r.families, names)
-		if f == nil {
-			continue
+		for _, name := range names {
+			g, ok := r.gauges[name]
+			if !ok || g.n == 0 {
+				continue
+			}
+			v := g.sum
+			if mean {
+				v /= float64(g.n)
+			}
+			total += v
+			n++
+			break
 		}
-		v := 0.0
-		for _, m := range f.Metric {
-			v += scalarValue(m)
-		}
-		if mean {
-			v /= float64(len(f.Metric))
-		}
-		total += v
-		n++
 	}
 	if n == 0 {
 		return nil
