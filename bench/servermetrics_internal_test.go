@@ -222,6 +222,12 @@ func hostilePage(kind string) []byte {
 		fmt.Fprintf(&b, "# TYPE %s gauge\n%s{model_name=\"", name, name)
 		b.Write(bytes.Repeat([]byte("a"), 30<<20))
 		b.WriteString("\"} 1\n")
+	case "bad-syntax-read", "bad-syntax-unread":
+		name := "vllm:num_requests_running"
+		if kind == "bad-syntax-unread" {
+			name = "junk_info"
+		}
+		fmt.Fprintf(&b, "# TYPE %s gauge\n%s{model_name=\"m\" 1\n", name, name)
 	case "too-large":
 		distinctSeries(&b, "junk_series", serverMetricsMaxBytes+1)
 	}
@@ -246,6 +252,8 @@ func TestScrapeHostilePages(t *testing.T) {
 		{kind: "distinct-read", dropped: "more than 10000 samples"},
 		{kind: "long-label-read", dropped: "a sample line longer than 16384 bytes"},
 		{kind: "long-label-unread"},
+		{kind: "bad-syntax-read", dropped: "does not parse"},
+		{kind: "bad-syntax-unread"},
 		{kind: "too-large", err: "larger than 33554432 bytes"},
 	} {
 		t.Run(c.kind, func(t *testing.T) {
