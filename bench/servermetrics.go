@@ -923,7 +923,7 @@ func writeServerReasons(w io.Writer, s *StageReport, uncached bool) {
 		if slices.Contains(ss.Errors, g) || g == "no successful scrape" {
 			continue // said with the scrapes' errors
 		}
-		fmt.Fprintf(w, "stage %d %s server metrics: %s: %s\n", s.Stage, s.Target, g, strings.Join(cols[g], ", "))
+		fmt.Fprintf(w, "stage %d %s server metrics: %s: %s\n", s.Stage, s.Target, strings.Join(cols[g], ", "), g)
 	}
 	for _, n := range notes {
 		fmt.Fprintf(w, "stage %d %s server metrics: %s\n", s.Stage, s.Target, n)

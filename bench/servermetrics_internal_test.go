@@ -116,7 +116,7 @@ func TestServerStatsLlamaCpp(t *testing.T) {
 	if strings.Contains(section, "| - |") {
 		t.Errorf("the Markdown's server section has a bare -")
 	}
-	for _, want := range []string{"uncached/s", "n/e", "stage 1 llama server metrics: not exported by llama.cpp: "} {
+	for _, want := range []string{"uncached/s", "n/e", "stage 1 llama server metrics: KV, prompt/s, finished, prefix, srv TTFT, queue: not exported by llama.cpp\n"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("the text lacks %q", want)
 		}
