@@ -47,7 +47,8 @@ type Options struct {
 	// config's).
 	Warmup time.Duration
 	// Grace bounds the wait for in-flight requests at the end of a stage
-	// (they still count for it). Zero means the request timeout.
+	// (they still count for it; those still running when it ends are
+	// cancelled). Zero means the longest request timeout of the targets.
 	Grace  time.Duration
 	Logger *slog.Logger
 	// StopWhenSaturated ends the sweep after the first stage whose load
@@ -152,11 +153,16 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		rep.Workloads = append(rep.Workloads, describeWorkload(base, t))
 	}
 	for i, st := range opts.Stages {
-		if ctx.Err() != nil {
-			break
-		}
 		if !(st.Rate > 0) || st.Duration <= 0 {
 			return nil, fmt.Errorf("stage %d: rate and duration must be positive", i+1)
+		}
+		if st.Rate > config.MaxArrivalRate {
+			return nil, fmt.Errorf("stage %d: rate %g is above the arrival cap of %d requests per second (for more, split the load over several targets)", i+1, st.Rate, config.MaxArrivalRate)
+		}
+	}
+	for i, st := range opts.Stages {
+		if ctx.Err() != nil {
+			break
 		}
 		cfg := stageConfig(base, targets, st.Rate, st.Duration, opts.Warmup)
 		opts.Logger.Info("bench stage", "stage", i+1, "of", len(opts.Stages), "rate", st.Rate, "duration", st.Duration)
@@ -197,8 +203,24 @@ func stageConfig(base *config.Config, targets []*config.Target, rate float64, du
 	return &cfg
 }
 
+// maxPrealloc bounds the values the collector makes room for per metric
+// before a stage (they grow past it on demand): room for rate × duration
+// at a high rate is gigabytes, which take seconds to map before the
+// stage even starts.
+const maxPrealloc = 1 << 16
+
+// expectedResults is the room the collector makes per metric for a stage:
+// 20% over the expected count, at most maxPrealloc.
+func expectedResults(rate float64, d time.Duration) int {
+	n := 1.2*rate*d.Seconds() + 16
+	if !(n < maxPrealloc) {
+		return maxPrealloc
+	}
+	return int(n)
+}
+
 func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) ([]*StageReport, error) {
-	col := newCollector(cfg, int(1.2*st.Rate*st.Duration.Seconds())+16, opts.SLO)
+	col := newCollector(cfg, expectedResults(st.Rate, st.Duration), opts.SLO)
 	col.stage, col.requests = opts.stage, opts.Requests
 	eng := probe.NewEngine(probe.Options{Logger: opts.Logger, Observer: col, UserAgent: "llmprobe-bench",
 		Tracer: opts.Tracer, Propagator: opts.Propagator})
@@ -258,11 +280,29 @@ wait:
 	stageEnd := start.Add(elapsed)
 	grace := opts.Grace
 	if grace <= 0 {
-		grace = time.Duration(cfg.Global.RequestTimeout)
+		for _, t := range cfg.Targets {
+			grace = max(grace, t.Timeout(cfg.Global))
+		}
 	}
-	gctx, cancel := context.WithTimeout(context.Background(), grace)
+	// What was in flight when the stage ended is waited for, at most the
+	// grace; what still runs then is counted and cancelled (its results
+	// are reported as such).
+	inflight := col.inFlight()
+	shut := make(chan struct{})
+	sctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_ = eng.Shutdown(gctx) // late requests end as timeout/cancelled and are reported
+	go func() { _ = eng.Shutdown(sctx); close(shut) }()
+	var cut map[string]int
+	graceTimer := time.NewTimer(grace)
+	select {
+	case <-shut:
+	case <-graceTimer.C:
+		cut = col.inFlight()
+		cancel()
+		<-shut
+	}
+	graceTimer.Stop()
+	drain := time.Since(stageEnd)
 	cpu := cpuTime() - cpu0
 	if opts.Progress != nil {
 		opts.Progress(col.progress(opts.stage, opts.StageOffset+len(opts.Stages), elapsed, st.Duration, true))
@@ -283,10 +323,14 @@ wait:
 		if ss := servers[opts.serverURLs[ts.Name]]; ss != nil {
 			sr.Server = ss
 			if ss.TTFT != nil && ss.TTFT.Count > 0 && sr.TTFT.Count > 0 {
-				sr.TTFTGap = &TTFTGap{P50: sr.TTFT.P50 - ss.TTFT.P50, P99: sr.TTFT.P99 - ss.TTFT.P99}
+				sr.TTFTGap = &TTFTGap{P50: Float(sr.TTFT.P50) - ss.TTFT.P50, P99: Float(sr.TTFT.P99) - ss.TTFT.P99}
 			}
 		}
 		sr.GPU = gpu
+		sr.InFlightAtEnd, sr.CutAtGrace, sr.Grace = inflight[ts.Name], cut[ts.Name], grace
+		if sr.InFlightAtEnd > 0 {
+			sr.Drain = drain
+		}
 		sr.Model = ts.Model
 		sr.RequestedRate = ts.RequestedRate
 		sr.Duration = elapsed
@@ -332,6 +376,7 @@ type collector struct {
 
 type targetData struct {
 	scheduled, sent atomic.Int64
+	ended           atomic.Int64 // results observed
 	dropped         [len(probe.DropReasons)]atomic.Int64
 
 	mu                   sync.Mutex // guards the rest
@@ -410,6 +455,7 @@ func (c *collector) Observe(r *probe.Result) {
 	if d == nil {
 		return
 	}
+	defer d.ended.Add(1)
 	if c.requests != nil {
 		c.requests.write(c.stage, r)
 	}
@@ -449,6 +495,18 @@ func (c *collector) Observe(r *probe.Result) {
 	if !r.UsageReported {
 		d.estimated++
 	}
+}
+
+// inFlight is, per target, the requests sent whose result has not been
+// observed yet.
+func (c *collector) inFlight() map[string]int {
+	out := map[string]int{}
+	for name, d := range c.targets {
+		if n := d.sent.Load() - d.ended.Load(); n > 0 {
+			out[name] = int(n)
+		}
+	}
+	return out
 }
 
 func (c *collector) totalSent() int {

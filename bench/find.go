@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/llmprobe/llmprobe/config"
 )
 
 // Search modes of FindOptions.Mode.
@@ -371,6 +373,10 @@ func (s *search) capacity() error {
 	found := false
 	rate := s.f.StartRate
 	for i := 0; i < s.f.MaxStages && s.ctx.Err() == nil; i++ {
+		if rate > config.MaxArrivalRate {
+			stop = fmt.Sprintf("the next rate, %.3g req/s, is above the arrival cap of %d requests per second", rate, config.MaxArrivalRate)
+			break
+		}
 		sr, err := s.stage(rate)
 		if err != nil {
 			return err

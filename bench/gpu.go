@@ -57,13 +57,13 @@ type GPUDevice struct {
 	UUID     string `json:"uuid,omitempty"`
 	Model    string `json:"model,omitempty"`
 	// UtilPercent is DCGM_FI_DEV_GPU_UTIL (0–100).
-	UtilPercent *float64 `json:"gpu_util_percent,omitempty"`
+	UtilPercent *Float `json:"gpu_util_percent,omitempty"`
 	// SMActive is DCGM_FI_PROF_SM_ACTIVE (ratio 0–1).
-	SMActive *float64 `json:"sm_active_ratio,omitempty"`
+	SMActive *Float `json:"sm_active_ratio,omitempty"`
 	// FBUsedMiB is DCGM_FI_DEV_FB_USED.
-	FBUsedMiB *float64 `json:"fb_used_mib,omitempty"`
+	FBUsedMiB *Float `json:"fb_used_mib,omitempty"`
 	// PowerWatts is DCGM_FI_DEV_POWER_USAGE.
-	PowerWatts *float64 `json:"power_watts,omitempty"`
+	PowerWatts *Float `json:"power_watts,omitempty"`
 }
 
 // normalizeSelector strips the braces of a selector.
@@ -130,7 +130,12 @@ func queryGPU(ctx context.Context, promURL, selector string, end time.Time, wind
 			continue
 		}
 		for _, s := range vec {
-			q.set(device(s.Metric), float64(s.Value))
+			v := float64(s.Value)
+			d := device(s.Metric)
+			q.set(d, v)
+			if n := nonFinite(v); n != "" {
+				st.Errors = append(st.Errors, fmt.Sprintf("%s: GPU %s on %s: Prometheus answered %s (written as null in JSON)", q.metric, cmp.Or(d.GPU, d.UUID, "?"), cmp.Or(d.Hostname, "?"), n))
+			}
 		}
 	}
 	slices.SortFunc(st.Devices, func(a, b GPUDevice) int {

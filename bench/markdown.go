@@ -175,7 +175,10 @@ func (r *Report) WriteMarkdown(w io.Writer, o MarkdownOptions) error {
 		if short := s.Shortfall(); short != "" {
 			fmt.Fprintf(b, "- %s\n", mdEscape(short))
 		}
-		if len(s.Reasons) > 0 || s.Shortfall() != "" {
+		if d := s.describeDrain(); d != "" {
+			fmt.Fprintf(b, "- %s\n", mdEscape(d))
+		}
+		if len(s.Reasons) > 0 || s.Shortfall() != "" || s.describeDrain() != "" {
 			b.WriteString("\n")
 		}
 		b.WriteString("| metric | n | p50 | p95 | p99 | max |\n|---|--:|--:|--:|--:|--:|\n")

@@ -81,7 +81,16 @@ type StageReport struct {
 	// Conversations counts multi-turn conversations by outcome.
 	Conversations map[probe.ConversationOutcome]int `json:"conversations,omitempty"`
 	Warmup        int                               `json:"warmup_requests"`
-	Estimated     int                               `json:"usage_estimated"`
+	// InFlightAtEnd counts the requests still running when the stage
+	// ended; they were waited for, at most Grace (Drain is how long), and
+	// their results count for the stage. CutAtGrace of them were still
+	// running when the grace ran out and were cancelled. The stage's wall
+	// time is Duration + Drain.
+	InFlightAtEnd int           `json:"in_flight_at_end"`
+	Drain         time.Duration `json:"drain_ns"`
+	Grace         time.Duration `json:"grace_ns"`
+	CutAtGrace    int           `json:"cut_at_grace"`
+	Estimated     int           `json:"usage_estimated"`
 
 	TTFT Quantiles `json:"ttft_seconds"`
 	TPOT Quantiles `json:"tpot_seconds"`
@@ -177,6 +186,20 @@ func (s *StageReport) Shortfall() string {
 		s.Sent, want, s.AchievedRate, s.RequestedRate, math.Ceil(low))
 }
 
+// describeDrain says what the stage waited for after its end ("" when
+// nothing was in flight).
+func (s *StageReport) describeDrain() string {
+	if s.InFlightAtEnd == 0 {
+		return ""
+	}
+	d := fmt.Sprintf("%d requests in flight at the stage's end, waited for %s (grace %s); their results count for the stage",
+		s.InFlightAtEnd, s.Drain.Round(time.Millisecond), s.Grace)
+	if s.CutAtGrace > 0 {
+		d += fmt.Sprintf("; %d still running at the grace's end were cancelled", s.CutAtGrace)
+	}
+	return d
+}
+
 // WriteJSON writes the report as indented JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
@@ -222,6 +245,11 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(w, "stage %d %s NOT TRUSTED: %s\n", s.Stage, s.Target, why)
 		}
 	}
+	for _, s := range r.Stages {
+		if d := s.describeDrain(); d != "" {
+			fmt.Fprintf(w, "stage %d %s: %s\n", s.Stage, s.Target, d)
+		}
+	}
 	writeServerMetrics(w, r.Stages)
 	writeGPU(w, r.Stages)
 	writeSLO(w, r.Stages)
@@ -252,6 +280,9 @@ func fmtQ(q Quantiles, v float64) string {
 }
 
 func fmtSeconds(s float64) string {
+	if n := nonFinite(s); n != "" {
+		return n
+	}
 	switch {
 	case s == 0:
 		return "0"

@@ -9,19 +9,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/httpclient"
@@ -39,13 +39,15 @@ import (
 // window (at its start, every ServerMetricsInterval, and at its end).
 
 // ServerEngine names one serving engine's metrics. Each field lists the
-// names tried in order (the first present wins); empty: the engine has
-// none. Counter fields also accept a histogram, whose sum is the counter
-// (TGI counts tokens only in histograms).
+// names tried in order (the first present wins); empty: the engine does
+// not export the figure, which the report says ("not exported by NAME").
+// Counter fields also accept a histogram, whose sum is the counter (TGI
+// counts tokens only in histograms). docs/bench.md defines every figure
+// per engine; the names were checked against each engine's source (the
+// paths are beside each table).
 type ServerEngine struct {
 	Name string
-	// Prefix detects the engine: the one with the most families with its
-	// prefix in a scrape is taken.
+	// Prefix begins every metric name of the engine.
 	Prefix string
 
 	KVCacheUsage     []string // gauge, ratio 0–1 (mean over series)
@@ -55,14 +57,28 @@ type ServerEngine struct {
 	QueueTime        []string // histogram, seconds
 	PrefixCacheHits  []string // counter (tokens)
 	PrefixCacheQuery []string // counter (tokens)
-	PromptTokens     []string // counter
-	GenerationTokens []string // counter
-	RequestsFinished []string // counter
+	// PromptTokens counts every prompt token of the requests, those the
+	// engine reused from its prefix cache included.
+	PromptTokens []string // counter
+	// UncachedPromptTokens counts only the prompt tokens the engine
+	// computed, without those it reused from its cache: a different
+	// figure, kept apart.
+	UncachedPromptTokens []string // counter
+	GenerationTokens     []string // counter
+	RequestsFinished     []string // counter
+
+	// Unexported says more, by figure (its JSON name), than "not exported
+	// by NAME" about a figure the engine does not export.
+	Unexported map[string]string
 }
 
 // ServerEngines is the table of metric names per engine, in one place.
 var ServerEngines = []ServerEngine{
 	{
+		// vllm/v1/metrics/loggers.py (PrometheusStatLogger; prometheus_client
+		// adds _total to counters); the gpu_ names are the ones deprecated
+		// in 0.9. vllm:prompt_tokens counts the whole prompt of each request
+		// when its prefill ends (vllm/v1/metrics/stats.py), cached or not.
 		Name: "vllm", Prefix: "vllm:",
 		KVCacheUsage:     []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"},
 		Running:          []string{"vllm:num_requests_running"},
@@ -76,6 +92,12 @@ var ServerEngines = []ServerEngine{
 		RequestsFinished: []string{"vllm:request_success_total"},
 	},
 	{
+		// python/sglang/srt/metrics/collector.py (now
+		// python/sglang/srt/observability/metrics_collector.py):
+		// SchedulerMetricsCollector's gauges and queue time,
+		// TokenizerMetricsCollector's TTFT and counters, which
+		// observe_one_finished_request adds to when a request finishes
+		// (prompt tokens cached or not; cached tokens apart).
 		Name: "sglang", Prefix: "sglang:",
 		KVCacheUsage:     []string{"sglang:token_usage"},
 		Running:          []string{"sglang:num_running_reqs"},
@@ -89,14 +111,31 @@ var ServerEngines = []ServerEngine{
 		RequestsFinished: []string{"sglang:num_requests_total"},
 	},
 	{
+		// tools/server/server-context.cpp (earlier tools/server/server.cpp,
+		// examples/server/server.cpp), the /metrics handler: counters
+		// prompt_tokens_total, prompt_seconds_total, tokens_predicted_total,
+		// tokens_predicted_seconds_total, n_decode_total, n_tokens_max,
+		// n_busy_slots_per_decode; gauges prompt_tokens_seconds,
+		// predicted_tokens_seconds, requests_processing, requests_deferred.
+		// prompt_tokens_total adds each slot's n_prompt_tokens_processed,
+		// counted per prompt token put in a batch after the part of the
+		// prompt the slot's cache already holds. kv_cache_usage_ratio and
+		// kv_cache_tokens were exported by older builds only.
 		Name: "llama.cpp", Prefix: "llamacpp:",
-		KVCacheUsage:     []string{"llamacpp:kv_cache_usage_ratio"},
-		Running:          []string{"llamacpp:requests_processing"},
-		Waiting:          []string{"llamacpp:requests_deferred"},
-		PromptTokens:     []string{"llamacpp:prompt_tokens_total"},
-		GenerationTokens: []string{"llamacpp:tokens_predicted_total"},
+		Running:              []string{"llamacpp:requests_processing"},
+		Waiting:              []string{"llamacpp:requests_deferred"},
+		UncachedPromptTokens: []string{"llamacpp:prompt_tokens_total"},
+		GenerationTokens:     []string{"llamacpp:tokens_predicted_total"},
+		Unexported: map[string]string{
+			"prompt_tokens": "llamacpp:prompt_tokens_total counts only the prompt tokens llama.cpp computed, not those it reused from its cache: see uncached prompt tokens",
+		},
 	},
 	{
+		// router/src: tgi_queue_size (infer/v3/queue.rs),
+		// tgi_batch_current_size (the batching task), tgi_request_queue_duration,
+		// tgi_request_generated_tokens and tgi_request_success when a
+		// request succeeds (server.rs, infer), tgi_request_input_length
+		// when a request is validated, on arrival (validation.rs).
 		Name: "tgi", Prefix: "tgi_",
 		Running:          []string{"tgi_batch_current_size"},
 		Waiting:          []string{"tgi_queue_size"},
@@ -120,18 +159,21 @@ const (
 // deltas over the stage (linear interpolation within a bucket, as
 // histogram_quantile does), in seconds.
 type ServerQuantiles struct {
-	Count float64 `json:"count"`
-	P50   float64 `json:"p50"`
-	P99   float64 `json:"p99"`
+	Count Float `json:"count"`
+	P50   Float `json:"p50"`
+	P99   Float `json:"p99"`
 }
 
 // ServerStats is what the target server's own metrics say about a stage.
-// A figure the server does not expose is absent (nil).
+// A figure the server does not give is null (nil), and Unavailable says
+// why, by its JSON name: "not exported by llama.cpp", "not in the scrapes:
+// NAME", "NAME left out: ...", "one successful scrape: no deltas", ...
 type ServerStats struct {
 	URL    string `json:"url"`
 	Engine string `json:"engine,omitempty"`
 	// Scrapes and FailedScrapes count the scrapes of the window; Errors
-	// are the distinct reasons of the failed ones.
+	// are the distinct reasons of the failed ones, and the families a
+	// scrape left out.
 	Scrapes       int      `json:"scrapes"`
 	FailedScrapes int      `json:"failed_scrapes"`
 	Errors        []string `json:"errors,omitempty"`
@@ -140,29 +182,42 @@ type ServerStats struct {
 	Window time.Duration `json:"window_ns"`
 
 	// Gauges, averaged over the window's successful scrapes.
-	KVCacheUsage    *float64 `json:"kv_cache_usage_ratio,omitempty"`
-	RequestsRunning *float64 `json:"requests_running,omitempty"`
-	RequestsWaiting *float64 `json:"requests_waiting,omitempty"`
+	KVCacheUsage    *Float `json:"kv_cache_usage_ratio"`
+	RequestsRunning *Float `json:"requests_running"`
+	RequestsWaiting *Float `json:"requests_waiting"`
 
 	// From histogram deltas.
-	TTFT      *ServerQuantiles `json:"ttft_seconds,omitempty"`
-	QueueTime *ServerQuantiles `json:"queue_time_seconds,omitempty"`
+	TTFT      *ServerQuantiles `json:"ttft_seconds"`
+	QueueTime *ServerQuantiles `json:"queue_time_seconds"`
 
-	// From counter deltas.
-	PrefixCacheHitRatio    *float64 `json:"prefix_cache_hit_ratio,omitempty"`
-	PromptTokens           *float64 `json:"prompt_tokens,omitempty"`
-	GenerationTokens       *float64 `json:"generation_tokens,omitempty"`
-	PromptTokensPerSec     *float64 `json:"prompt_tokens_per_second,omitempty"`
-	GenerationTokensPerSec *float64 `json:"generation_tokens_per_second,omitempty"`
-	RequestsFinished       *float64 `json:"requests_finished,omitempty"`
+	// From counter deltas. PromptTokens are all the prompt tokens of the
+	// requests, cached or not; UncachedPromptTokens those the engine
+	// computed (llama.cpp's only count).
+	PrefixCacheHitRatio        *Float `json:"prefix_cache_hit_ratio"`
+	PromptTokens               *Float `json:"prompt_tokens"`
+	UncachedPromptTokens       *Float `json:"uncached_prompt_tokens"`
+	GenerationTokens           *Float `json:"generation_tokens"`
+	PromptTokensPerSec         *Float `json:"prompt_tokens_per_second"`
+	UncachedPromptTokensPerSec *Float `json:"uncached_prompt_tokens_per_second"`
+	GenerationTokensPerSec     *Float `json:"generation_tokens_per_second"`
+	RequestsFinished           *Float `json:"requests_finished"`
+
+	// Unavailable says, by JSON name, why a figure is null (or, for one
+	// the server sent as NaN or ±Inf, why it is written as null).
+	Unavailable map[string]string `json:"unavailable,omitempty"`
 }
+
+// serverFigureKeys are the JSON names of ServerStats' figures.
+var serverFigureKeys = []string{"kv_cache_usage_ratio", "requests_running", "requests_waiting", "ttft_seconds", "queue_time_seconds",
+	"prefix_cache_hit_ratio", "prompt_tokens", "uncached_prompt_tokens", "generation_tokens", "prompt_tokens_per_second",
+	"uncached_prompt_tokens_per_second", "generation_tokens_per_second", "requests_finished"}
 
 // TTFTGap is the probe's TTFT quantile minus the server's over the same
 // stage window (seconds): what the network, the gateway and the client
 // add to what the engine measures.
 type TTFTGap struct {
-	P50 float64 `json:"p50"`
-	P99 float64 `json:"p99"`
+	P50 Float `json:"p50"`
+	P99 Float `json:"p99"`
 }
 
 // resolveServerMetrics maps each target to the metrics URL it is
@@ -219,15 +274,50 @@ func resolveServerMetrics(specs []string, targets []*config.Target) (map[string]
 	return out, nil
 }
 
-// scrapeResult is one scrape: its families, or why it failed.
+// scrapeResult is one scrape: the families bench reads, or why it failed.
 type scrapeResult struct {
-	at       time.Time
+	at  time.Time
+	err error
+	// families are the families of ServerEngines the page held, nil once
+	// the scrape is neither the window's first nor its last successful
+	// one (only gauges are read from the others).
 	families map[string]*dto.MetricFamily
-	err      error
+	// dropped are the families of ServerEngines the page held but that
+	// were left out, with why (too many samples, lines too long).
+	dropped map[string]string
+	// gauges are the sum and series count of every gauge ServerEngines
+	// names, by family.
+	gauges map[string]gaugeValue
 }
 
-// scrapeServer fetches and parses one text exposition, bounded in size
-// and time.
+// gaugeValue is a gauge family's sum over its series, and their number.
+type gaugeValue struct {
+	sum float64
+	n   int
+}
+
+// serverWanted is the set of families ServerEngines names: the only ones
+// a scrape keeps.
+var serverWanted = sync.OnceValue(func() map[string]bool {
+	w := map[string]bool{}
+	for _, e := range ServerEngines {
+		for _, names := range e.figures() {
+			for _, n := range names {
+				w[n] = true
+			}
+		}
+	}
+	return w
+})
+
+// figures are the engine's name lists, every figure's.
+func (e *ServerEngine) figures() [][]string {
+	return [][]string{e.KVCacheUsage, e.Running, e.Waiting, e.TTFT, e.QueueTime, e.PrefixCacheHits,
+		e.PrefixCacheQuery, e.PromptTokens, e.UncachedPromptTokens, e.GenerationTokens, e.RequestsFinished}
+}
+
+// scrapeServer fetches and reads one text exposition, bounded in size,
+// line length, samples kept and time (readExposition).
 func scrapeServer(ctx context.Context, client *http.Client, u string) scrapeResult {
 	ctx, cancel := context.WithTimeout(ctx, serverMetricsTimeout)
 	defer cancel()
@@ -249,19 +339,19 @@ func scrapeServer(ctx context.Context, client *http.Client, u string) scrapeResu
 		res.err = fmt.Errorf("GET %s: %s", redactURL(u), resp.Status)
 		return res
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, serverMetricsMaxBytes+1))
-	if err != nil {
+	if res.families, res.dropped, err = readExposition(resp.Body, serverWanted()); err != nil {
 		res.err = fmt.Errorf("GET %s: %w", redactURL(u), err)
 		return res
 	}
-	if len(body) > serverMetricsMaxBytes {
-		res.err = fmt.Errorf("GET %s: body larger than %d bytes", redactURL(u), serverMetricsMaxBytes)
-		return res
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	if res.families, err = p.TextToMetricFamilies(strings.NewReader(string(body))); err != nil {
-		res.err = fmt.Errorf("GET %s: %w", redactURL(u), err)
-		res.families = nil
+	res.gauges = map[string]gaugeValue{}
+	for name, f := range res.families {
+		if f.GetType() == dto.MetricType_GAUGE || f.GetType() == dto.MetricType_UNTYPED {
+			g := gaugeValue{n: len(f.Metric)}
+			for _, m := range f.Metric {
+				g.sum += scalarValue(m)
+			}
+			res.gauges[name] = g
+		}
 	}
 	return res
 }
@@ -284,17 +374,31 @@ type serverScraper struct {
 	once sync.Once
 	mu   sync.Mutex
 	res  []scrapeResult
+	// first and last index res's first and latest successful scrape, the
+	// only ones that keep their families (-1: none yet).
+	first, last int
 }
 
 // startServerScraper begins sampling u at from (the end of the warm-up)
 // until stop is called.
 func startServerScraper(ctx context.Context, client *http.Client, u string, from time.Time, every time.Duration) *serverScraper {
-	s := &serverScraper{url: u, stop: make(chan struct{}), done: make(chan struct{})}
+	s := &serverScraper{url: u, stop: make(chan struct{}), done: make(chan struct{}), first: -1, last: -1}
 	add := func() {
 		r := scrapeServer(ctx, client, u)
 		s.mu.Lock()
+		defer s.mu.Unlock()
 		s.res = append(s.res, r)
-		s.mu.Unlock()
+		if r.err != nil {
+			return
+		}
+		i := len(s.res) - 1
+		switch {
+		case s.first < 0:
+			s.first = i
+		case s.last != s.first:
+			s.res[s.last].families = nil // a scrape in between: its gauges are enough
+		}
+		s.last = i
 	}
 	go func() {
 		defer close(s.done)
@@ -343,15 +447,27 @@ func (s *serverScraper) results() []scrapeResult {
 
 // serverStats turns a window's scrapes into the stage's figures.
 func serverStats(u string, res []scrapeResult) *ServerStats {
-	st := &ServerStats{URL: redactURL(u), Scrapes: len(res)}
+	st := &ServerStats{URL: redactURL(u), Scrapes: len(res), Unavailable: map[string]string{}}
 	var ok []scrapeResult
+	note := func(msg string) {
+		if !slices.Contains(st.Errors, msg) {
+			st.Errors = append(st.Errors, msg)
+		}
+	}
+	all := func(why string) *ServerStats {
+		for _, k := range serverFigureKeys {
+			st.Unavailable[k] = why
+		}
+		return st
+	}
 	for _, r := range res {
 		if r.err != nil {
 			st.FailedScrapes++
-			if msg := r.err.Error(); !slices.Contains(st.Errors, msg) {
-				st.Errors = append(st.Errors, msg)
-			}
+			note(r.err.Error())
 			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(r.dropped)) {
+			note(fmt.Sprintf("%s left out: %s", name, r.dropped[name]))
 		}
 		ok = append(ok, r)
 	}
@@ -359,59 +475,126 @@ func serverStats(u string, res []scrapeResult) *ServerStats {
 		if st.Scrapes == 0 {
 			st.Errors = append(st.Errors, "no scrape in the stage's window")
 		}
-		return st
+		return all("no successful scrape")
 	}
-	eng := detectEngine(ok[len(ok)-1].families)
+	first, last := ok[0], ok[len(ok)-1]
+	eng := detectEngine(last)
 	if eng == nil {
-		st.Errors = append(st.Errors, "no known engine's metrics (vllm:, sglang:, llamacpp:, tgi_)")
-		return st
+		var prefixes []string
+		for _, e := range ServerEngines {
+			prefixes = append(prefixes, e.Prefix)
+		}
+		why := fmt.Sprintf("no known engine's metrics (%s)", strings.Join(prefixes, ", "))
+		st.Errors = append(st.Errors, why)
+		return all(why)
 	}
 	st.Engine = eng.Name
-	first, last := ok[0], ok[len(ok)-1]
 	st.Window = last.at.Sub(first.at)
+	deltas := len(ok) >= 2
+	if !deltas {
+		st.Errors = append(st.Errors, "one successful scrape: no deltas")
+	}
+	// why is the reason a figure of names is missing: the engine does not
+	// export it, a scrape left it out, it takes two scrapes, or the
+	// scrapes do not have it.
+	why := func(key string, names []string, delta bool) string {
+		if len(names) == 0 {
+			if more := eng.Unexported[key]; more != "" {
+				return fmt.Sprintf("not exported by %s: %s", eng.Name, more)
+			}
+			return "not exported by " + eng.Name
+		}
+		for _, r := range ok {
+			for _, n := range names {
+				if d, ok := r.dropped[n]; ok {
+					return fmt.Sprintf("%s left out: %s", n, d)
+				}
+			}
+		}
+		if delta && !deltas {
+			return "one successful scrape: no deltas"
+		}
+		return "not in the scrapes: " + strings.Join(names, " or ")
+	}
+	figure := func(key string, v *Float, names []string, delta bool) *Float {
+		switch {
+		case v == nil:
+			st.Unavailable[key] = why(key, names, delta)
+		case !v.finite():
+			st.Unavailable[key] = fmt.Sprintf("the server sent %s (written as null)", nonFinite(float64(*v)))
+		}
+		return v
+	}
+	quantiles := func(key string, q *ServerQuantiles, names []string) *ServerQuantiles {
+		if q == nil {
+			st.Unavailable[key] = why(key, names, true)
+		}
+		return q
+	}
+	rate := func(key string, v *Float, of string) *Float {
+		secs := st.Window.Seconds()
+		switch {
+		case v != nil && secs > 0:
+			return figure(key, ptr(float64(*v)/secs), nil, false)
+		case v != nil:
+			st.Unavailable[key] = "a window of 0s"
+		default:
+			st.Unavailable[key] = st.Unavailable[of]
+		}
+		return nil
+	}
 
-	st.KVCacheUsage = avgGauge(ok, eng.KVCacheUsage, true)
-	st.RequestsRunning = avgGauge(ok, eng.Running, false)
-	st.RequestsWaiting = avgGauge(ok, eng.Waiting, false)
-	if len(ok) >= 2 {
+	st.KVCacheUsage = figure("kv_cache_usage_ratio", avgGauge(ok, eng.KVCacheUsage, true), eng.KVCacheUsage, false)
+	st.RequestsRunning = figure("requests_running", avgGauge(ok, eng.Running, false), eng.Running, false)
+	st.RequestsWaiting = figure("requests_waiting", avgGauge(ok, eng.Waiting, false), eng.Waiting, false)
+	var hits, queries *Float
+	if deltas {
 		st.TTFT = histDelta(first.families, last.families, eng.TTFT)
 		st.QueueTime = histDelta(first.families, last.families, eng.QueueTime)
 		st.PromptTokens = counterDelta(first.families, last.families, eng.PromptTokens)
+		st.UncachedPromptTokens = counterDelta(first.families, last.families, eng.UncachedPromptTokens)
 		st.GenerationTokens = counterDelta(first.families, last.families, eng.GenerationTokens)
 		st.RequestsFinished = counterDelta(first.families, last.families, eng.RequestsFinished)
-		hits := counterDelta(first.families, last.families, eng.PrefixCacheHits)
-		queries := counterDelta(first.families, last.families, eng.PrefixCacheQuery)
-		if hits != nil && queries != nil && *queries > 0 {
-			st.PrefixCacheHitRatio = ptr(*hits / *queries)
-		}
-		if secs := st.Window.Seconds(); secs > 0 {
-			if st.PromptTokens != nil {
-				st.PromptTokensPerSec = ptr(*st.PromptTokens / secs)
-			}
-			if st.GenerationTokens != nil {
-				st.GenerationTokensPerSec = ptr(*st.GenerationTokens / secs)
-			}
-		}
-	} else {
-		st.Errors = append(st.Errors, "one successful scrape: no deltas")
+		hits = counterDelta(first.families, last.families, eng.PrefixCacheHits)
+		queries = counterDelta(first.families, last.families, eng.PrefixCacheQuery)
 	}
+	st.TTFT = quantiles("ttft_seconds", st.TTFT, eng.TTFT)
+	st.QueueTime = quantiles("queue_time_seconds", st.QueueTime, eng.QueueTime)
+	st.PromptTokens = figure("prompt_tokens", st.PromptTokens, eng.PromptTokens, true)
+	st.UncachedPromptTokens = figure("uncached_prompt_tokens", st.UncachedPromptTokens, eng.UncachedPromptTokens, true)
+	st.GenerationTokens = figure("generation_tokens", st.GenerationTokens, eng.GenerationTokens, true)
+	st.RequestsFinished = figure("requests_finished", st.RequestsFinished, eng.RequestsFinished, true)
+	switch {
+	case hits == nil:
+		st.Unavailable["prefix_cache_hit_ratio"] = why("prefix_cache_hit_ratio", eng.PrefixCacheHits, true)
+	case queries == nil:
+		st.Unavailable["prefix_cache_hit_ratio"] = why("prefix_cache_hit_ratio", eng.PrefixCacheQuery, true)
+	case *queries > 0:
+		st.PrefixCacheHitRatio = figure("prefix_cache_hit_ratio", ptr(float64(*hits / *queries)), nil, false)
+	default:
+		st.Unavailable["prefix_cache_hit_ratio"] = "no prefix-cache queries in the window"
+	}
+	st.PromptTokensPerSec = rate("prompt_tokens_per_second", st.PromptTokens, "prompt_tokens")
+	st.UncachedPromptTokensPerSec = rate("uncached_prompt_tokens_per_second", st.UncachedPromptTokens, "uncached_prompt_tokens")
+	st.GenerationTokensPerSec = rate("generation_tokens_per_second", st.GenerationTokens, "generation_tokens")
 	return st
 }
 
-func ptr(v float64) *float64 { return &v }
-
-// detectEngine is the engine with the most families of its prefix.
-func detectEngine(fams map[string]*dto.MetricFamily) *ServerEngine {
+// detectEngine is the engine with the most of its families in a scrape
+// (kept or left out).
+func detectEngine(r scrapeResult) *ServerEngine {
 	best, bestN := -1, 0
 	for i, e := range ServerEngines {
-		n := 0
-		for name := range fams {
-			if strings.HasPrefix(name, e.Prefix) {
-				n++
+		seen := map[string]bool{}
+		for _, names := range e.figures() {
+			for _, n := range names {
+				if _, dropped := r.dropped[n]; r.families[n] != nil || dropped {
+					seen[n] = true
+				}
 			}
 		}
-		if n > bestN {
-			best, bestN = i, n
+		if len(seen) > bestN {
+			best, bestN = i, len(seen)
 		}
 	}
 	if best < 0 {
@@ -431,23 +614,23 @@ func family(fams map[string]*dto.MetricFamily, names []string) *dto.MetricFamily
 }
 
 // avgGauge averages, over the scrapes, the gauge's mean (mean) or sum
-// over its series.
-func avgGauge(res []scrapeResult, names []string, mean bool) *float64 {
+// over its series (the first of names a scrape has).
+func avgGauge(res []scrapeResult, names []string, mean bool) *Float {
 	total, n := 0.0, 0
 	for _, r := range res {
-		f := family(r.families, names)
-		if f == nil {
-			continue
+		for _, name := range names {
+			g, ok := r.gauges[name]
+			if !ok || g.n == 0 {
+				continue
+			}
+			v := g.sum
+			if mean {
+				v /= float64(g.n)
+			}
+			total += v
+			n++
+			break
 		}
-		v := 0.0
-		for _, m := range f.Metric {
-			v += scalarValue(m)
-		}
-		if mean {
-			v /= float64(len(f.Metric))
-		}
-		total += v
-		n++
 	}
 	if n == 0 {
 		return nil
@@ -487,7 +670,7 @@ func seriesKey(m *dto.Metric) string {
 
 // counterDelta sums, over the series, end − start (end when the series
 // is new or was reset).
-func counterDelta(start, end map[string]*dto.MetricFamily, names []string) *float64 {
+func counterDelta(start, end map[string]*dto.MetricFamily, names []string) *Float {
 	fe := family(end, names)
 	if fe == nil {
 		return nil
@@ -550,10 +733,10 @@ func histDelta(start, end map[string]*dto.MetricFamily, names []string) *ServerQ
 		cum[math.Inf(1)] += c
 		count += c
 	}
-	q := &ServerQuantiles{Count: count}
+	q := &ServerQuantiles{Count: Float(count)}
 	if count > 0 {
-		q.P50 = bucketQuantile(0.5, cum)
-		q.P99 = bucketQuantile(0.99, cum)
+		q.P50 = Float(bucketQuantile(0.5, cum))
+		q.P99 = Float(bucketQuantile(0.99, cum))
 	}
 	return q
 }
@@ -595,30 +778,157 @@ func bucketQuantile(q float64, cum map[float64]float64) float64 {
 }
 
 // fmtOpt formats an optional figure ("-" when absent).
-func fmtOpt(v *float64, format string, scale float64) string {
+func fmtOpt(v *Float, format string, scale float64) string {
 	if v == nil {
 		return "-"
 	}
-	return fmt.Sprintf(format, *v*scale)
+	return fmtFloat(float64(*v), format, scale)
 }
 
-// fmtServerQ formats a server quantile ("-" without observations).
-func fmtServerQ(q *ServerQuantiles, v func(*ServerQuantiles) float64) string {
-	if q == nil || q.Count == 0 {
-		return "-"
-	}
-	return fmtSeconds(v(q))
-}
-
-func p50(q *ServerQuantiles) float64 { return q.P50 }
-func p99(q *ServerQuantiles) float64 { return q.P99 }
+func p50(q *ServerQuantiles) float64 { return float64(q.P50) }
+func p99(q *ServerQuantiles) float64 { return float64(q.P99) }
 
 // fmtGap formats a signed difference of seconds.
-func fmtGap(v float64) string {
+func fmtGap(f Float) string {
+	v := float64(f)
+	if s := nonFinite(v); s != "" {
+		return s
+	}
 	if v < 0 {
 		return "-" + fmtSeconds(-v)
 	}
 	return "+" + fmtSeconds(v)
+}
+
+// why is the reason figure key of ss is null.
+func (ss *ServerStats) why(key string) string {
+	if w := ss.Unavailable[key]; w != "" {
+		return w
+	}
+	return "not reported" // a report written before reasons were kept
+}
+
+// show formats an optional figure of ss, or says why it has none.
+func (ss *ServerStats) show(key string, v *Float, format string, scale float64) string {
+	if v == nil {
+		return ss.why(key)
+	}
+	return fmtFloat(float64(*v), format, scale)
+}
+
+// showQ formats a server quantile, or says why there is none.
+func (ss *ServerStats) showQ(key string, q *ServerQuantiles, v func(*ServerQuantiles) float64) string {
+	switch {
+	case q == nil:
+		return ss.why(key)
+	case q.Count == 0:
+		return "no observations in the window"
+	}
+	return fmtSeconds(v(q))
+}
+
+// showGap formats the probe − server TTFT gap, or says why there is none.
+func (s *StageReport) showGap(v func(*TTFTGap) Float) string {
+	ss := s.Server
+	switch {
+	case s.TTFTGap != nil:
+		return fmtGap(v(s.TTFTGap))
+	case ss.TTFT == nil:
+		return "no server TTFT: " + ss.why("ttft_seconds")
+	case ss.TTFT.Count == 0:
+		return "no server TTFT observations in the window"
+	}
+	return "no first token in the probe's stage"
+}
+
+// Short codes of the text tables' cells without a figure: the lines under
+// the tables say why.
+const (
+	cellNotExported = "n/e" // not exported by the engine
+	cellMissing     = "n/a" // no figure, for the reason given
+)
+
+// cell is a text table's cell: the figure, or a short code.
+func (ss *ServerStats) cell(key string, v *Float, format string, scale float64) string {
+	if v == nil {
+		return ss.code(key)
+	}
+	return fmtFloat(float64(*v), format, scale)
+}
+
+func (ss *ServerStats) code(key string) string {
+	if strings.HasPrefix(ss.Unavailable[key], "not exported by ") {
+		return cellNotExported
+	}
+	return cellMissing
+}
+
+func (ss *ServerStats) cellQ(key string, q *ServerQuantiles, v func(*ServerQuantiles) float64) string {
+	switch {
+	case q == nil:
+		return ss.code(key)
+	case q.Count == 0:
+		return "none"
+	}
+	return fmtSeconds(v(q))
+}
+
+func (s *StageReport) cellGap(v func(*TTFTGap) Float) string {
+	switch ss := s.Server; {
+	case s.TTFTGap != nil:
+		return fmtGap(v(s.TTFTGap))
+	case ss.TTFT == nil:
+		return ss.code("ttft_seconds")
+	case ss.TTFT.Count == 0:
+		return "none"
+	}
+	return cellMissing
+}
+
+// serverColumns are the text tables' figures: label and JSON name.
+var serverColumns = []struct{ label, key string }{
+	{"KV", "kv_cache_usage_ratio"}, {"run", "requests_running"}, {"wait", "requests_waiting"},
+	{"prompt/s", "prompt_tokens_per_second"}, {"uncached/s", "uncached_prompt_tokens_per_second"},
+	{"gen/s", "generation_tokens_per_second"}, {"finished", "requests_finished"}, {"prefix", "prefix_cache_hit_ratio"},
+	{"srv TTFT", "ttft_seconds"}, {"queue", "queue_time_seconds"},
+}
+
+// writeServerReasons writes, under the text tables, why each figure of a
+// stage is missing: one line per reason, naming the columns.
+func writeServerReasons(w io.Writer, s *StageReport, uncached bool) {
+	ss := s.Server
+	var order []string
+	cols := map[string][]string{}
+	var notes []string
+	for _, c := range serverColumns {
+		if c.key == "uncached_prompt_tokens_per_second" && !uncached {
+			continue
+		}
+		why, ok := ss.Unavailable[c.key]
+		if !ok {
+			continue
+		}
+		group := why
+		if rest, found := strings.CutPrefix(why, "not exported by "+ss.Engine); found && ss.Engine != "" {
+			group = "not exported by " + ss.Engine
+			if more, ok := strings.CutPrefix(rest, ": "); ok && !slices.Contains(notes, more) {
+				notes = append(notes, c.label+": "+more)
+			}
+		}
+		if cols[group] == nil {
+			order = append(order, group)
+		}
+		cols[group] = append(cols[group], c.label)
+	}
+	for _, g := range order {
+		if slices.Contains(ss.Errors, g) || g == "no successful scrape" {
+			continue // said with the scrapes' errors
+		}
+		fmt.Fprintf(w, "stage %d %s server metrics: %s: %s\n", s.Stage, s.Target, strings.Join(cols[g], ", "), g)
+	}
+	for _, n := range notes {
+		fmt.Fprintf(w, "stage %d %s server metrics: %s\n", s.Stage, s.Target, n)
+	}
 }
 
 // writeServerMetrics writes the server's figures per stage and target
@@ -627,15 +937,27 @@ func writeServerMetrics(w io.Writer, stages []*StageReport) {
 	if !slices.ContainsFunc(stages, func(s *StageReport) bool { return s.Server != nil }) {
 		return
 	}
+	uncached := slices.ContainsFunc(stages, func(s *StageReport) bool {
+		return s.Server != nil && s.Server.UncachedPromptTokensPerSec != nil
+	})
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "stage\ttarget\tserver\tKV\trun\twait\tprompt/s\tgen/s\tfinished\tprefix\t")
+	head := "stage\ttarget\tserver\tKV\trun\twait\tprompt/s\t"
+	if uncached {
+		head += "uncached/s\t"
+	}
+	fmt.Fprintln(tw, head+"gen/s\tfinished\tprefix\t")
 	for _, s := range stages {
 		if ss := s.Server; ss != nil {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Stage, s.Target, cmp.Or(ss.Engine, "?"),
-				fmtOpt(ss.KVCacheUsage, "%.1f%%", 100), fmtOpt(ss.RequestsRunning, "%.1f", 1), fmtOpt(ss.RequestsWaiting, "%.1f", 1),
-				fmtOpt(ss.PromptTokensPerSec, "%.0f", 1), fmtOpt(ss.GenerationTokensPerSec, "%.0f", 1),
-				fmtOpt(ss.RequestsFinished, "%.0f", 1), fmtOpt(ss.PrefixCacheHitRatio, "%.1f%%", 100))
+			row := []string{strconv.Itoa(s.Stage), s.Target, cmp.Or(ss.Engine, "?"),
+				ss.cell("kv_cache_usage_ratio", ss.KVCacheUsage, "%.1f%%", 100), ss.cell("requests_running", ss.RequestsRunning, "%.1f", 1),
+				ss.cell("requests_waiting", ss.RequestsWaiting, "%.1f", 1), ss.cell("prompt_tokens_per_second", ss.PromptTokensPerSec, "%.0f", 1)}
+			if uncached {
+				row = append(row, ss.cell("uncached_prompt_tokens_per_second", ss.UncachedPromptTokensPerSec, "%.0f", 1))
+			}
+			row = append(row, ss.cell("generation_tokens_per_second", ss.GenerationTokensPerSec, "%.0f", 1),
+				ss.cell("requests_finished", ss.RequestsFinished, "%.0f", 1), ss.cell("prefix_cache_hit_ratio", ss.PrefixCacheHitRatio, "%.1f%%", 100))
+			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 		}
 	}
 	_ = tw.Flush()
@@ -644,21 +966,29 @@ func writeServerMetrics(w io.Writer, stages []*StageReport) {
 	fmt.Fprintln(tw, "stage\ttarget\tsrv TTFT p50\tp99\tprobe-srv p50\tp99\tqueue p50\tp99\t")
 	for _, s := range stages {
 		if ss := s.Server; ss != nil {
-			gap50, gap99 := "-", "-"
-			if g := s.TTFTGap; g != nil {
-				gap50, gap99 = fmtGap(g.P50), fmtGap(g.P99)
-			}
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Stage, s.Target,
-				fmtServerQ(ss.TTFT, p50), fmtServerQ(ss.TTFT, p99), gap50, gap99,
-				fmtServerQ(ss.QueueTime, p50), fmtServerQ(ss.QueueTime, p99))
+				ss.cellQ("ttft_seconds", ss.TTFT, p50), ss.cellQ("ttft_seconds", ss.TTFT, p99),
+				s.cellGap(func(g *TTFTGap) Float { return g.P50 }), s.cellGap(func(g *TTFTGap) Float { return g.P99 }),
+				ss.cellQ("queue_time_seconds", ss.QueueTime, p50), ss.cellQ("queue_time_seconds", ss.QueueTime, p99))
 		}
 	}
 	_ = tw.Flush()
+	coded := slices.ContainsFunc(stages, func(s *StageReport) bool {
+		ss := s.Server
+		return ss != nil && (slices.ContainsFunc(serverColumns, func(c struct{ label, key string }) bool {
+			_, missing := ss.Unavailable[c.key]
+			return missing && (uncached || c.key != "uncached_prompt_tokens_per_second")
+		}) || ss.TTFT != nil && ss.TTFT.Count == 0 || ss.QueueTime != nil && ss.QueueTime.Count == 0)
+	})
+	if coded {
+		fmt.Fprintf(w, "%s: not exported by the engine; %s: not available (why is below); none: no observations\n", cellNotExported, cellMissing)
+	}
 	for _, s := range stages {
 		if ss := s.Server; ss != nil {
 			for _, e := range ss.Errors {
 				fmt.Fprintf(w, "stage %d %s server metrics (%d of %d scrapes failed): %s\n", s.Stage, s.Target, ss.FailedScrapes, ss.Scrapes, e)
 			}
+			writeServerReasons(w, s, uncached)
 		}
 	}
 }
@@ -668,7 +998,8 @@ func writeServerMetrics(w io.Writer, stages []*StageReport) {
 func writeServerMarkdown(b *strings.Builder, s *StageReport) {
 	if ss := s.Server; ss != nil {
 		fmt.Fprintf(b, "### Server metrics (%s)\n\n", mdEscape(cmp.Or(ss.Engine, "engine not recognised")))
-		fmt.Fprintf(b, "Scraped %s %d times over %s (%d failed); gauges are averaged over the scrapes, the rest are deltas between the first and the last.\n\n",
+		fmt.Fprintf(b, "Scraped %s %d times over %s (%d failed); gauges are averaged over the scrapes, the rest are deltas between the first and the last. "+
+			"What each figure is, per engine, is in llmprobe's docs/bench.md; a figure the server does not give says why.\n\n",
 			mdEscape(ss.URL), ss.Scrapes, ss.Window.Round(time.Millisecond), ss.FailedScrapes)
 		for _, e := range ss.Errors {
 			fmt.Fprintf(b, "- scrape: %s\n", mdEscape(e))
@@ -677,25 +1008,29 @@ func writeServerMarkdown(b *strings.Builder, s *StageReport) {
 			b.WriteString("\n")
 		}
 		b.WriteString("| figure | value |\n|---|--:|\n")
-		row := func(name, v string) { fmt.Fprintf(b, "| %s | %s |\n", name, v) }
-		row("KV-cache usage", fmtOpt(ss.KVCacheUsage, "%.1f%%", 100))
-		row("requests running", fmtOpt(ss.RequestsRunning, "%.1f", 1))
-		row("requests waiting", fmtOpt(ss.RequestsWaiting, "%.1f", 1))
-		row("server TTFT p50", fmtServerQ(ss.TTFT, p50))
-		row("server TTFT p99", fmtServerQ(ss.TTFT, p99))
-		gap50, gap99 := "-", "-"
-		if g := s.TTFTGap; g != nil {
-			gap50, gap99 = fmtGap(g.P50), fmtGap(g.P99)
+		odd := false
+		row := func(name, v string) {
+			odd = odd || isNonFinite(v)
+			fmt.Fprintf(b, "| %s | %s |\n", name, mdEscape(v))
 		}
-		row("probe − server TTFT p50", gap50)
-		row("probe − server TTFT p99", gap99)
-		row("queue time p50", fmtServerQ(ss.QueueTime, p50))
-		row("queue time p99", fmtServerQ(ss.QueueTime, p99))
-		row("prefix-cache hit rate", fmtOpt(ss.PrefixCacheHitRatio, "%.1f%%", 100))
-		row("prompt tokens/s", fmtOpt(ss.PromptTokensPerSec, "%.0f", 1))
-		row("generation tokens/s", fmtOpt(ss.GenerationTokensPerSec, "%.0f", 1))
-		row("requests finished", fmtOpt(ss.RequestsFinished, "%.0f", 1))
+		row("KV-cache usage", ss.show("kv_cache_usage_ratio", ss.KVCacheUsage, "%.1f%%", 100))
+		row("requests running", ss.show("requests_running", ss.RequestsRunning, "%.1f", 1))
+		row("requests waiting", ss.show("requests_waiting", ss.RequestsWaiting, "%.1f", 1))
+		row("server TTFT p50", ss.showQ("ttft_seconds", ss.TTFT, p50))
+		row("server TTFT p99", ss.showQ("ttft_seconds", ss.TTFT, p99))
+		row("probe − server TTFT p50", s.showGap(func(g *TTFTGap) Float { return g.P50 }))
+		row("probe − server TTFT p99", s.showGap(func(g *TTFTGap) Float { return g.P99 }))
+		row("queue time p50", ss.showQ("queue_time_seconds", ss.QueueTime, p50))
+		row("queue time p99", ss.showQ("queue_time_seconds", ss.QueueTime, p99))
+		row("prefix-cache hit rate", ss.show("prefix_cache_hit_ratio", ss.PrefixCacheHitRatio, "%.1f%%", 100))
+		row("prompt tokens/s", ss.show("prompt_tokens_per_second", ss.PromptTokensPerSec, "%.0f", 1))
+		row("uncached prompt tokens/s", ss.show("uncached_prompt_tokens_per_second", ss.UncachedPromptTokensPerSec, "%.0f", 1))
+		row("generation tokens/s", ss.show("generation_tokens_per_second", ss.GenerationTokensPerSec, "%.0f", 1))
+		row("requests finished", ss.show("requests_finished", ss.RequestsFinished, "%.0f", 1))
 		b.WriteString("\n")
+		if odd {
+			b.WriteString(nonFiniteNote)
+		}
 	}
 	if g := s.GPU; g != nil {
 		fmt.Fprintf(b, "### GPU (averaged over %s)\n\n", g.Window.Round(time.Millisecond))
@@ -707,12 +1042,17 @@ func writeServerMarkdown(b *strings.Builder, s *StageReport) {
 		}
 		if len(g.Devices) > 0 {
 			b.WriteString("| host | GPU | model | util | SM active | FB used | power |\n|---|---|---|--:|--:|--:|--:|\n")
+			odd := false
 			for _, d := range g.Devices {
-				fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", mdEscape(d.Hostname), mdEscape(d.GPU), mdEscape(d.Model),
-					fmtOpt(d.UtilPercent, "%.1f%%", 1), fmtOpt(d.SMActive, "%.1f%%", 100),
-					fmtOpt(d.FBUsedMiB, "%.0f MiB", 1), fmtOpt(d.PowerWatts, "%.1f W", 1))
+				vals := []string{fmtOpt(d.UtilPercent, "%.1f%%", 1), fmtOpt(d.SMActive, "%.1f%%", 100),
+					fmtOpt(d.FBUsedMiB, "%.0f MiB", 1), fmtOpt(d.PowerWatts, "%.1f W", 1)}
+				odd = odd || slices.ContainsFunc(vals, isNonFinite)
+				fmt.Fprintf(b, "| %s | %s | %s | %s |\n", mdEscape(d.Hostname), mdEscape(d.GPU), mdEscape(d.Model), strings.Join(vals, " | "))
 			}
 			b.WriteString("\n")
+			if odd {
+				b.WriteString(nonFiniteNote)
+			}
 		}
 	}
 }

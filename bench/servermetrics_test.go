@@ -185,25 +185,25 @@ func TestServerMetricsMatchSimulator(t *testing.T) {
 		}
 		return v / float64(len(snaps))
 	}
-	exact := func(what string, got *float64, want float64) {
+	exact := func(what string, got *bench.Float, want float64) {
 		t.Helper()
 		if got == nil {
 			t.Errorf("%s: missing, want %g", what, want)
 			return
 		}
 		t.Logf("%s: report %g, simulator %g", what, *got, want)
-		if *got != want {
+		if float64(*got) != want {
 			t.Errorf("%s = %g, simulator's %g", what, *got, want)
 		}
 	}
-	near := func(what string, got *float64, want float64) {
+	near := func(what string, got *bench.Float, want float64) {
 		t.Helper()
 		if got == nil {
 			t.Errorf("%s: missing, want %g", what, want)
 			return
 		}
 		t.Logf("%s: report %g, simulator %g", what, *got, want)
-		if math.Abs(*got-want) > 1e-9*math.Max(1, math.Abs(want)) {
+		if math.Abs(float64(*got)-want) > 1e-9*math.Max(1, math.Abs(want)) {
 			t.Errorf("%s = %g, simulator's %g", what, *got, want)
 		}
 	}
@@ -234,13 +234,13 @@ func TestServerMetricsMatchSimulator(t *testing.T) {
 			continue
 		}
 		wantCount := float64(last[h.name].GetMetric()[0].GetHistogram().GetSampleCount() - first[h.name].GetMetric()[0].GetHistogram().GetSampleCount())
-		if h.q.Count != wantCount {
+		if float64(h.q.Count) != wantCount {
 			t.Errorf("%s count %g, simulator's %g", h.name, h.q.Count, wantCount)
 		}
 		for _, qq := range []struct {
 			q   float64
 			got float64
-		}{{0.5, h.q.P50}, {0.99, h.q.P99}} {
+		}{{0.5, float64(h.q.P50)}, {0.99, float64(h.q.P99)}} {
 			lo, hi := bucketAround(t, first[h.name], last[h.name], qq.q)
 			t.Logf("%s p%g: report %.4fs, simulator's bucket (%gs, %gs]", h.name, 100*qq.q, qq.got, lo, hi)
 			if qq.got < lo || qq.got > hi {
@@ -249,7 +249,7 @@ func TestServerMetricsMatchSimulator(t *testing.T) {
 		}
 	}
 	g := s.TTFTGap
-	if g == nil || g.P50 != s.TTFT.P50-ss.TTFT.P50 || g.P99 != s.TTFT.P99-ss.TTFT.P99 {
+	if g == nil || float64(g.P50) != s.TTFT.P50-float64(ss.TTFT.P50) || float64(g.P99) != s.TTFT.P99-float64(ss.TTFT.P99) {
 		t.Errorf("TTFT gap %+v, want probe %g/%g minus server %g/%g", g, s.TTFT.P50, s.TTFT.P99, ss.TTFT.P50, ss.TTFT.P99)
 	} else {
 		t.Logf("probe − server TTFT: p50 %+.4fs, p99 %+.4fs", g.P50, g.P99)
@@ -414,7 +414,7 @@ func TestGPUFromPrometheus(t *testing.T) {
 			w := want[d.GPU]
 			for _, c := range []struct {
 				metric string
-				got    *float64
+				got    *bench.Float
 			}{
 				{bench.GPUMetrics.Util, d.UtilPercent}, {bench.GPUMetrics.SMActive, d.SMActive},
 				{bench.GPUMetrics.FBUsed, d.FBUsedMiB}, {bench.GPUMetrics.Power, d.PowerWatts},
@@ -424,7 +424,7 @@ func TestGPUFromPrometheus(t *testing.T) {
 					continue
 				}
 				t.Logf("stage %d GPU %s %s: report %g, fixture %g", s.Stage, d.GPU, c.metric, *c.got, w[c.metric])
-				if math.Abs(*c.got-w[c.metric]) > 1e-9*math.Max(1, math.Abs(w[c.metric])) {
+				if math.Abs(float64(*c.got)-w[c.metric]) > 1e-9*math.Max(1, math.Abs(w[c.metric])) {
 					t.Errorf("stage %d GPU %s %s = %g, fixture %g", s.Stage, d.GPU, c.metric, *c.got, w[c.metric])
 				}
 			}

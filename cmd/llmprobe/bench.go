@@ -34,6 +34,7 @@ type benchOptions struct {
 	targets       []string
 	stages        []string
 	stageDuration time.Duration
+	grace         time.Duration // --stage.grace
 	warmup        time.Duration
 	output        string
 	stopSaturated bool
@@ -59,6 +60,7 @@ func registerBench(app *kingpin.Application) command {
 	cmd.Flag("target", "Only these targets (repeatable). Default: all.").StringsVar(&o.targets)
 	cmd.Flag("stage", "A stage as RATE[:DURATION], e.g. 10:60s (repeatable, run in order; required but with compare).").StringsVar(&o.stages)
 	cmd.Flag("stage.duration", "Duration of stages given without one.").Default("60s").DurationVar(&o.stageDuration)
+	cmd.Flag("stage.grace", "Wait at most this long after each stage for its requests still in flight (their results count for the stage; those still running then are cancelled, and the report says how many). 0: the longest request timeout of the targets.").Default("0s").DurationVar(&o.grace)
 	cmd.Flag("warmup", "Warm-up excluded from each stage's latency figures (negative: global.warmup).").Default("5s").DurationVar(&o.warmup)
 	cmd.Flag("output", "Also write the report to this file: Markdown when it ends in .md, else JSON (what compare reads).").StringVar(&o.output)
 	cmd.Flag("plot", "Also draw latency (TTFT, TPOT, E2E p50 and p99) and throughput against offered rate into this file: FILE.svg or FILE.png.").PlaceHolder("FILE").StringVar(&o.plot)
@@ -97,6 +99,9 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	stages, err := parseStages(o.stages, o.stageDuration)
 	if err != nil {
 		return err
+	}
+	if o.grace < 0 {
+		return usagef("--stage.grace must not be negative, got %v", o.grace)
 	}
 	plotFormat := ""
 	if o.plot != "" {
@@ -156,6 +161,7 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		Targets:           o.targets,
 		Stages:            stages,
 		Warmup:            o.warmup,
+		Grace:             o.grace,
 		Logger:            logger,
 		StopWhenSaturated: o.stopSaturated,
 		SLO:               spec,
@@ -211,17 +217,14 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	return nil
 }
 
-// writeFile creates path and writes it with write.
+// writeFile writes path with write, which writes to memory first: a
+// failed write leaves no truncated file behind.
 func writeFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
+	var b bytes.Buffer
+	if err := write(&b); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err := write(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return os.WriteFile(path, b.Bytes(), 0o666)
 }
 
 // relativeLink is target as a link from a document at doc ("" without
@@ -310,6 +313,9 @@ func parseStages(specs []string, def time.Duration) ([]bench.Stage, error) {
 		r, err := strconv.ParseFloat(rate, 64)
 		if err != nil || !(r > 0) {
 			return nil, usagef("--stage %q: rate must be a positive number of requests per second", s)
+		}
+		if r > config.MaxArrivalRate {
+			return nil, usagef("--stage %q: rate %g is above the arrival cap of %d requests per second (for more, split the load over several targets)", s, r, config.MaxArrivalRate)
 		}
 		d := def
 		if hasDur {

@@ -14,6 +14,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/config"
 )
 
 // findFlags are bench's search flags: --find, --levels, --capacity and
@@ -66,6 +67,9 @@ func (f *findFlags) check(stages bool) error {
 	if capacitySet && !(f.capacity > 0) {
 		return usagef("--capacity must be a positive number of requests per second, got %v", f.capacity)
 	}
+	if f.capacity > config.MaxArrivalRate {
+		return usagef("--capacity %g is above the arrival cap of %d requests per second", f.capacity, config.MaxArrivalRate)
+	}
 	if capacitySet && f.mode == bench.FindCapacity {
 		return usagef("--capacity and --find=capacity are exclusive: give the capacity or find it")
 	}
@@ -88,6 +92,8 @@ func (f *findFlags) check(stages bool) error {
 	switch {
 	case !(f.startRate > 0):
 		return usagef("--find.start-rate must be a positive number of requests per second, got %v", f.startRate)
+	case f.startRate > config.MaxArrivalRate:
+		return usagef("--find.start-rate %g is above the arrival cap of %d requests per second", f.startRate, config.MaxArrivalRate)
 	case !(f.factor > 1):
 		return usagef("--find.factor must be greater than 1, got %v", f.factor)
 	case !(f.minGain > 0 && f.minGain < 1):
