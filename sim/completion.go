@@ -586,6 +586,9 @@ func (rs *responseState) tokenOut(now time.Time) {
 	} else {
 		m.itl.Observe(now.Sub(rs.lastFlush).Seconds())
 	}
+	if r := rs.sq.reasoning; r > 0 && rs.written == r+1 {
+		rs.lc.firstAnswer = now
+	}
 	rs.lastFlush = now
 	rs.lc.lastToken = now
 	rs.lc.lastOut = now
