@@ -191,15 +191,26 @@ func Check(got Timing, e sim.RequestLogEntry, s Slack) error {
 // measure reports real failures on t itself.
 func Retry[T any](t testing.TB, attempts int, measure func(attempt int) (T, string)) T {
 	t.Helper()
+	return RetryFor(t, attempts, 0, measure)
+}
+
+// RetryFor is Retry that starts no new attempt once budget (when
+// positive) has passed since the first began: a long measurement retried
+// on a busy machine must not outlast the test's time limit.
+func RetryFor[T any](t testing.TB, attempts int, budget time.Duration, measure func(attempt int) (T, string)) T {
+	t.Helper()
+	start := time.Now()
 	var why string
-	for i := 1; i <= attempts; i++ {
-		v, reason := measure(i)
+	n := 0
+	for n < attempts && (n == 0 || budget <= 0 || time.Since(start) < budget) {
+		n++
+		v, reason := measure(n)
 		if reason == "" {
 			return v
 		}
 		why = reason
-		t.Logf("attempt %d of %d not trusted, measuring again: %s", i, attempts, reason)
+		t.Logf("attempt %d of %d not trusted: %s", n, attempts, reason)
 	}
-	t.Fatalf("not trusted in %d attempts, so not judged: %s", attempts, why)
+	t.Fatalf("not trusted in %d attempts over %v, so not judged: %s", n, time.Since(start).Round(time.Second), why)
 	panic("unreachable")
 }

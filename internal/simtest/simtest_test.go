@@ -104,6 +104,24 @@ func TestRetry(t *testing.T) {
 	if calls != 3 || !strings.Contains(f.fatal, "reason 3") {
 		t.Errorf("%d calls, fatal %q; want 3 and the last reason", calls, f.fatal)
 	}
+	// Past its budget, RetryFor starts no new attempt.
+	f = &fakeTB{TB: t}
+	calls = 0
+	func() {
+		defer func() {
+			if r := recover(); r != nil && r != (stopped{}) {
+				panic(r)
+			}
+		}()
+		RetryFor(f, 3, 10*time.Millisecond, func(i int) (int, string) {
+			calls++
+			time.Sleep(20 * time.Millisecond)
+			return i, "slow and untrusted"
+		})
+	}()
+	if calls != 1 || !strings.Contains(f.fatal, "1 attempts") {
+		t.Errorf("%d calls, fatal %q; want 1 past the budget", calls, f.fatal)
+	}
 }
 
 // TestServerRecord: a streamed request's line is found by its response
