@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/internal/simtest"
 )
 
 // readmeBenchExample is the README's example of bench against the
@@ -62,16 +63,34 @@ func stageRows(t *testing.T, stdout string) [][]string {
 // written (the embedded demo configuration against the simulator in a
 // child process) and asserts every stage of every target is trusted: the
 // demo's max_inflight and the example's rates leave room for the load.
+// A stage the verdict does not trust because the harness was saturated
+// (a busy machine: its timestamps late, not the example wrong) runs the
+// example again, within the test's time; a target overloaded fails it at
+// once.
 func TestReadmeBenchExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the README's bench example runs for about a minute")
 	}
 	args := readmeBenchExample(t)
-	res := runBinary(t, binary(t), nil, args...)
-	t.Logf("llmprobe %s\n%s", strings.Join(args, " "), res.stdout)
-	if res.code != 0 {
-		t.Fatalf("exit code %d: %s", res.code, res.stderr)
-	}
+	res := simtest.RetryFor(t, 3, 60*time.Second, func(int) (cliResult, string) {
+		res := runBinary(t, binary(t), nil, args...)
+		t.Logf("llmprobe %s\n%s", strings.Join(args, " "), res.stdout)
+		if res.code != 0 {
+			t.Fatalf("exit code %d: %s", res.code, res.stderr)
+		}
+		var saturated []string
+		for _, line := range strings.Split(res.stdout, "\n") {
+			_, why, ok := strings.Cut(line, " NOT TRUSTED: ")
+			switch {
+			case !ok:
+			case strings.HasPrefix(why, "harness saturated: "):
+				saturated = append(saturated, line)
+			default:
+				t.Fatalf("the README's example prints %q", line)
+			}
+		}
+		return res, strings.Join(saturated, "; ")
+	})
 	if strings.Contains(res.stdout, "NOT TRUSTED") {
 		t.Error("the README's example prints NOT TRUSTED")
 	}
