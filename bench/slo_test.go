@@ -50,13 +50,16 @@ func listenSim(t *testing.T) string {
 // as llmprobe measured them (its per-request export): on an idle machine
 // all of them. The stages are judged when the harness trusts them, as
 // llmprobe's own verdict says; a busy machine can delay a short
-// request's first token past the bound, and the harness says so.
+// request's first token past the bound, and the harness says so. It is
+// asked for the precision the bound needs: a short request's first token
+// comes in ~25 ms, so timestamps late by up to 50 ms (max_inflation) on
+// 1% of wake-ups leave it under 100 ms.
 func TestStageGoodput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two 4 s stages against simulators")
 	}
 	cfg, err := config.Load([]byte(fmt.Sprintf(`
-global: {warmup: 0s, request_timeout: 10s}
+global: {warmup: 0s, request_timeout: 10s, saturation: {max_inflation: 50ms}}
 workloads:
   short: {classes: [{name: s, prompt_tokens: 16, output_tokens: 8}]}
   long: {classes: [{name: l, prompt_tokens: 600, output_tokens: 8}]}
