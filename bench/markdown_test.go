@@ -67,7 +67,7 @@ func TestMarkdown(t *testing.T) {
 		}
 	}
 	var plain strings.Builder
-	if err := sw.rep.WriteMarkdown(&plain, bench.MarkdownOptions{}); err != nil {
+	if err := trustedCopy(t, sw.rep).WriteMarkdown(&plain, bench.MarkdownOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(plain.String(), "![") || strings.Contains(plain.String(), "NOT TRUSTED") {

@@ -149,7 +149,10 @@ func TestRequestLog(t *testing.T) {
 		if rec.TTFT == nil || *rec.TTFT <= 0 || rec.E2E < *rec.TTFT {
 			t.Errorf("line %d: TTFT %v, E2E %v", n, rec.TTFT, rec.E2E)
 		}
-		if rec.PromptTokens < 16 || rec.OutputTokens < 8 || len(rec.ITLs) != rec.OutputTokens-1 {
+		// The shortest prompt is planned at 16 tokens; with tokenize off
+		// the server's count of it is a few tokens either side (it was
+		// 14 once).
+		if rec.PromptTokens < 12 || rec.OutputTokens < 8 || len(rec.ITLs) != rec.OutputTokens-1 {
 			t.Errorf("line %d: %d prompt, %d output tokens, %d ITLs", n, rec.PromptTokens, rec.OutputTokens, len(rec.ITLs))
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmprobe/llmprobe/internal/simtest"
 )
 
 // TestSelftest runs `llmprobe selftest` on a short, low ladder: it ramps
@@ -18,10 +20,22 @@ import (
 // configuration asks for more than the saved ceiling.
 func TestSelftest(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "selftest.json")
-	code, stdout, stderr := runCommand(t, "selftest", "--step.duration=2s", "--start-rate=20", "--max-rate=40", "--bisections=0", "--output="+out)
-	if code != 0 {
-		t.Fatalf("selftest exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
-	}
+	// Its steps are judged by the harness' own verdict: on a machine too
+	// busy for 20 or 40 req/s to be honest it says so, and the ladder is
+	// run again (at most three times) before the test fails with its
+	// words.
+	stdout := simtest.RetryFor(t, 3, 60*time.Second, func(int) (string, string) {
+		code, stdout, stderr := runCommand(t, "selftest", "--step.duration=2s", "--start-rate=20", "--max-rate=40", "--bisections=0", "--output="+out)
+		if code != 0 {
+			t.Fatalf("selftest exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+		}
+		for _, line := range strings.Split(stdout, "\n") {
+			if strings.Contains(line, "NOT HONEST: ") {
+				return stdout, strings.Join(strings.Fields(line), " ")
+			}
+		}
+		return stdout, ""
+	})
 	for _, want := range []string{"zero-latency simulator", "20 req/s", "40 req/s", "honest", "This host drives at least 40 req/s", "saved to " + out} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("the output lacks %q:\n%s", want, stdout)

@@ -145,15 +145,18 @@ targets:
 			name, 1e3*(b.client-a.client)/(b.clientN-a.clientN), 1e3*(b.server-a.server)/(b.serverN-a.serverN), ex.Round(10*time.Microsecond), reasons)
 		return ex, reasons
 	}
-	// Without the busy loops the daemon's timestamps are close to the
-	// simulator's: the inflation the loops cause is theirs. Whether the
-	// verdict stays quiet here is not judged: CPU 0 is shared with
-	// whatever else runs (other packages' tests in CI), and the verdict
-	// rests on the tail (more than max_late_ratio of heartbeats over
-	// max_inflation late), which a mean below the bound does not rule out.
+	// Without the busy loops: whether the verdict stays quiet here is not
+	// judged, as CPU 0 is shared with whatever else runs (other packages'
+	// tests in CI, a user's builds), and the verdict rests on the tail
+	// (more than max_late_ratio of heartbeats over max_inflation late),
+	// which a mean below the bound does not rule out. But what is judged
+	// beside the loops holds here too: TTFTs inflated by over twice the
+	// bound are flagged. (The test failed on a busy machine, "this host
+	// cannot run the test", where the harness had rightly flagged the
+	// inflation the machine caused; the loops add their own below.)
 	ex, reasons := phase("alone on CPU 0", 8*time.Second)
-	if ex > bound {
-		t.Fatalf("without busy loops the daemon's TTFT already exceeds the simulator's by %v, over max_inflation %v: this host cannot run the test", ex, bound)
+	if ex > 2*bound && len(reasons) == 0 {
+		t.Errorf("without busy loops: the TTFTs show %v of inflation, over twice max_inflation %v, and the harness did not flag it", ex, bound)
 	}
 
 	hogs(t, 10, 0, 40*time.Second)

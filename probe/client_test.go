@@ -24,6 +24,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/embedded"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/llmprobe/llmprobe/internal/simtest"
 )
 
 // --- byte-exact stream fixtures (vLLM's OpenAI server output) ---
@@ -109,8 +111,18 @@ type recorded struct {
 // fixtureServer serves the steps on every request, flushing after each.
 func fixtureServer(t *testing.T, contentType string, st []streamStep) (*httptest.Server, chan recorded) {
 	t.Helper()
+	return fixtureServerTimed(t, contentType, st, nil)
+}
+
+// fixtureServerTimed is fixtureServer recording its instants in times
+// when not nil (record_test.go).
+func fixtureServerTimed(t *testing.T, contentType string, st []streamStep, times *serverTimes) (*httptest.Server, chan recorded) {
+	t.Helper()
 	seen := make(chan recorded, 100)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if times != nil {
+			times.begin()
+		}
 		var body map[string]any
 		_ = json.NewDecoder(r.Body).Decode(&body)
 		io.Copy(io.Discard, r.Body)
@@ -131,6 +143,9 @@ func fixtureServer(t *testing.T, contentType string, st []streamStep) (*httptest
 				case <-r.Context().Done():
 					return
 				}
+			}
+			if times != nil {
+				times.write()
 			}
 			if _, err := io.WriteString(w, s.raw); err != nil {
 				return
@@ -218,17 +233,20 @@ func checkTimingInvariants(t *testing.T, res *Result) {
 }
 
 func TestClientChatVLLMStream(t *testing.T) {
-	const gap = 5 * time.Millisecond
+	const gap = 20 * time.Millisecond
 	st := []streamStep{{raw: "data: " + chatRole() + "\n\n"}}
 	// The first content comes 30ms after the role-only delta: TTFT must
 	// not start at the role delta.
 	st = append(st, streamStep{pause: 30 * time.Millisecond, raw: "data: " + chatContent("Once") + "\n\n"})
 	st = append(st, steps(gap, chatContent(" upon"), chatContent(" a"), chatContent(" time"))...)
 	st = append(st, steps(gap, chatDelta("content", ".", "stop", ""), usageChunk(17, 5, 16), "[DONE]")...)
-	srv, seen := fixtureServer(t, "text/event-stream; charset=utf-8", st)
+	times := &serverTimes{}
+	srv, seen := fixtureServerTimed(t, "text/event-stream; charset=utf-8", st, times)
 	c := newTestClient(t, srv.URL+"/v1/", func(cfg *ClientConfig) { cfg.KeepText = true })
+	lat := simtest.WatchLateness(t)
 
 	res := do(t, c, chatRequest())
+	slack := lat.Slack()
 	expectOutcome(t, res, OutcomeSuccess, "")
 	checkTimingInvariants(t, res)
 	if res.Chunks != 5 || len(res.ITLs) != 4 {
@@ -237,11 +255,11 @@ func TestClientChatVLLMStream(t *testing.T) {
 	if res.TTFT < 25*time.Millisecond {
 		t.Errorf("TTFT %v: the role-only delta was counted as the first token", res.TTFT)
 	}
-	for _, d := range res.ITLs {
-		if d < gap/2 {
-			t.Errorf("ITL %v, server paused %v between chunks", d, gap)
-		}
-	}
+	// Each event is stamped when it arrived: never before the server
+	// wrote it, and after it by no more than this machine delays a
+	// goroutine. (An ITL of at least half the server's pause would fail
+	// when the client read one chunk late and the next on time.)
+	checkEvents(t, res, times, []int{1, 2, 3, 4, 5}, 1, slack)
 	if res.OutputTokens != 5 || res.PromptTokens != 17 || !res.UsageReported {
 		t.Errorf("tokens out %d prompt %d reported %v; want 5, 17, true", res.OutputTokens, res.PromptTokens, res.UsageReported)
 	}

@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/simtest"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/sim"
 )
@@ -162,21 +162,6 @@ func simCount(t *testing.T, s *sim.Server, name string) float64 {
 	return 0
 }
 
-func simHistogram(t *testing.T, s *sim.Server, name string) *dto.Histogram {
-	t.Helper()
-	mfs, err := s.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
-			return mf.GetMetric()[0].GetHistogram()
-		}
-	}
-	t.Fatalf("histogram %s not found", name)
-	return nil
-}
-
 const simpleWorkload = `
 global: {warmup: 0s, seed: 7}
 workloads:
@@ -262,20 +247,34 @@ func TestEngineIsOpenLoop(t *testing.T) {
 	}
 }
 
+// TestEngineTimingMatchesSimulator: every request the engine measured
+// has its first and last token where the simulator's request log says it
+// sent them, one ITL per chunk after the first, and TPOT from E2E and
+// TTFT. (Its medians were compared with the timing model, TTFT ≈ 40 ms
+// and ITL ≈ 10 ms, and its mean TTFT with the server's within 5 ms: a
+// busy machine stretches the simulator's steps and delays the client's
+// reads, though neither is wrong. Request by request against the
+// server's record, a TTFT taken from the wrong instant still fails.)
 func TestEngineTimingMatchesSimulator(t *testing.T) {
-	srv, url := startSim(t, func(c *sim.Config) {
-		c.PrefillBase = 30 * time.Millisecond
-		c.PrefillPerToken = 0
-		c.DecodeBase = 10 * time.Millisecond
-		c.DecodePerSeq = 0
-		c.EnablePrefixCaching = false
-	})
-	cfg := loadConfig(t, simpleWorkload, 64, 20, url, "constant", 5, 64)
+	simCfg := sim.DefaultConfig()
+	simCfg.Seed = 1
+	simCfg.PrefillBase = 30 * time.Millisecond
+	simCfg.PrefillPerToken = 0
+	simCfg.DecodeBase = 10 * time.Millisecond
+	simCfg.DecodePerSeq = 0
+	simCfg.EnablePrefixCaching = false
+	srv := simtest.Start(t, simCfg)
+	cfg := loadConfig(t, simpleWorkload, 64, 20, srv.URL(), "constant", 5, 64)
 	rec := newRecorder()
+	lat := simtest.WatchLateness(t)
 	runEngine(t, cfg, rec, 3*time.Second)
+	slack := lat.Slack()
 
-	var ttfts, itls []float64
-	for _, r := range rec.byTarget("t") {
+	results := rec.byTarget("t")
+	if len(results) < 10 {
+		t.Fatalf("only %d results", len(results))
+	}
+	for _, r := range results {
 		if r.Outcome != probe.OutcomeSuccess || !r.FirstToken {
 			t.Fatalf("outcome %s %s", r.Outcome, r.Error)
 		}
@@ -286,35 +285,11 @@ func TestEngineTimingMatchesSimulator(t *testing.T) {
 		if r.TPOT != want {
 			t.Errorf("TPOT %v, want (E2E-TTFT)/(n-1) = %v", r.TPOT, want)
 		}
-		ttfts = append(ttfts, r.TTFT.Seconds())
-		for _, g := range r.ITLs {
-			itls = append(itls, g.Seconds())
+		if err := simtest.Check(simtest.Timing{TTFT: r.TTFT, Last: r.E2E}, srv.Entry(t, r.ResponseID), slack); err != nil {
+			t.Error(err)
 		}
 	}
-	if len(ttfts) < 10 {
-		t.Fatalf("only %d results", len(ttfts))
-	}
-	slices.Sort(ttfts)
-	slices.Sort(itls)
-	medTTFT, medITL := ttfts[len(ttfts)/2], itls[len(itls)/2]
-	// One step with a prefill: 30 ms + 10 ms decode.
-	if medTTFT < 0.035 || medTTFT > 0.060 {
-		t.Errorf("median TTFT %.1f ms, want ~40 ms (prefill 30 + decode 10)", medTTFT*1000)
-	}
-	if medITL < 0.008 || medITL > 0.016 {
-		t.Errorf("median ITL %.1f ms, want ~10 ms", medITL*1000)
-	}
-	// The client's view matches the server's own TTFT within a few ms.
-	h := simHistogram(t, srv, "vllm:time_to_first_token_seconds")
-	serverMean := h.GetSampleSum() / float64(h.GetSampleCount())
-	clientMean := 0.0
-	for _, v := range ttfts {
-		clientMean += v
-	}
-	clientMean /= float64(len(ttfts))
-	if d := clientMean - serverMean; d < 0 || d > 0.005 {
-		t.Errorf("client mean TTFT %.2f ms vs server %.2f ms: want client ≥ server by < 5 ms", clientMean*1000, serverMean*1000)
-	}
+	t.Logf("%d requests within %v of the server's record", len(results), slack)
 }
 
 func TestEnginePrefixReuse(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmprobe/llmprobe/internal/simtest"
 )
 
 // Wire-format tests of the Responses, Messages and embeddings protocols,
@@ -35,8 +37,9 @@ func messagesRequest() *Request {
 }
 
 func TestMessagesStream(t *testing.T) {
-	p := 5 * time.Millisecond
-	srv, seen := fixtureServer(t, "text/event-stream", []streamStep{
+	p := 10 * time.Millisecond
+	times := &serverTimes{}
+	srv, seen := fixtureServerTimed(t, "text/event-stream", []streamStep{
 		named(0, "message_start", `{"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"claude-x-20250101","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"cache_creation_input_tokens":0,"cache_read_input_tokens":30,"output_tokens":1}}}`),
 		named(0, "content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}`),
 		named(p, "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Rayleigh"}}`),
@@ -50,14 +53,21 @@ func TestMessagesStream(t *testing.T) {
 		named(0, "content_block_stop", `{"type":"content_block_stop","index":1}`),
 		named(0, "message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":9}}`),
 		named(0, "message_stop", `{"type":"message_stop"}`),
-	})
+	}, times)
 	c := newTestClient(t, srv.URL+"/v1", func(cfg *ClientConfig) { cfg.KeepText = true })
+	lat := simtest.WatchLateness(t)
 	res := do(t, c, messagesRequest())
+	slack := lat.Slack()
 	expectOutcome(t, res, OutcomeSuccess, "")
 	checkTimingInvariants(t, res)
-	if res.Chunks != 4 || res.ReasoningChunks != 2 || !res.FirstAnswer || res.TTFA-res.TTFT < 8*time.Millisecond {
-		t.Errorf("chunks %d, reasoning %d, answer %v, TTFA %v after TTFT %v", res.Chunks, res.ReasoningChunks, res.FirstAnswer, res.TTFA, res.TTFT)
+	if res.Chunks != 4 || res.ReasoningChunks != 2 || !res.FirstAnswer {
+		t.Fatalf("chunks %d, reasoning %d, answer %v, TTFA %v after TTFT %v", res.Chunks, res.ReasoningChunks, res.FirstAnswer, res.TTFA, res.TTFT)
 	}
+	// The thinking deltas, then the text deltas, each stamped when it
+	// arrived (TTFA − TTFT ≥ 8 ms for two 5 ms pauses failed when the
+	// client read the first thinking delta late): the first answer is
+	// the first text delta, never before it was written.
+	checkEvents(t, res, times, []int{2, 3, 8, 9}, 8, slack)
 	if res.Completion != "Short waves scatter." || res.FinishReason != "stop" || res.ResponseID != "msg_01" || res.ResponseModel != "claude-x-20250101" {
 		t.Errorf("completion %q finish %q id %q model %q", res.Completion, res.FinishReason, res.ResponseID, res.ResponseModel)
 	}
@@ -186,11 +196,12 @@ func responsesRequest() *Request {
 }
 
 func TestResponsesStream(t *testing.T) {
-	p := 5 * time.Millisecond
+	p := 10 * time.Millisecond
 	ev := func(pause time.Duration, typ, rest string) streamStep {
 		return named(pause, typ, `{"type":"`+typ+`","sequence_number":1`+rest+`}`)
 	}
-	srv, seen := fixtureServer(t, "text/event-stream", []streamStep{
+	times := &serverTimes{}
+	srv, seen := fixtureServerTimed(t, "text/event-stream", []streamStep{
 		ev(0, "response.created", `,"response":{"id":"resp_1","object":"response","status":"in_progress","model":"gpt-x-2025","output":[],"usage":null}`),
 		ev(0, "response.in_progress", `,"response":{"id":"resp_1","status":"in_progress"}`),
 		ev(0, "response.output_item.added", `,"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[]}`),
@@ -202,14 +213,19 @@ func TestResponsesStream(t *testing.T) {
 		ev(p, "response.output_text.delta", `,"item_id":"msg_1","output_index":1,"content_index":0,"delta":"."`),
 		ev(0, "response.output_text.done", `,"item_id":"msg_1","output_index":1,"content_index":0,"text":"Three."`),
 		ev(0, "response.completed", `,"response":{"id":"resp_1","object":"response","status":"completed","model":"gpt-x-2025","output":[],"usage":{"input_tokens":20,"input_tokens_details":{"cached_tokens":16},"output_tokens":8,"output_tokens_details":{"reasoning_tokens":6},"total_tokens":28}}`),
-	})
+	}, times)
 	c := newTestClient(t, srv.URL+"/v1", func(cfg *ClientConfig) { cfg.KeepText = true })
+	lat := simtest.WatchLateness(t)
 	res := do(t, c, responsesRequest())
+	slack := lat.Slack()
 	expectOutcome(t, res, OutcomeSuccess, "")
 	checkTimingInvariants(t, res)
-	if res.Chunks != 4 || res.ReasoningChunks != 2 || !res.FirstAnswer || res.TTFA-res.TTFT < 8*time.Millisecond || res.Completion != "Three." {
-		t.Errorf("chunks %d reasoning %d answer %v TTFA-TTFT %v completion %q", res.Chunks, res.ReasoningChunks, res.FirstAnswer, res.TTFA-res.TTFT, res.Completion)
+	if res.Chunks != 4 || res.ReasoningChunks != 2 || !res.FirstAnswer || res.Completion != "Three." {
+		t.Fatalf("chunks %d reasoning %d answer %v TTFA-TTFT %v completion %q", res.Chunks, res.ReasoningChunks, res.FirstAnswer, res.TTFA-res.TTFT, res.Completion)
 	}
+	// As in TestMessagesStream: the reasoning deltas, then the text
+	// deltas, the first of which is the first answer.
+	checkEvents(t, res, times, []int{3, 4, 7, 8}, 7, slack)
 	if res.PromptTokens != 20 || res.CachedTokens != 16 || res.OutputTokens != 8 || res.ReasoningTokens != 6 || res.FinishReason != "stop" || res.ResponseID != "resp_1" || res.ResponseModel != "gpt-x-2025" {
 		t.Errorf("prompt %d cached %d output %d reasoning %d finish %q id %q model %q",
 			res.PromptTokens, res.CachedTokens, res.OutputTokens, res.ReasoningTokens, res.FinishReason, res.ResponseID, res.ResponseModel)

@@ -85,7 +85,12 @@ targets:
 func TestEngineConversationFailure(t *testing.T) {
 	_, url := startSim(t, func(c *sim.Config) {
 		c.ZeroLatency = true
-		c.Faults.HTTP500.Probability = 0.3
+		// A conversation of 5 turns completes with probability 0.85^5 =
+		// 0.44: of ~20, none completes or none fails with probability
+		// below 1e-5. (With 0.3, 0.7^5 = 0.17, none completed 2.5% of the
+		// time, more often when a busy machine left fewer conversations
+		// time to end before shutdown.)
+		c.Faults.HTTP500.Probability = 0.15
 	})
 	cfg := loadConfig(t, `
 global: {warmup: 0s, seed: 9}

@@ -330,6 +330,9 @@ func (x *exchange) tokenOut(now time.Time) {
 	} else {
 		m.itl.Observe(now.Sub(x.lastFlush).Seconds())
 	}
+	if r := x.sq.reasoning; r > 0 && x.written == r+1 {
+		x.lc.firstAnswer = now
+	}
 	x.lastFlush = now
 	x.lc.lastToken = now
 	x.lc.lastOut = now

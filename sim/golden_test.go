@@ -41,8 +41,8 @@ import (
 //   - "created" (chat, completions, /v1/models) and "created_at"
 //     (responses), Unix seconds of the arrival (same width, so chunk sizes
 //     stay right);
-//   - in the request log, arrival, ttft_seconds, e2e_seconds and
-//     tpot_seconds (their presence is kept);
+//   - in the request log, arrival, ttft_seconds, ttfa_seconds,
+//     e2e_seconds and tpot_seconds (their presence is kept);
 //   - in /metrics, the buckets and sums of the *_seconds histograms (the
 //     counts are kept), the value of vllm:lora_requests_info (the scrape
 //     time), and the go_* and process_* runtime metrics (dropped).
@@ -628,7 +628,7 @@ func goldenInProcess(t *testing.T, s *Server, c goldenCase) string {
 var (
 	goldenDateHeader  = regexp.MustCompile(`(?m)^Date: [^\r\n]*`)
 	goldenCreated     = regexp.MustCompile(`"(created|created_at)":\d{10}\b`)
-	goldenLogTimes    = regexp.MustCompile(`"(arrival|ttft_seconds|e2e_seconds|tpot_seconds)":("[^"]*"|[-+0-9.eE]+)`)
+	goldenLogTimes    = regexp.MustCompile(`"(arrival|ttft_seconds|ttfa_seconds|e2e_seconds|tpot_seconds)":("[^"]*"|[-+0-9.eE]+)`)
 	goldenMetricValue = regexp.MustCompile(`^((vllm:\w+_seconds_(bucket|sum))|vllm:lora_requests_info)(\{[^}]*\})? .*$`)
 )
 

@@ -47,6 +47,7 @@ type requestLifecycle struct {
 	xRequestID   string    // the X-Request-Id header
 	tokensOut    int       // tokens sent to the client
 	lastOut      time.Time // last token flushed (streaming) or seen (non-streaming)
+	firstAnswer  time.Time // first token after the reasoning ones flushed (streaming, with reasoning)
 	engineCached int       // cached prompt tokens, once the engine reported progress
 	completed    time.Time // the response completed (what the e2e histogram observes)
 

@@ -59,6 +59,12 @@ type RequestLogEntry struct {
 	// TPOTSeconds is (last token − first token) / (tokens − 1), over the
 	// instants TTFT uses, when at least 2 tokens went out.
 	TPOTSeconds *float64 `json:"tpot_seconds,omitempty"`
+	// TTFASeconds is arrival → the first answer token (the first after
+	// the reasoning tokens) flushed, on the clock TTFT uses: what a
+	// client's time to first answer token is to be compared with. Only
+	// streamed responses with reasoning have it, once an answer token went
+	// out (without reasoning it would equal TTFTSeconds).
+	TTFASeconds *float64 `json:"ttfa_seconds,omitempty"`
 	// PromptTokens, CachedTokens and CompletionTokens are as in usage;
 	// CompletionTokens counts the tokens the client was sent (token
 	// events of a stream, the tokens in a non-streamed body), also when
@@ -354,6 +360,10 @@ func (lc *requestLifecycle) logEntry() *RequestLogEntry {
 			tpot := lc.lastOut.Sub(lc.firstToken).Seconds() / float64(lc.tokensOut-1)
 			e.TPOTSeconds = &tpot
 		}
+	}
+	if !lc.firstAnswer.IsZero() {
+		ttfa := lc.firstAnswer.Sub(lc.arrival).Seconds()
+		e.TTFASeconds = &ttfa
 	}
 	return e
 }

@@ -418,3 +418,71 @@ func TestRequestLogYAML(t *testing.T) {
 		t.Errorf("request_log: %v, %q", err, cfg.RequestLog)
 	}
 }
+
+// TestRequestLogTTFA: a streamed response with reasoning logs the instant
+// its first answer token went out, on the clock of ttft_seconds, in every
+// API that reasons; without reasoning the field is absent. Three
+// reasoning tokens come between the first token and the answer: the
+// engine's absolute deadlines may shorten one of those steps by what the
+// one before overslept, and the handler may flush the first token late,
+// so the gap is at least one step; and the server's flush of the answer
+// comes before the client reads it (the server stamps the instant right
+// after the write; 5 ms covers that stamp running late).
+func TestRequestLogTTFA(t *testing.T) {
+	dir := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.EOSProbability = 0
+	cfg.ReasoningTokens = 3
+	cfg.DecodeBase, cfg.DecodePerSeq = 20*time.Millisecond, 0
+	cfg.RequestLog = filepath.Join(dir, "requests.jsonl")
+	base, s := startSim(t, cfg)
+	// The Messages API wants max_tokens above a budget of 1024: a fast
+	// decode for it.
+	fast := cfg
+	fast.DecodeBase = time.Millisecond
+	fast.RequestLog = filepath.Join(dir, "messages.jsonl")
+	fastBase, fs := startSim(t, fast)
+
+	r := stream(t, base+"/v1/chat/completions", chatBody("think first", 6), "X-Request-Id", "chat")
+	if !r.done || r.reasoning != 3 || len(r.tokenAt) != 6 {
+		t.Fatalf("chat: %d tokens, %d reasoning, done %v", len(r.tokenAt), r.reasoning, r.done)
+	}
+	clientTTFA := r.tokenAt[3].Sub(r.start)
+	rs := streamNamed(t, base+"/v1/responses", responsesBody("think first", 6, "stream", true, "reasoning", map[string]any{"effort": "medium"}), "X-Request-Id", "responses")
+	plain := stream(t, base+"/v1/chat/completions", chatBody("answer now", 4, "reasoning_effort", "none"), "X-Request-Id", "plain")
+	ms := streamNamed(t, fastBase+"/v1/messages", messagesBody("think first", 1030, "stream", true,
+		"thinking", map[string]any{"type": "enabled", "budget_tokens": 1024}), append([]string{"X-Request-Id", "messages"}, anthropicHeaders...)...)
+	if ms.status != 200 || rs.status != 200 || !plain.done {
+		t.Fatalf("messages %d, responses %d, plain done %v", ms.status, rs.status, plain.done)
+	}
+	shutdown(t, s)
+	shutdown(t, fs)
+
+	byID := map[string]RequestLogEntry{}
+	for _, e := range append(readRequestLog(t, cfg.RequestLog), readRequestLog(t, fast.RequestLog)...) {
+		byID[e.XRequestID] = e
+	}
+	for _, id := range []string{"chat", "responses", "messages"} {
+		e := byID[id]
+		if e.TTFTSeconds == nil || e.TTFASeconds == nil || e.ReasoningTokens != 3 {
+			t.Errorf("%s: ttft %v ttfa %v reasoning %d, want both with 3 reasoning tokens", id, e.TTFTSeconds, e.TTFASeconds, e.ReasoningTokens)
+			continue
+		}
+		step := cfg.DecodeBase
+		if id == "messages" {
+			step = fast.DecodeBase
+		}
+		if gap := time.Duration((*e.TTFASeconds - *e.TTFTSeconds) * float64(time.Second)); gap < step || *e.TTFASeconds > e.E2ESeconds {
+			t.Errorf("%s: ttfa %.4fs is %v after ttft %.4fs (e2e %.4fs), want at least a decode step (%v) after and within the response",
+				id, *e.TTFASeconds, gap, *e.TTFTSeconds, e.E2ESeconds, step)
+		}
+	}
+	if e := byID["chat"]; e.TTFASeconds != nil {
+		if got := time.Duration(*e.TTFASeconds * float64(time.Second)); got > clientTTFA+5*time.Millisecond {
+			t.Errorf("chat: the server logged the answer %v after arrival, the client read it %v after sending", got, clientTTFA)
+		}
+	}
+	if e, ok := byID["plain"]; !ok || e.TTFASeconds != nil || e.ReasoningTokens != 0 {
+		t.Errorf("no reasoning: %+v, want no ttfa_seconds", e)
+	}
+}

@@ -81,13 +81,15 @@ func TestTTFTGrowsWithFullBatch(t *testing.T) {
 
 	alone := stream(t, url, chatBody("alone", 2))
 
-	// Two long requests fill the batch (40 steps ≈ 400 ms).
+	// Two long requests fill the batch (100 steps ≈ 1 s: on a busy
+	// machine the queued request, sent once they run, must still find
+	// them running; with 400 ms it sometimes came after they ended).
 	var wg sync.WaitGroup
 	for i := 0; i < 2; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if r := stream(t, url, chatBody("long", 40)); !r.done {
+			if r := stream(t, url, chatBody("long", 100)); !r.done {
 				t.Errorf("long request: %v", r.readErr)
 			}
 		}()

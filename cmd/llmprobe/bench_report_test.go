@@ -62,18 +62,44 @@ func stageRows(t *testing.T, stdout string) [][]string {
 // written (the embedded demo configuration against the simulator in a
 // child process) and asserts every stage of every target is trusted: the
 // demo's max_inflight and the example's rates leave room for the load.
+//
+// A target overloaded, or no request sent, is the example's fault and
+// fails it at once. A harness saturated is the machine's: beside two CPU
+// hogs on two cores the harness' wake-ups run over max_inflation (10 ms)
+// late in 1.5–2% of heartbeats, and llmprobe rightly prints NOT TRUSTED,
+// as it would for a user whose laptop is busy. The example then runs
+// again (within the test's time) and, when the harness still says so, the
+// test skips with llmprobe's own reason rather than claim a trusted run
+// or blame the example.
 func TestReadmeBenchExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the README's bench example runs for about a minute")
 	}
 	args := readmeBenchExample(t)
-	res := runBinary(t, binary(t), nil, args...)
-	t.Logf("llmprobe %s\n%s", strings.Join(args, " "), res.stdout)
-	if res.code != 0 {
-		t.Fatalf("exit code %d: %s", res.code, res.stderr)
-	}
-	if strings.Contains(res.stdout, "NOT TRUSTED") {
-		t.Error("the README's example prints NOT TRUSTED")
+	var saturated []string
+	var res cliResult
+	start := time.Now()
+	for attempt := 1; attempt <= 3 && (attempt == 1 || time.Since(start) < 60*time.Second); attempt++ {
+		res = runBinary(t, binary(t), nil, args...)
+		t.Logf("llmprobe %s\n%s", strings.Join(args, " "), res.stdout)
+		if res.code != 0 {
+			t.Fatalf("exit code %d: %s", res.code, res.stderr)
+		}
+		saturated = saturated[:0]
+		for _, line := range strings.Split(res.stdout, "\n") {
+			_, why, ok := strings.Cut(line, " NOT TRUSTED: ")
+			switch {
+			case !ok:
+			case strings.HasPrefix(why, "harness saturated: "):
+				saturated = append(saturated, line)
+			default:
+				t.Fatalf("the README's example prints %q", line)
+			}
+		}
+		if len(saturated) == 0 {
+			break
+		}
+		t.Logf("attempt %d: the harness was saturated, running the example again", attempt)
 	}
 	stages := 0
 	for _, a := range args {
@@ -84,6 +110,12 @@ func TestReadmeBenchExample(t *testing.T) {
 	rows := stageRows(t, res.stdout)
 	if len(rows) != 2*stages { // the demo has two targets
 		t.Fatalf("%d rows for %d stages of 2 targets", len(rows), stages)
+	}
+	if len(saturated) > 0 {
+		t.Skipf("this machine keeps llmprobe's harness saturated, so the example's verdict is not judged: %s", strings.Join(saturated, "; "))
+	}
+	if strings.Contains(res.stdout, "NOT TRUSTED") {
+		t.Error("the README's example prints NOT TRUSTED")
 	}
 	for _, r := range rows {
 		if r[len(r)-1] != "yes" {
