@@ -22,8 +22,8 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/fit"
-	"github.com/llmprobe/llmprobe/internal/httpclient"
 	"github.com/llmprobe/llmprobe/internal/bounded"
+	"github.com/llmprobe/llmprobe/internal/httpclient"
 )
 
 // fitFlags holds the parsed command line of `llmprobe fit`.
