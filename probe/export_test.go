@@ -1,0 +1,12 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package probe
+
+import "time"
+
+// SetArrivalHook sets e's arrival hook (runner.arrivalHook) for the
+// package's external tests: it runs in each runner's arrival loop when an
+// arrival's planned instant has come, before it is admitted. Set it before
+// the first Apply.
+func SetArrivalHook(e *Engine, f func(planned time.Time)) { e.arrivalHook = f }
