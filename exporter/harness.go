@@ -6,7 +6,7 @@ package exporter
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/harness"
 )
 
 // The harness' own measurement-inflation figures (process-wide, no
@@ -32,7 +32,7 @@ var (
 
 // harnessCollector exports the engine's inflation figures at scrape time.
 type harnessCollector struct {
-	harness func() (probe.HarnessStats, probe.HarnessTotals, bool)
+	harness func() (harness.Stats, harness.Totals, bool)
 }
 
 // NewHarnessCollector returns a collector of the harness' inflation
@@ -40,7 +40,7 @@ type harnessCollector struct {
 // _cpu_throttled_*, _timestamp_inflation_seconds), typically over
 // (*probe.Engine).Harness. Series whose source the machine lacks (no
 // schedstat, no cgroup CPU controller) are left out.
-func NewHarnessCollector(harness func() (probe.HarnessStats, probe.HarnessTotals, bool)) prometheus.Collector {
+func NewHarnessCollector(harness func() (harness.Stats, harness.Totals, bool)) prometheus.Collector {
 	return harnessCollector{harness: harness}
 }
 

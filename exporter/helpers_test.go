@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/harness"
 )
 
 // Secrets planted in the test configuration; they must never be shown.
@@ -228,11 +229,11 @@ func testStatus() []probe.TargetStatus {
 
 // testHarness reports inflation figures from a machine with schedstat and
 // a throttled cgroup.
-func testHarness() (probe.HarnessStats, probe.HarnessTotals, bool) {
-	return probe.HarnessStats{Span: time.Minute, SchedEvents: 1000, SchedOver: 2, SchedP99: 300 * time.Microsecond,
+func testHarness() (harness.Stats, harness.Totals, bool) {
+	return harness.Stats{Span: time.Minute, SchedEvents: 1000, SchedOver: 2, SchedP99: 300 * time.Microsecond,
 			HasSchedstat: true, Timeslices: 5000, RunqueueWait: 40 * time.Microsecond,
 			HasCgroup: true, Periods: 600, ThrottledPeriods: 3, ThrottleStall: 20 * time.Millisecond, Inflation: 20 * time.Millisecond},
-		probe.HarnessTotals{
+		harness.Totals{
 			SchedBuckets: []float64{1e-6, 1e-5, 1e-4, 1e-3, 1e-2, math.Inf(1)}, SchedCounts: []uint64{500, 300, 150, 40, 9, 1},
 			WakeBuckets: []float64{1e-5, 1e-4, 1e-3, 1e-2, math.Inf(1)}, WakeCounts: []uint64{10, 6000, 300, 5, 0},
 			HasSchedstat: true, RunqueueWait: 2 * time.Second, Timeslices: 100000,

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/harness"
 )
 
 var (
@@ -72,7 +73,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(s.Inflight), s.Name)
 		ch <- prometheus.MustNewConstMetric(targetRateDesc, prometheus.GaugeValue, s.RequestedRate, s.Name)
 		ch <- prometheus.MustNewConstMetric(saturatedDesc, prometheus.GaugeValue, boolValue(s.Saturated), s.Name)
-		for _, r := range probe.SaturationReasons {
+		for _, r := range harness.SaturationReasons {
 			ch <- prometheus.MustNewConstMetric(saturationReasonDesc, prometheus.GaugeValue, boolValue(slices.Contains(s.SaturationReasons, r)), s.Name, string(r))
 		}
 		ch <- prometheus.MustNewConstMetric(overloadedDesc, prometheus.GaugeValue, boolValue(s.Overloaded), s.Name)

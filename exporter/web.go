@@ -23,6 +23,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/harness"
 )
 
 // WebOptions configure NewHandler. Every field is optional.
@@ -34,7 +35,7 @@ type WebOptions struct {
 	Status func() []probe.TargetStatus
 	// Harness supplies the process' measurement-inflation figures,
 	// typically (*probe.Engine).Harness (optional).
-	Harness func() (probe.HarnessStats, probe.HarnessTotals, bool)
+	Harness func() (harness.Stats, harness.Totals, bool)
 	// Recent supplies the status page's recent requests and failures.
 	Recent *Recent
 	// Metrics supplies the observed prefix-cache hit ratio per class.
@@ -304,7 +305,7 @@ type statusPage struct {
 	pageData
 	Targets    []targetView
 	Reload     bool // POST /-/reload is enabled
-	Harness    probe.HarnessStats
+	Harness    harness.Stats
 	HasHarness bool
 	// ReloadNotice is the outcome of the reload the page's form asked for
 	// (after its 303 redirect); nil otherwise.

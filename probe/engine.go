@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/probe/harness"
 )
 
 // GCPercent is the garbage-collection target the llmprobe binary runs with
@@ -66,7 +67,7 @@ type Engine struct {
 
 	// harness samples the process' measurement-inflation figures once a
 	// second for every runner's verdict; started by the first Apply.
-	harness     *harnessMonitor
+	harness     *harness.Monitor
 	stopHarness context.CancelFunc
 	harnessDone chan struct{}
 
@@ -144,39 +145,39 @@ func (e *Engine) Apply(cfg *config.Config) error {
 // judgement window.
 func (e *Engine) startHarness(window time.Duration) {
 	if e.harness != nil {
-		e.harness.resize(window)
+		e.harness.Resize(window)
 		return
 	}
-	e.harness = newHarnessMonitor(window)
+	e.harness = harness.NewMonitor(window)
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stopHarness, e.harnessDone = cancel, make(chan struct{})
 	hb := make(chan struct{})
 	go func() {
 		defer close(hb)
-		e.harness.heartbeat(ctx)
+		e.harness.Heartbeat(ctx)
 	}()
 	go func() {
 		defer close(e.harnessDone)
-		everySecond(ctx, e.harness.sample)
+		everySecond(ctx, e.harness.Sample)
 		<-hb
 	}()
 }
 
 // Harness returns the process' measurement-inflation figures over the
 // judgement window and since start; ok is false before the first Apply.
-func (e *Engine) Harness() (window HarnessStats, total HarnessTotals, ok bool) {
+func (e *Engine) Harness() (window harness.Stats, total harness.Totals, ok bool) {
 	e.mu.Lock()
 	m := e.harness
 	bound := time.Duration(config.DefaultGlobal.Saturation.MaxInflation)
 	for _, r := range e.runners {
-		bound = r.judgement.maxInflation
+		bound = r.judgement.MaxInflation()
 		break
 	}
 	e.mu.Unlock()
 	if m == nil {
-		return HarnessStats{}, HarnessTotals{}, false
+		return harness.Stats{}, harness.Totals{}, false
 	}
-	return m.stats(bound), m.totals(), true
+	return m.Stats(bound), m.Totals(), true
 }
 
 // retire stops a runner that a reload removed or replaced: scheduling
@@ -261,9 +262,9 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64) (*runner, erro
 		maxInflight:  int64(t.MaxInflight),
 		inflight:     budget,
 		redactor:     redactor,
-		judgement:    newJudgement(g.Saturation),
+		judgement:    harness.NewJudgement(g.Saturation),
 		harness:      e.harness,
-		win:          newWindow(time.Duration(g.Saturation.Window), time.Duration(g.Saturation.MaxLag)),
+		win:          harness.NewWindow(time.Duration(g.Saturation.Window), time.Duration(g.Saturation.MaxLag)),
 		reqCtx:       reqCtx,
 		cancelReqs:   cancelReqs,
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/simtest"
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/harness"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -409,7 +410,7 @@ func TestEngineTellsOverloadFromSaturation(t *testing.T) {
 	// (The inflation reasons judge the whole test process, which a loaded
 	// machine or the race detector may starve: only the send side is this
 	// test's business.)
-	if slices.Contains(st.SaturationReasons, probe.ReasonLateDrops) || slices.Contains(st.SaturationReasons, probe.ReasonLateSends) ||
+	if slices.Contains(st.SaturationReasons, harness.ReasonLateDrops) || slices.Contains(st.SaturationReasons, harness.ReasonLateSends) ||
 		!st.Overloaded || !strings.Contains(st.OverloadReason, "max_inflight") {
 		t.Errorf("saturation %v (%q) overloaded=%v (%q), want overloaded and no send-side saturation", st.SaturationReasons, st.SaturationReason, st.Overloaded, st.OverloadReason)
 	}

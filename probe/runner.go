@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/probe/harness"
 )
 
 // runner drives one target: it walks the target's open-loop arrival
@@ -45,8 +46,8 @@ type runner struct {
 	warmupUntil time.Time
 	lateAfter   time.Duration
 	maxInflight int64
-	judgement   judgement
-	harness     *harnessMonitor // the process' inflation figures; nil in some tests
+	judgement   harness.Judgement
+	harness     *harness.Monitor // the process' inflation figures; nil in some tests
 
 	// inflight is the target's in-flight budget, shared with the runner a
 	// reload replaced (whose requests still run), so that max_inflight
@@ -56,7 +57,7 @@ type runner struct {
 	sent      atomic.Uint64
 	dropped   [len(DropReasons)]atomic.Uint64
 	outcomes  [len(Outcomes)]atomic.Uint64
-	win       *window
+	win       *harness.Window
 
 	historyWarned atomic.Bool // a conversation passed MaxHistoryBytes (logged once)
 
@@ -65,8 +66,8 @@ type runner struct {
 	arrivalHook func(planned time.Time)
 
 	satMu   sync.Mutex
-	verdict verdict
-	last    windowStats
+	verdict harness.Verdict
+	last    harness.WindowStats
 
 	stopSched  context.CancelFunc // stops the arrival loop and the judge
 	reqCtx     context.Context    // in-flight requests; cancelled after the grace period
@@ -138,12 +139,12 @@ func (r *runner) run(ctx context.Context) {
 // conversation, whose later turns follow their own answers.
 func (r *runner) arrivalLoop(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(r.seed, r.seed^0x9e3779b97f4a7c15))
-	sl := newSleeper(ctx)
-	defer sl.close()
+	sl := harness.NewSleeper(ctx)
+	defer sl.Close()
 	next := r.start
 	for {
 		next = next.Add(r.arrivals.Next(rng))
-		if !sl.until(ctx, next) {
+		if !sl.Until(ctx, next) {
 			return
 		}
 		if r.arrivalHook != nil {
@@ -190,7 +191,7 @@ func (r *runner) admit(c *Class, planned time.Time) bool {
 // schedule counts an arrival of class c whose planned instant has come.
 func (r *runner) schedule(c *Class) {
 	r.scheduled.Add(1)
-	r.win.scheduled(time.Now())
+	r.win.Scheduled(time.Now())
 	r.obs.Scheduled(r.name, c.Name)
 }
 
@@ -200,8 +201,19 @@ func (r *runner) drop(c *Class, reason DropReason, now time.Time) {
 			r.dropped[i].Add(1)
 		}
 	}
-	r.win.dropped(now, reason)
+	r.win.Dropped(now, reason.cause())
 	r.obs.Dropped(r.name, c.Name, reason)
+}
+
+// cause is what a drop of this reason says to the judgement.
+func (d DropReason) cause() harness.DropCause {
+	switch d {
+	case DropLate:
+		return harness.DropHarness
+	case DropInflightLimit:
+		return harness.DropTarget
+	}
+	return harness.DropOther
 }
 
 // single sends the request of a single-turn arrival.
@@ -236,7 +248,7 @@ func (r *runner) exchange(p *prepared, planned time.Time) *Result {
 	res.Dispatched = time.Now()
 	res.ScheduleLag = res.Dispatched.Sub(planned)
 	r.sent.Add(1)
-	r.win.sent(res.Dispatched, res.ScheduleLag)
+	r.win.Sent(res.Dispatched, res.ScheduleLag)
 	r.obs.Sent(r.name, p.class.Name)
 
 	r.client.Do(r.reqCtx, p.req, res)
@@ -289,26 +301,26 @@ func everySecond(ctx context.Context, f func(time.Time)) {
 }
 
 func (r *runner) judge(now time.Time) {
-	st := r.win.stats(now, r.start)
-	var h HarnessStats
+	st := r.win.Stats(now, r.start)
+	var h harness.Stats
 	if r.harness != nil {
-		h = r.harness.stats(r.judgement.maxInflation)
+		h = r.harness.Stats(r.judgement.MaxInflation())
 	}
-	v := r.judgement.judgeWindow(st, h)
+	v := r.judgement.Judge(st, h)
 	r.satMu.Lock()
 	was := r.verdict
 	r.verdict, r.last = v, st
 	r.satMu.Unlock()
 	switch {
-	case v.saturated() && !was.saturated():
-		r.logger.Warn("harness cannot deliver or time the requested load; its numbers for this target are flagged", "target", r.name, "reasons", v.reasons, "reason", v.detail)
-	case !v.saturated() && was.saturated():
+	case v.Saturated() && !was.Saturated():
+		r.logger.Warn("harness cannot deliver or time the requested load; its numbers for this target are flagged", "target", r.name, "reasons", v.Reasons, "reason", v.Detail)
+	case !v.Saturated() && was.Saturated():
 		r.logger.Info("harness delivers and times the requested load again", "target", r.name)
 	}
 	switch {
-	case v.overloaded && !was.overloaded:
-		r.logger.Warn("target does not absorb the offered load: requests over max_inflight are dropped", "target", r.name, "reason", v.overload)
-	case !v.overloaded && was.overloaded:
+	case v.Overloaded && !was.Overloaded:
+		r.logger.Warn("target does not absorb the offered load: requests over max_inflight are dropped", "target", r.name, "reason", v.Overload)
+	case !v.Overloaded && was.Overloaded:
 		r.logger.Info("target absorbs the offered load again", "target", r.name)
 	}
 }
@@ -347,7 +359,7 @@ type TargetStatus struct {
 	// are suspect (SaturationReasons say why, SaturationReason in words).
 	Saturated         bool
 	SaturationReason  string
-	SaturationReasons []SaturationReason
+	SaturationReasons []harness.SaturationReason
 	// Overloaded: the target does not absorb the load (drops over
 	// max_inflight); the numbers are right, the load is not delivered.
 	Overloaded     bool
@@ -385,20 +397,20 @@ func (r *runner) status(now time.Time) TargetStatus {
 		Outcomes:          map[Outcome]uint64{},
 		Inflight:          r.inflight.Load(),
 		MaxInflight:       r.maxInflight,
-		LagP50:            st.lagP50,
-		LagP99:            st.lagP99,
-		Window:            st.span,
-		Saturated:         v.saturated(),
-		SaturationReason:  v.detail,
-		SaturationReasons: v.reasons,
-		Overloaded:        v.overloaded,
-		OverloadReason:    v.overload,
-		LateSends:         st.late,
+		LagP50:            st.LagP50,
+		LagP99:            st.LagP99,
+		Window:            st.Span,
+		Saturated:         v.Saturated(),
+		SaturationReason:  v.Detail,
+		SaturationReasons: v.Reasons,
+		Overloaded:        v.Overloaded,
+		OverloadReason:    v.Overload,
+		LateSends:         st.Late,
 		Warmup:            now.Before(r.warmupUntil),
 		Since:             r.start,
 	}
-	if st.span > 0 {
-		s.AchievedRate = float64(st.sent) / st.span.Seconds()
+	if st.Span > 0 {
+		s.AchievedRate = float64(st.Sent) / st.Span.Seconds()
 	}
 	for i, d := range DropReasons {
 		s.Dropped[d] = r.dropped[i].Load()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/probe/harness"
 )
 
 // verdictServer answers every completion at once with a short stream.
@@ -76,7 +77,7 @@ func TestOneStallDoesNotFlag(t *testing.T) {
 				st := e.Status()[0]
 				// The inflation reasons judge the whole (possibly loaded)
 				// test process; the stall is the send side's business.
-				if slices.Contains(st.SaturationReasons, ReasonLateSends) || slices.Contains(st.SaturationReasons, ReasonLateDrops) {
+				if slices.Contains(st.SaturationReasons, harness.ReasonLateSends) || slices.Contains(st.SaturationReasons, harness.ReasonLateDrops) {
 					t.Fatalf("one stall flagged the harness: %s", st.SaturationReason)
 				}
 				time.Sleep(100 * time.Millisecond)
@@ -100,7 +101,7 @@ func TestSustainedLateSendsFlag(t *testing.T) {
 	start := time.Now()
 	for {
 		st := e.Status()[0]
-		if slices.Contains(st.SaturationReasons, ReasonLateSends) {
+		if slices.Contains(st.SaturationReasons, harness.ReasonLateSends) {
 			if st.Overloaded {
 				t.Fatalf("reasons %v overloaded %v: %s", st.SaturationReasons, st.Overloaded, st.SaturationReason)
 			}

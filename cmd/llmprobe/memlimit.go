@@ -12,6 +12,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/harness"
 )
 
 // The soft memory limit. The binary runs with GOGC=400 (probe.GCPercent):
@@ -25,7 +26,7 @@ import (
 // --auto-gomemlimit.ratio) of the cgroup's memory limit (memory.max, or
 // v1's memory.limit_in_bytes, the least of the cgroup and its parents),
 // else none. It is read here rather than through automemlimit: the
-// cgroup files are a few lines to read (probe.CgroupMemoryLimit, next to
+// cgroup files are a few lines to read (harness.CgroupMemoryLimit, next to
 // the CPU-throttling reader that already finds the cgroup), and no new
 // dependency is needed. The answer budget (probe/budget.go) becomes a
 // quarter of the limit when that is below its default.
@@ -70,7 +71,7 @@ func chooseMemoryLimit(ratio float64, envSet bool, runtimeLimit int64, cgroup fu
 // applyMemoryLimit sets the soft memory limit and sizes the answer
 // budget from it.
 func applyMemoryLimit(ratio float64) error {
-	l, err := chooseMemoryLimit(ratio, os.Getenv("GOMEMLIMIT") != "", debug.SetMemoryLimit(-1), probe.CgroupMemoryLimit)
+	l, err := chooseMemoryLimit(ratio, os.Getenv("GOMEMLIMIT") != "", debug.SetMemoryLimit(-1), harness.CgroupMemoryLimit)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package harness
 
 import (
 	"fmt"
@@ -68,8 +68,8 @@ const (
 // SaturationReasons lists every reason, in a stable order.
 var SaturationReasons = [...]SaturationReason{ReasonLateSends, ReasonLateDrops, ReasonWakeLatency, ReasonSchedLatency, ReasonCPUContention, ReasonCPUThrottled}
 
-// judgement holds the thresholds of the verdicts (global.saturation).
-type judgement struct {
+// Judgement holds the thresholds of the verdicts (global.saturation).
+type Judgement struct {
 	maxLag       time.Duration
 	maxLateRatio float64
 	maxShortfall float64
@@ -77,8 +77,8 @@ type judgement struct {
 	maxInflation time.Duration
 }
 
-func newJudgement(s config.Saturation) judgement {
-	return judgement{
+func NewJudgement(s config.Saturation) Judgement {
+	return Judgement{
 		maxLag:       time.Duration(s.MaxLag),
 		maxLateRatio: s.MaxLateRatio,
 		maxShortfall: s.MaxShortfall,
@@ -87,15 +87,19 @@ func newJudgement(s config.Saturation) judgement {
 	}
 }
 
-// verdict is the outcome of one judgement.
-type verdict struct {
-	reasons    []SaturationReason
-	detail     string // why, for people: the log and the status page
-	overloaded bool
-	overload   string // why the target is overloaded
+// MaxInflation is the bound on measurement inflation the verdicts
+// judge the harness figures by (Monitor.Stats takes it).
+func (j Judgement) MaxInflation() time.Duration { return j.maxInflation }
+
+// Verdict is the outcome of one judgement.
+type Verdict struct {
+	Reasons    []SaturationReason
+	Detail     string // why, for people: the log and the status page
+	Overloaded bool
+	Overload   string // why the target is overloaded
 }
 
-func (v verdict) saturated() bool { return len(v.reasons) > 0 }
+func (v Verdict) Saturated() bool { return len(v.Reasons) > 0 }
 
 // exceeds is the evidence rule: n events of total, at least min and more
 // than ratio of total.
@@ -103,20 +107,20 @@ func exceeds(n, total, min uint64, ratio float64) bool {
 	return n > 0 && n >= min && float64(n) > ratio*float64(total)
 }
 
-// judgeWindow applies the rules to a target's window and the process'
+// Judge applies the rules to a target's window and the process'
 // harness figures.
-func (j judgement) judgeWindow(w windowStats, h HarnessStats) verdict {
-	var v verdict
+func (j Judgement) Judge(w WindowStats, h Stats) Verdict {
+	var v Verdict
 	var why []string
 	add := func(r SaturationReason, format string, args ...any) {
-		v.reasons = append(v.reasons, r)
+		v.Reasons = append(v.Reasons, r)
 		why = append(why, fmt.Sprintf(format, args...))
 	}
-	if exceeds(w.late, w.sent, j.minEvidence, j.maxLateRatio) {
-		add(ReasonLateSends, "%d of %d sends over %v were more than max_lag %v late", w.late, w.sent, w.span.Round(100*time.Millisecond), j.maxLag)
+	if exceeds(w.Late, w.Sent, j.minEvidence, j.maxLateRatio) {
+		add(ReasonLateSends, "%d of %d sends over %v were more than max_lag %v late", w.Late, w.Sent, w.Span.Round(100*time.Millisecond), j.maxLag)
 	}
-	if exceeds(w.droppedLate, w.scheduled, j.minEvidence, j.maxShortfall) {
-		add(ReasonLateDrops, "%d of %d scheduled requests over %v could not be sent in time (max_shortfall %.1f%%)", w.droppedLate, w.scheduled, w.span.Round(100*time.Millisecond), 100*j.maxShortfall)
+	if exceeds(w.DroppedLate, w.Scheduled, j.minEvidence, j.maxShortfall) {
+		add(ReasonLateDrops, "%d of %d scheduled requests over %v could not be sent in time (max_shortfall %.1f%%)", w.DroppedLate, w.Scheduled, w.Span.Round(100*time.Millisecond), 100*j.maxShortfall)
 	}
 	if exceeds(h.WakeOver, h.WakeEvents, j.minEvidence, j.maxLateRatio) {
 		add(ReasonWakeLatency, "the process woke up more than max_inflation %v late in %d of %d heartbeats (p99 %v) over %v", j.maxInflation, h.WakeOver, h.WakeEvents, h.WakeP99, h.Span.Round(time.Second))
@@ -130,10 +134,10 @@ func (j judgement) judgeWindow(w windowStats, h HarnessStats) verdict {
 	if h.HasCgroup && exceeds(h.ThrottledPeriods, h.Periods, j.minEvidence, j.maxLateRatio) && h.ThrottleStall > j.maxInflation {
 		add(ReasonCPUThrottled, "the CPU quota stopped the process in %d of %d periods for %v each (max_inflation %v) over %v", h.ThrottledPeriods, h.Periods, h.ThrottleStall, j.maxInflation, h.Span.Round(time.Second))
 	}
-	v.detail = strings.Join(why, "; ")
-	if exceeds(w.droppedInflight, w.scheduled, j.minEvidence, j.maxShortfall) {
-		v.overloaded = true
-		v.overload = fmt.Sprintf("%d of %d scheduled requests over %v were dropped because max_inflight requests were still running: the target does not absorb the offered load", w.droppedInflight, w.scheduled, w.span.Round(100*time.Millisecond))
+	v.Detail = strings.Join(why, "; ")
+	if exceeds(w.DroppedInflight, w.Scheduled, j.minEvidence, j.maxShortfall) {
+		v.Overloaded = true
+		v.Overload = fmt.Sprintf("%d of %d scheduled requests over %v were dropped because max_inflight requests were still running: the target does not absorb the offered load", w.DroppedInflight, w.Scheduled, w.Span.Round(100*time.Millisecond))
 	}
 	return v
 }

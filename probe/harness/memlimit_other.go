@@ -3,7 +3,7 @@
 
 //go:build !linux
 
-package probe
+package harness
 
 // CgroupMemoryLimit reports no limit outside Linux.
 func CgroupMemoryLimit() (limit int64, ok bool) { return 0, false }

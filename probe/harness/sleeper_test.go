@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package harness
 
 import (
 	"context"
@@ -13,12 +13,12 @@ import (
 func TestSleeperWaitsUntilTheInstant(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := newSleeper(ctx)
-	defer s.close()
+	s := NewSleeper(ctx)
+	defer s.Close()
 	var late []time.Duration
 	for range 50 {
 		at := time.Now().Add(300 * time.Microsecond)
-		if !s.until(ctx, at) {
+		if !s.Until(ctx, at) {
 			t.Fatal("until returned false without cancellation")
 		}
 		d := time.Since(at)
@@ -28,7 +28,7 @@ func TestSleeperWaitsUntilTheInstant(t *testing.T) {
 		late = append(late, d)
 	}
 	// A past instant returns at once.
-	if !s.until(ctx, time.Now().Add(-time.Second)) {
+	if !s.Until(ctx, time.Now().Add(-time.Second)) {
 		t.Fatal("a past instant should not wait")
 	}
 	slices.Sort(late)
@@ -37,17 +37,17 @@ func TestSleeperWaitsUntilTheInstant(t *testing.T) {
 
 func TestSleeperCancellation(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := newSleeper(ctx)
-	defer s.close()
+	s := NewSleeper(ctx)
+	defer s.Close()
 	time.AfterFunc(20*time.Millisecond, cancel)
 	start := time.Now()
-	if s.until(ctx, time.Now().Add(time.Hour)) {
+	if s.Until(ctx, time.Now().Add(time.Hour)) {
 		t.Fatal("until reported the instant after cancellation")
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("cancellation took %v", d)
 	}
-	if s.until(ctx, time.Now().Add(time.Hour)) {
+	if s.Until(ctx, time.Now().Add(time.Hour)) {
 		t.Fatal("a cancelled sleeper must not wait again")
 	}
 }

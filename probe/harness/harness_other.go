@@ -3,7 +3,7 @@
 
 //go:build !linux
 
-package probe
+package harness
 
 // noOSReader: only the Go scheduler is watched outside Linux.
 type noOSReader struct{}

@@ -3,7 +3,7 @@
 
 //go:build linux
 
-package probe
+package harness
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sleeper waits until an instant with sub-millisecond precision. Go's
+// Sleeper waits until an instant with sub-millisecond precision. Go's
 // timers wake an idle scheduler through epoll_wait, whose timeout is in
 // whole milliseconds, so a runtime timer due in 300 µs may fire up to a
 // millisecond late — and schedule lag is what the harness must keep small.
@@ -23,7 +23,7 @@ import (
 // once (measured: median lateness ~0.1 ms instead of ~0.3 ms, schedule lag
 // p99 at 1,000 req/s 0.7 ms instead of 1.3 ms). Where a timerfd cannot be
 // made it falls back to a runtime timer.
-type sleeper struct {
+type Sleeper struct {
 	fd    int // the timerfd (never through f.Fd(), which would make f blocking)
 	f     *os.File
 	buf   [8]byte
@@ -31,8 +31,8 @@ type sleeper struct {
 	stop  func() bool
 }
 
-func newSleeper(ctx context.Context) *sleeper {
-	s := &sleeper{}
+func NewSleeper(ctx context.Context) *Sleeper {
+	s := &Sleeper{}
 	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
 	if err == nil {
 		s.fd, s.f = fd, os.NewFile(uintptr(fd), "llmprobe-arrivals")
@@ -46,7 +46,7 @@ func newSleeper(ctx context.Context) *sleeper {
 }
 
 // until blocks until t or until ctx is done; it reports whether t came.
-func (s *sleeper) until(ctx context.Context, t time.Time) bool {
+func (s *Sleeper) Until(ctx context.Context, t time.Time) bool {
 	d := time.Until(t)
 	if d <= 0 {
 		return ctx.Err() == nil
@@ -75,7 +75,7 @@ func (s *sleeper) until(ctx context.Context, t time.Time) bool {
 	}
 }
 
-func (s *sleeper) close() {
+func (s *Sleeper) Close() {
 	if s.f == nil {
 		s.timer.Stop()
 		return

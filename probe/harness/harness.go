@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package harness
 
 import (
 	"context"
@@ -35,7 +35,7 @@ import (
 // the OS, a busy Go scheduler, a throttled cgroup — delays the heartbeat
 // alike, at every request rate.
 //
-// A harnessMonitor samples all of it once a second into a ring of
+// A Monitor samples all of it once a second into a ring of
 // cumulative readings, so that any window's figures are one subtraction.
 // It is process-wide: every target's verdict uses the same figures.
 
@@ -60,8 +60,8 @@ type harnessSample struct {
 	hasCgroup                 bool
 }
 
-// HarnessStats are the inflation figures over a window.
-type HarnessStats struct {
+// Stats are the inflation figures over a window.
+type Stats struct {
 	Span time.Duration // covered by the readings (shorter right after start)
 
 	// Heartbeat: wake-ups, how many ran later than the bound, and the p99
@@ -92,9 +92,9 @@ type HarnessStats struct {
 	Inflation time.Duration
 }
 
-// HarnessTotals are the cumulative counters since the process started,
+// Totals are the cumulative counters since the process started,
 // for export as Prometheus counters and histograms.
-type HarnessTotals struct {
+type Totals struct {
 	// SchedBuckets are the upper bounds (seconds) of SchedCounts' buckets;
 	// the last is +Inf.
 	SchedBuckets []float64
@@ -114,8 +114,8 @@ type HarnessTotals struct {
 
 const schedLatencyMetric = "/sched/latencies:seconds"
 
-// harnessMonitor keeps a ring of one-second readings covering a window.
-type harnessMonitor struct {
+// Monitor keeps a ring of one-second readings covering a window.
+type Monitor struct {
 	mu      sync.Mutex
 	ring    []harnessSample
 	next    int
@@ -134,18 +134,18 @@ type osReader interface {
 	read(s *harnessSample)
 }
 
-func newHarnessMonitor(window time.Duration) *harnessMonitor {
-	m := &harnessMonitor{
+func NewMonitor(window time.Duration) *Monitor {
+	m := &Monitor{
 		ring: make([]harnessSample, max(int(window/time.Second), 1)+1),
 		os:   newOSReader(),
 		rm:   []metrics.Sample{{Name: schedLatencyMetric}},
 	}
-	m.sample(time.Now())
+	m.Sample(time.Now())
 	return m
 }
 
-// resize makes the ring cover window, keeping the newest readings.
-func (m *harnessMonitor) resize(window time.Duration) {
+// Resize makes the ring cover window, keeping the newest readings.
+func (m *Monitor) Resize(window time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := max(int(window/time.Second), 1) + 1
@@ -160,16 +160,16 @@ func (m *harnessMonitor) resize(window time.Duration) {
 	m.ring, m.n, m.next = ring, keep, keep%n
 }
 
-// heartbeat wakes every heartbeatEvery until ctx is done and records how
+// Heartbeat wakes every heartbeatEvery until ctx is done and records how
 // late each wake-up ran. When it falls behind it skips the missed beats
 // (their lateness is the one recorded).
-func (m *harnessMonitor) heartbeat(ctx context.Context) {
-	sl := newSleeper(ctx)
-	defer sl.close()
+func (m *Monitor) Heartbeat(ctx context.Context) {
+	sl := NewSleeper(ctx)
+	defer sl.Close()
 	next := time.Now()
 	for {
 		next = next.Add(heartbeatEvery)
-		if !sl.until(ctx, next) {
+		if !sl.Until(ctx, next) {
 			return
 		}
 		late := time.Since(next)
@@ -182,8 +182,8 @@ func (m *harnessMonitor) heartbeat(ctx context.Context) {
 	}
 }
 
-// sample takes one reading.
-func (m *harnessMonitor) sample(now time.Time) {
+// Sample takes one reading.
+func (m *Monitor) Sample(now time.Time) {
 	metrics.Read(m.rm)
 	s := harnessSample{at: now}
 	m.wakeMu.Lock()
@@ -206,12 +206,12 @@ func (m *harnessMonitor) sample(now time.Time) {
 	m.mu.Unlock()
 }
 
-// stats returns the figures between the oldest and the newest reading,
+// Stats returns the figures between the oldest and the newest reading,
 // counting scheduling events longer than bound as over.
-func (m *harnessMonitor) stats(bound time.Duration) HarnessStats {
+func (m *Monitor) Stats(bound time.Duration) Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var st HarnessStats
+	var st Stats
 	if m.n < 2 {
 		return st
 	}
@@ -276,11 +276,11 @@ func (m *harnessMonitor) stats(bound time.Duration) HarnessStats {
 	return st
 }
 
-// totals returns the newest cumulative reading.
-func (m *harnessMonitor) totals() HarnessTotals {
+// Totals returns the newest cumulative reading.
+func (m *Monitor) Totals() Totals {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var t HarnessTotals
+	var t Totals
 	if m.n == 0 {
 		return t
 	}

@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package harness
 
 import (
 	"context"
@@ -31,14 +31,7 @@ func TestParseCPUStat(t *testing.T) {
 
 func TestFindCPUStat(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		writeTestFile(t, p, content)
-		return p
-	}
+	write := func(name, content string) string { return writeTree(t, dir, name, content) }
 	write("v1/cpu/kubepods/pod1/cpu.stat", "nr_periods 0\n")
 	write("v2/kubepods.slice/pod2/cpu.stat", "nr_periods 0\n")
 	for _, tc := range []struct {
@@ -64,7 +57,7 @@ func TestFindCPUStat(t *testing.T) {
 func TestHarnessMonitorSeesSchedulerLatency(t *testing.T) {
 	prev := runtime.GOMAXPROCS(1)
 	defer runtime.GOMAXPROCS(prev)
-	m := newHarnessMonitor(10 * time.Second)
+	m := NewMonitor(10 * time.Second)
 	var wg sync.WaitGroup
 	stop := time.Now().Add(300 * time.Millisecond)
 	for range 4 {
@@ -79,15 +72,15 @@ func TestHarnessMonitorSeesSchedulerLatency(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	m.sample(time.Now())
-	st := m.stats(time.Microsecond)
+	m.Sample(time.Now())
+	st := m.Stats(time.Microsecond)
 	if st.SchedEvents == 0 || st.SchedOver == 0 || st.SchedP99 <= 0 || st.Inflation < st.SchedP99 {
 		t.Fatalf("scheduler figures: %+v", st)
 	}
 	if runtime.GOOS == "linux" && !st.HasSchedstat {
 		t.Errorf("no schedstat on Linux: %+v", st)
 	}
-	tot := m.totals()
+	tot := m.Totals()
 	if len(tot.SchedBuckets) != len(tot.SchedCounts) || len(tot.SchedCounts) == 0 {
 		t.Fatalf("totals: %d buckets, %d counts", len(tot.SchedBuckets), len(tot.SchedCounts))
 	}
@@ -96,22 +89,22 @@ func TestHarnessMonitorSeesSchedulerLatency(t *testing.T) {
 // TestHeartbeatRecordsWakeUps: the heartbeat wakes every 10 ms and its
 // lateness shows in the window's figures and the totals.
 func TestHeartbeatRecordsWakeUps(t *testing.T) {
-	m := newHarnessMonitor(10 * time.Second)
+	m := NewMonitor(10 * time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		m.heartbeat(ctx)
+		m.Heartbeat(ctx)
 	}()
 	time.Sleep(300 * time.Millisecond)
 	cancel()
 	<-done
-	m.sample(time.Now())
-	st := m.stats(time.Hour)
+	m.Sample(time.Now())
+	st := m.Stats(time.Hour)
 	if st.WakeEvents < 10 || st.WakeEvents > 40 || st.WakeOver != 0 || st.WakeP99 <= 0 || st.Inflation < st.WakeP99 {
 		t.Fatalf("heartbeat figures over 300 ms: %+v", st)
 	}
-	tot := m.totals()
+	tot := m.Totals()
 	var n uint64
 	for _, c := range tot.WakeCounts {
 		n += c
@@ -126,14 +119,7 @@ func TestHeartbeatRecordsWakeUps(t *testing.T) {
 // v1's unlimited are no limit.
 func TestCgroupMemoryLimit(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		writeTestFile(t, p, content)
-		return p
-	}
+	write := func(name, content string) string { return writeTree(t, dir, name, content) }
 	write("v2/memory.max", "max\n")
 	write("v2/kubepods.slice/memory.max", "2147483648\n")
 	write("v2/kubepods.slice/pod/memory.max", "536870912\n")
@@ -164,4 +150,18 @@ func TestCgroupMemoryLimit(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d %v", tc.name, got, ok, tc.want, tc.ok)
 		}
 	}
+}
+
+// writeTree writes content to dir/name, making the directories on the
+// way, and returns the path.
+func writeTree(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -3,25 +3,25 @@
 
 //go:build !linux
 
-package probe
+package harness
 
 import (
 	"context"
 	"time"
 )
 
-// sleeper waits until an instant with a runtime timer (see
+// Sleeper waits until an instant with a runtime timer (see
 // sleeper_linux.go for the precise Linux version).
-type sleeper struct{ timer *time.Timer }
+type Sleeper struct{ timer *time.Timer }
 
-func newSleeper(context.Context) *sleeper {
+func NewSleeper(context.Context) *Sleeper {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return &sleeper{timer: t}
+	return &Sleeper{timer: t}
 }
 
 // until blocks until t or until ctx is done; it reports whether t came.
-func (s *sleeper) until(ctx context.Context, t time.Time) bool {
+func (s *Sleeper) Until(ctx context.Context, t time.Time) bool {
 	d := time.Until(t)
 	if d <= 0 {
 		return ctx.Err() == nil
@@ -36,4 +36,4 @@ func (s *sleeper) until(ctx context.Context, t time.Time) bool {
 	}
 }
 
-func (s *sleeper) close() { s.timer.Stop() }
+func (s *Sleeper) Close() { s.timer.Stop() }
