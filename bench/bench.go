@@ -25,6 +25,7 @@ import (
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/slo"
 )
 
@@ -380,7 +381,7 @@ type targetData struct {
 	dropped         [len(probe.DropReasons)]atomic.Int64
 
 	mu                   sync.Mutex // guards the rest
-	outcomes             map[probe.Outcome]int
+	outcomes             map[wire.Outcome]int
 	conversations        map[probe.ConversationOutcome]int
 	ttft, tpot, itl, e2e []float64
 	lag                  []float64
@@ -402,7 +403,7 @@ func newCollector(cfg *config.Config, expected int, spec *slo.Spec) *collector {
 	for _, t := range cfg.Targets {
 		c.targets[t.Name] = &targetData{
 			slo:           newSLOJudge(cfg, t, spec),
-			outcomes:      map[probe.Outcome]int{},
+			outcomes:      map[wire.Outcome]int{},
 			conversations: map[probe.ConversationOutcome]int{},
 			ttft:          make([]float64, 0, expected),
 			e2e:           make([]float64, 0, expected),
@@ -450,7 +451,7 @@ func (c *collector) ConversationEnded(target, _ string, outcome probe.Conversati
 	}
 }
 
-func (c *collector) Observe(r *probe.Result) {
+func (c *collector) Observe(r *wire.Result) {
 	d := c.targets[r.Target]
 	if d == nil {
 		return
@@ -463,7 +464,7 @@ func (c *collector) Observe(r *probe.Result) {
 	defer d.mu.Unlock()
 	d.outcomes[r.Outcome]++
 	d.lag = append(d.lag, r.ScheduleLag.Seconds())
-	if r.Outcome == probe.OutcomeSuccess && !c.start.IsZero() {
+	if r.Outcome == wire.OutcomeSuccess && !c.start.IsZero() {
 		d.done = append(d.done, completion{at: r.Start.Add(r.E2E).Sub(c.start), tokens: r.OutputTokens})
 	}
 	if r.Warmup {
@@ -479,7 +480,7 @@ func (c *collector) Observe(r *probe.Result) {
 			d.itl = append(d.itl, g.Seconds())
 		}
 	}
-	if r.Outcome != probe.OutcomeSuccess {
+	if r.Outcome != wire.OutcomeSuccess {
 		return
 	}
 	d.e2e = append(d.e2e, r.E2E.Seconds())
@@ -582,7 +583,7 @@ func (c *collector) progress(stage, stages int, elapsed, duration time.Duration,
 		}
 		d.mu.Lock()
 		for o, n := range d.outcomes {
-			if o != probe.OutcomeSuccess {
+			if o != wire.OutcomeSuccess {
 				p.Errors += n
 			}
 		}

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/llmprobe/llmprobe/config"
-	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // WorkloadInfo summarises what a target was sent.
@@ -235,7 +235,7 @@ func (s *StageReport) counts() (dropped, errs int) {
 		dropped += n
 	}
 	for o, n := range s.Outcomes {
-		if o != probe.OutcomeSuccess {
+		if o != wire.OutcomeSuccess {
 			errs += n
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // Report is the outcome of a sweep.
@@ -77,7 +78,7 @@ type StageReport struct {
 	Scheduled int                      `json:"scheduled"`
 	Sent      int                      `json:"sent"`
 	Dropped   map[probe.DropReason]int `json:"dropped"`
-	Outcomes  map[probe.Outcome]int    `json:"outcomes"`
+	Outcomes  map[wire.Outcome]int     `json:"outcomes"`
 	// Conversations counts multi-turn conversations by outcome.
 	Conversations map[probe.ConversationOutcome]int `json:"conversations,omitempty"`
 	Warmup        int                               `json:"warmup_requests"`

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // RequestRecord is one line of the per-request export: what was measured
@@ -33,13 +33,13 @@ type RequestRecord struct {
 	OutputTokens int       `json:"output_tokens"`
 	CachedTokens int       `json:"cached_tokens"`
 	// UsageReported is false when the token counts are estimates.
-	UsageReported bool          `json:"usage_reported"`
-	Outcome       probe.Outcome `json:"outcome"`
-	ErrorType     string        `json:"error_type,omitempty"`
-	StatusCode    int           `json:"status_code,omitempty"`
+	UsageReported bool         `json:"usage_reported"`
+	Outcome       wire.Outcome `json:"outcome"`
+	ErrorType     string       `json:"error_type,omitempty"`
+	StatusCode    int          `json:"status_code,omitempty"`
 }
 
-func newRequestRecord(stage int, r *probe.Result) RequestRecord {
+func newRequestRecord(stage int, r *wire.Result) RequestRecord {
 	rec := RequestRecord{
 		Stage: stage, Target: r.Target, Class: r.Class,
 		Conversation: r.ConversationID, Warmup: r.Warmup,
@@ -80,7 +80,7 @@ func NewRequestLog(w io.Writer) *RequestLog {
 	return &RequestLog{w: bufio.NewWriterSize(w, 64<<10)}
 }
 
-func (l *RequestLog) write(stage int, r *probe.Result) {
+func (l *RequestLog) write(stage int, r *wire.Result) {
 	b, err := json.Marshal(newRequestRecord(stage, r))
 	l.mu.Lock()
 	defer l.mu.Unlock()

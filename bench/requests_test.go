@@ -17,7 +17,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/bench"
 	"github.com/llmprobe/llmprobe/config"
-	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/slo"
 )
 
@@ -142,7 +142,7 @@ func TestRequestLog(t *testing.T) {
 		if rec.Planned.IsZero() || rec.Sent.Before(rec.Planned) {
 			t.Errorf("line %d: planned %v, sent %v", n, rec.Planned, rec.Sent)
 		}
-		if rec.Outcome != probe.OutcomeSuccess {
+		if rec.Outcome != wire.OutcomeSuccess {
 			t.Errorf("line %d: outcome %q (%s) against a healthy simulator", n, rec.Outcome, rec.ErrorType)
 			continue
 		}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/dist"
-	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/slo"
 )
 
@@ -88,7 +88,7 @@ type sloCounts struct {
 }
 
 // observe judges one request (after warm-up) of class.
-func (c *sloCounts) observe(j *sloJudge, r *probe.Result) {
+func (c *sloCounts) observe(j *sloJudge, r *wire.Result) {
 	obj := j.classes[r.Class]
 	if obj == nil {
 		return

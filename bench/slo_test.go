@@ -17,7 +17,7 @@ import (
 	"github.com/llmprobe/llmprobe/bench"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/simtest"
-	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/sim"
 	"github.com/llmprobe/llmprobe/slo"
 )
@@ -108,7 +108,7 @@ targets:
 				if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 					t.Fatal(err)
 				}
-				if !r.Warmup && r.Outcome == probe.OutcomeSuccess && r.TTFT != nil && *r.TTFT <= 0.100 {
+				if !r.Warmup && r.Outcome == wire.OutcomeSuccess && r.TTFT != nil && *r.TTFT <= 0.100 {
 					st.good[r.Target]++
 				}
 			}
@@ -119,7 +119,7 @@ targets:
 	// The configuration's SLO, request by request.
 	st := run(nil)
 	short, long := st.byTarget["short"], st.byTarget["long"]
-	ok := func(s *bench.StageReport) int { return s.Outcomes[probe.OutcomeSuccess] }
+	ok := func(s *bench.StageReport) int { return s.Outcomes[wire.OutcomeSuccess] }
 	if ok(short) < 12 || ok(long) < 12 {
 		t.Fatalf("too few successes to judge: short %v, long %v", short.Outcomes, long.Outcomes)
 	}

@@ -14,16 +14,17 @@ import (
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/examples"
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
 // collect is an Observer keeping results.
 type collect struct {
 	probe.Observers
-	results chan *probe.Result
+	results chan *wire.Result
 }
 
-func (c *collect) Observe(r *probe.Result) { c.results <- r }
+func (c *collect) Observe(r *wire.Result) { c.results <- r }
 
 // Every shipped configuration validates, and every catalog workload runs
 // against the built-in simulator: its target (pointed at the simulator,
@@ -77,7 +78,7 @@ func TestCatalog(t *testing.T) {
 				tg.Arrival.Rate = 20
 				tg.MaxInflight = 1000
 			}
-			obs := &collect{results: make(chan *probe.Result, 10000)}
+			obs := &collect{results: make(chan *wire.Result, 10000)}
 			e := probe.NewEngine(probe.Options{Observer: obs})
 			if err := e.Apply(c); err != nil {
 				t.Fatal(err)
@@ -92,7 +93,7 @@ func TestCatalog(t *testing.T) {
 			n, off := 0, 0
 			for r := range obs.results {
 				n++
-				if r.Outcome != probe.OutcomeSuccess {
+				if r.Outcome != wire.OutcomeSuccess {
 					t.Fatalf("%s: outcome %s/%s: %s", r.Class, r.Outcome, r.ErrorType, r.Error)
 				}
 				// Requests sent before /tokenize answered may miss by the

@@ -15,6 +15,7 @@ import (
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/harness"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // Secrets planted in the test configuration; they must never be shown.
@@ -95,14 +96,14 @@ func mustConfig(t testing.TB, yml string) *config.Config {
 const testTraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 // successResult is a plain, successful 16-chunk streamed request.
-func successResult(target, model, class string) *probe.Result {
+func successResult(target, model, class string) *wire.Result {
 	start := time.Unix(1_700_000_000, 0)
 	itls := make([]time.Duration, 15)
 	for i := range itls {
 		itls[i] = 20 * time.Millisecond
 	}
 	itls[7] = 90 * time.Millisecond // the longest gap
-	return &probe.Result{
+	return &wire.Result{
 		Target:               target,
 		Model:                model,
 		Class:                class,
@@ -111,7 +112,7 @@ func successResult(target, model, class string) *probe.Result {
 		Start:                start,
 		ScheduleLag:          time.Millisecond,
 		ClientWait:           2 * time.Millisecond,
-		Outcome:              probe.OutcomeSuccess,
+		Outcome:              wire.OutcomeSuccess,
 		StatusCode:           200,
 		FirstToken:           true,
 		TTFT:                 250 * time.Millisecond,
@@ -201,20 +202,20 @@ func labelValues(mfs map[string]*dto.MetricFamily, name, label string) []string 
 func testStatus() []probe.TargetStatus {
 	return []probe.TargetStatus{
 		{
-			Name: "alpha", Model: "model-a", API: probe.APIChat, URL: "http://127.0.0.1:1/v1", Workload: "mix", Process: "poisson(1/s)",
+			Name: "alpha", Model: "model-a", API: wire.APIChat, URL: "http://127.0.0.1:1/v1", Workload: "mix", Process: "poisson(1/s)",
 			Classes:       []probe.ClassStatus{{Name: "chat", Weight: 0.7, ReuseIntent: 0.25}, {Name: "agent", Weight: 0.3}},
 			RequestedRate: 1, AchievedRate: 0.98, Scheduled: 100, Sent: 97,
 			Dropped:  map[probe.DropReason]uint64{probe.DropInflightLimit: 2, probe.DropLate: 1},
-			Outcomes: map[probe.Outcome]uint64{probe.OutcomeSuccess: 90, probe.OutcomeHTTPError: 5},
+			Outcomes: map[wire.Outcome]uint64{wire.OutcomeSuccess: 90, wire.OutcomeHTTPError: 5},
 			Inflight: 2, MaxInflight: 64, LagP50: 300 * time.Microsecond, LagP99: 4 * time.Millisecond, Window: time.Minute,
 			Since: time.Now().Add(-time.Hour),
 		},
 		{
-			Name: "beta", Model: "model-b", API: probe.APICompletions, URL: "http://127.0.0.1:2/v1", Workload: "tiny", Process: "constant(2/s)",
+			Name: "beta", Model: "model-b", API: wire.APICompletions, URL: "http://127.0.0.1:2/v1", Workload: "tiny", Process: "constant(2/s)",
 			Classes:       []probe.ClassStatus{{Name: "ping", Weight: 1}},
 			RequestedRate: 2, AchievedRate: 1.2, Scheduled: 40, Sent: 24,
 			Dropped:  map[probe.DropReason]uint64{probe.DropLate: 16},
-			Outcomes: map[probe.Outcome]uint64{probe.OutcomeSuccess: 24},
+			Outcomes: map[wire.Outcome]uint64{wire.OutcomeSuccess: 24},
 			Inflight: 64, MaxInflight: 64, LagP50: 2 * time.Second, LagP99: 9 * time.Second, Window: time.Minute,
 			Saturated: true, SaturationReason: "schedule lag p99 9s over 1m0s (max_lag 50ms)",
 			Warmup: true, Since: time.Now().Add(-10 * time.Second),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 const namespace = "llmprobe"
@@ -129,8 +130,8 @@ type targetSeries struct {
 	dropped                 [len(probe.DropReasons)]prometheus.Counter
 	retries                 prometheus.Counter
 	coalesced               prometheus.Counter
-	anomalies               [len(probe.AnomalyKinds)]prometheus.Counter
-	responses               [len(probe.StatusCodes)]prometheus.Counter
+	anomalies               [len(wire.AnomalyKinds)]prometheus.Counter
+	responses               [len(wire.StatusCodes)]prometheus.Counter
 	classes                 map[string]*classSeries
 	classOrder              []string
 }
@@ -141,13 +142,13 @@ type classSeries struct {
 	ttfa                               histogramWithExemplar
 	reasoningTokens                    prometheus.Counter
 	scheduled, sent                    prometheus.Counter
-	requests                           [len(probe.Outcomes)]prometheus.Counter
+	requests                           [len(wire.Outcomes)]prometheus.Counter
 	promptTokens, outputTokens, cached prometheus.Counter
 	usageEstimated                     prometheus.Counter
 	promptTokensHist, outputTokensHist prometheus.Observer
 	lengthError                        prometheus.Observer
 	lengthMismatch                     prometheus.Counter
-	finishReasons                      [len(probe.FinishReasons)]prometheus.Counter
+	finishReasons                      [len(wire.FinishReasons)]prometheus.Counter
 	hit                                *ratioWindow
 	// slo is set only for classes with an SLO (config.Config.SLO).
 	slo *classSLO
@@ -293,10 +294,10 @@ func (m *Metrics) SetConfig(cfg *config.Config) {
 		}
 		ts.retries = m.retries.WithLabelValues(t.Name)
 		ts.coalesced = m.coalesced.WithLabelValues(t.Name)
-		for i, a := range probe.AnomalyKinds {
+		for i, a := range wire.AnomalyKinds {
 			ts.anomalies[i] = m.anomalies.WithLabelValues(t.Name, a.Name)
 		}
-		for i, c := range probe.StatusCodes {
+		for i, c := range wire.StatusCodes {
 			ts.responses[i] = m.responses.WithLabelValues(t.Name, c)
 		}
 		for _, c := range w.Classes {
@@ -394,10 +395,10 @@ func (m *Metrics) newClassSeries(target, model, class string) *classSeries {
 		lengthError:      m.lengthError.WithLabelValues(target, class),
 		lengthMismatch:   m.lengthMismatch.WithLabelValues(target, class),
 	}
-	for i, o := range probe.Outcomes {
+	for i, o := range wire.Outcomes {
 		cs.requests[i] = m.requests.WithLabelValues(target, model, class, string(o))
 	}
-	for i, r := range probe.FinishReasons {
+	for i, r := range wire.FinishReasons {
 		cs.finishReasons[i] = m.finishReasons.WithLabelValues(target, class, r)
 	}
 	return cs
@@ -465,7 +466,7 @@ func (m *Metrics) ConversationEnded(target, class string, outcome probe.Conversa
 //     successes with at least 2 output tokens, E2E for successes; all four
 //     exclude warm-up and carry a trace_id exemplar when the request was
 //     traced (ITL: on the request's longest gap only).
-func (m *Metrics) Observe(r *probe.Result) {
+func (m *Metrics) Observe(r *wire.Result) {
 	if r == nil {
 		return
 	}
@@ -482,7 +483,7 @@ func (m *Metrics) Observe(r *probe.Result) {
 	if !r.Start.IsZero() {
 		ts.clientWait.Observe(seconds(r.ClientWait))
 	}
-	for i, o := range probe.Outcomes {
+	for i, o := range wire.Outcomes {
 		if o == r.Outcome {
 			cs.requests[i].Inc()
 			break
@@ -490,14 +491,14 @@ func (m *Metrics) Observe(r *probe.Result) {
 	}
 	addCount(ts.retries, r.Retries)
 	addCount(ts.coalesced, r.CoalescedChunks)
-	for i, a := range probe.AnomalyKinds {
+	for i, a := range wire.AnomalyKinds {
 		if r.Anomalies.Has(a.Anomaly) {
 			ts.anomalies[i].Inc()
 		}
 	}
 	if r.StatusCode != 0 {
-		label := probe.StatusCodeLabel(r.StatusCode)
-		for i, c := range probe.StatusCodes {
+		label := wire.StatusCodeLabel(r.StatusCode)
+		for i, c := range wire.StatusCodes {
 			if c == label {
 				ts.responses[i].Inc()
 				break
@@ -505,8 +506,8 @@ func (m *Metrics) Observe(r *probe.Result) {
 		}
 	}
 	if r.StatusCode >= 200 && r.StatusCode <= 299 {
-		label := probe.FinishReasonLabel(r.FinishReason)
-		for i, fr := range probe.FinishReasons {
+		label := wire.FinishReasonLabel(r.FinishReason)
+		for i, fr := range wire.FinishReasons {
 			if fr == label {
 				cs.finishReasons[i].Inc()
 				break
@@ -576,7 +577,7 @@ func (m *Metrics) Observe(r *probe.Result) {
 			}
 		}
 	}
-	if r.Outcome == probe.OutcomeSuccess {
+	if r.Outcome == wire.OutcomeSuccess {
 		if r.OutputTokens >= 2 {
 			observe(cs.tpot, seconds(r.TPOT), ex)
 		}

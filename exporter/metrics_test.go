@@ -24,6 +24,7 @@ import (
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/promtest"
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/catalogue.txt from the current metrics")
@@ -137,10 +138,10 @@ func TestSetConfigInitialisesEverySeries(t *testing.T) {
 	mfs := gather(t, reg)
 
 	// targets × their classes × outcomes.
-	if got, want := countSeries(mfs, "llmprobe_requests_total", nil), (2+1)*len(probe.Outcomes); got != want {
+	if got, want := countSeries(mfs, "llmprobe_requests_total", nil), (2+1)*len(wire.Outcomes); got != want {
 		t.Errorf("requests_total has %d series, want %d", got, want)
 	}
-	for _, o := range probe.Outcomes {
+	for _, o := range wire.Outcomes {
 		s := series(mfs, "llmprobe_requests_total", map[string]string{"target": "beta", "model": "model-b", "class": "ping", "outcome": string(o)})
 		if s == nil || s.GetCounter().GetValue() != 0 {
 			t.Errorf("requests_total{beta,ping,%s} = %v, want 0", o, s)
@@ -279,26 +280,26 @@ func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 func TestObserveRules(t *testing.T) {
 	cases := []struct {
 		name   string
-		mutate func(r *probe.Result)
+		mutate func(r *wire.Result)
 		// Expected sample counts of ttft, itl, tpot, e2e, and whether the
 		// token counters moved.
 		ttft, itl, tpot, e2e uint64
 		tokens               bool
 	}{
-		{"success", func(r *probe.Result) {}, 1, 15, 1, 1, true},
-		{"warm-up counts but stays out of latency", func(r *probe.Result) { r.Warmup = true }, 0, 0, 0, 0, true},
-		{"stream broke after tokens", func(r *probe.Result) {
-			r.Outcome, r.ErrorType, r.UsageReported, r.CachedTokensReported = probe.OutcomeStreamError, "connection_reset", false, false
+		{"success", func(r *wire.Result) {}, 1, 15, 1, 1, true},
+		{"warm-up counts but stays out of latency", func(r *wire.Result) { r.Warmup = true }, 0, 0, 0, 0, true},
+		{"stream broke after tokens", func(r *wire.Result) {
+			r.Outcome, r.ErrorType, r.UsageReported, r.CachedTokensReported = wire.OutcomeStreamError, "connection_reset", false, false
 		}, 1, 15, 0, 0, true},
-		{"single output token has no TPOT", func(r *probe.Result) {
+		{"single output token has no TPOT", func(r *wire.Result) {
 			r.OutputTokens, r.ITLs, r.Chunks = 1, nil, 1
 		}, 1, 0, 0, 1, true},
-		{"refused connection", func(r *probe.Result) {
-			*r = probe.Result{Target: r.Target, Model: r.Model, Class: r.Class, Outcome: probe.OutcomeConnectError, ErrorType: "connection_refused",
+		{"refused connection", func(r *wire.Result) {
+			*r = wire.Result{Target: r.Target, Model: r.Model, Class: r.Class, Outcome: wire.OutcomeConnectError, ErrorType: "connection_refused",
 				ScheduleLag: time.Millisecond, PromptTokens: 100, PlannedPromptTokens: 100, PrefixGroup: -1}
 		}, 0, 0, 0, 0, false},
-		{"http error", func(r *probe.Result) {
-			*r = probe.Result{Target: r.Target, Model: r.Model, Class: r.Class, Start: r.Start, Outcome: probe.OutcomeHTTPError, StatusCode: 503,
+		{"http error", func(r *wire.Result) {
+			*r = wire.Result{Target: r.Target, Model: r.Model, Class: r.Class, Start: r.Start, Outcome: wire.OutcomeHTTPError, StatusCode: 503,
 				E2E: 5 * time.Millisecond, PromptTokens: 100, PlannedPromptTokens: 100, PrefixGroup: -1}
 		}, 0, 0, 0, 0, false},
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // maxErrorLen bounds an error message kept for the status page: messages
@@ -28,7 +29,7 @@ type Entry struct {
 	Time       time.Time // when the request was handed to the HTTP client
 	Class      string
 	Warmup     bool
-	Outcome    probe.Outcome
+	Outcome    wire.Outcome
 	ErrorType  string // low-cardinality reason, e.g. http_429
 	Error      string // sanitised and truncated message
 	StatusCode int    // 0 when no response
@@ -52,7 +53,7 @@ type Entry struct {
 }
 
 // Failed reports whether the request did not succeed.
-func (e Entry) Failed() bool { return e.Outcome != probe.OutcomeSuccess }
+func (e Entry) Failed() bool { return e.Outcome != wire.OutcomeSuccess }
 
 // Recent is the probe.Observer that keeps, per target, the last requests
 // and, in a separate ring, the last failures (so that failures stay
@@ -253,11 +254,11 @@ func (r *Recent) ConversationEnded(string, string, probe.ConversationOutcome) {}
 
 // Observe implements probe.Observer: it records the result, and logs it at
 // debug level when it failed.
-func (r *Recent) Observe(res *probe.Result) {
+func (r *Recent) Observe(res *wire.Result) {
 	if res == nil {
 		return
 	}
-	failed := res.Outcome != probe.OutcomeSuccess
+	failed := res.Outcome != wire.OutcomeSuccess
 	if failed && r.logger.Enabled(context.Background(), slog.LevelDebug) {
 		r.logger.LogAttrs(context.Background(), slog.LevelDebug, "request failed",
 			slog.String("target", res.Target),

@@ -13,12 +13,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
-func failedResult(target, model, class string, i int) *probe.Result {
+func failedResult(target, model, class string, i int) *wire.Result {
 	r := successResult(target, model, class)
-	r.Outcome, r.ErrorType, r.StatusCode = probe.OutcomeHTTPError, "http_429", 429
+	r.Outcome, r.ErrorType, r.StatusCode = wire.OutcomeHTTPError, "http_429", 429
 	r.Error = fmt.Sprintf("429 Too Many Requests (failure %d)", i)
 	r.FirstToken, r.UsageReported, r.ITLs = false, false, nil
 	return r
@@ -48,7 +48,7 @@ func TestRecentKeepsFailuresLonger(t *testing.T) {
 		if want := base.Add(time.Duration(14-i) * time.Second); !e.Time.Equal(want) {
 			t.Errorf("recent[%d].Time = %v, want %v (newest first)", i, e.Time, want)
 		}
-		if e.Outcome != probe.OutcomeSuccess || e.Failed() {
+		if e.Outcome != wire.OutcomeSuccess || e.Failed() {
 			t.Errorf("recent[%d] = %v, want success", i, e.Outcome)
 		}
 	}

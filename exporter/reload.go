@@ -16,7 +16,7 @@ import (
 	commoncfg "github.com/prometheus/common/config"
 
 	"github.com/llmprobe/llmprobe/config"
-	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // ApplyFunc takes a new configuration into use, or refuses it with an
@@ -204,9 +204,9 @@ func scrubConfigText(s string, cfgs ...*config.Config) string {
 			if t == nil {
 				continue
 			}
-			s = probe.NewRedactor(t.HTTPClientConfig).Scrub(s)
+			s = wire.NewRedactor(t.HTTPClientConfig).Scrub(s)
 			if wf := t.WorkloadFrom; wf != nil && wf.Prometheus != nil {
-				s = probe.NewRedactor(wf.Prometheus.HTTPClientConfig).Scrub(s)
+				s = wire.NewRedactor(wf.Prometheus.HTTPClientConfig).Scrub(s)
 			}
 		}
 		if len(c.Tracing.Headers) > 0 {
@@ -214,7 +214,7 @@ func scrubConfigText(s string, cfgs ...*config.Config) string {
 			for _, v := range c.Tracing.Headers {
 				h.Secrets = append(h.Secrets, v)
 			}
-			s = probe.NewRedactor(commoncfg.HTTPClientConfig{HTTPHeaders: &commoncfg.Headers{Headers: map[string]commoncfg.Header{"x": h}}}).Scrub(s)
+			s = wire.NewRedactor(commoncfg.HTTPClientConfig{HTTPHeaders: &commoncfg.Headers{Headers: map[string]commoncfg.Header{"x": h}}}).Scrub(s)
 		}
 	}
 	return s

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // TestHTTPResponsesByStatusCode runs the engine against a server that
@@ -44,7 +45,7 @@ func TestHTTPResponsesByStatusCode(t *testing.T) {
 		mu.Lock()
 		code := codes[next%len(codes)]
 		next++
-		sent[probe.StatusCodeLabel(code)]++
+		sent[wire.StatusCodeLabel(code)]++
 		mu.Unlock()
 		switch code {
 		case 200:
@@ -106,7 +107,7 @@ targets:
 		t.Fatalf("the server got %d requests in 30s, want %d", next, want)
 	}
 	total := 0
-	for _, c := range probe.StatusCodes {
+	for _, c := range wire.StatusCodes {
 		got := series(mfs, "llmprobe_http_responses_total", map[string]string{"target": "codes", "code": c}).GetCounter().GetValue()
 		if int(got) != sent[c] {
 			t.Errorf("llmprobe_http_responses_total{code=%q} = %v, the server sent %d", c, got, sent[c])
@@ -130,7 +131,7 @@ func TestStatusCodeLabel(t *testing.T) {
 		400: "400", 401: "401", 403: "403", 404: "404", 405: "4xx", 408: "408", 413: "413", 418: "4xx", 422: "422",
 		429: "429", 499: "4xx", 500: "500", 501: "5xx", 502: "502", 503: "503", 504: "504", 599: "5xx", 600: "other", -1: "other",
 	} {
-		if got := probe.StatusCodeLabel(code); got != want {
+		if got := wire.StatusCodeLabel(code); got != want {
 			t.Errorf("StatusCodeLabel(%d) = %q, want %q", code, got, want)
 		}
 	}

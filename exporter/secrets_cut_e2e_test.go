@@ -24,6 +24,7 @@ import (
 	"github.com/llmprobe/llmprobe/internal/otlptest"
 	"github.com/llmprobe/llmprobe/internal/testio"
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // cutBearer is 28 characters, none of them hex digits, so that no trace
@@ -150,7 +151,7 @@ func (*resultLog) Dropped(string, string, probe.DropReason)                    {
 func (*resultLog) Sent(string, string)                                         {}
 func (*resultLog) ConversationEnded(string, string, probe.ConversationOutcome) {}
 
-func (l *resultLog) Observe(r *probe.Result) {
+func (l *resultLog) Observe(r *wire.Result) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if r.Error != "" {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/slo"
 )
 
@@ -85,7 +85,7 @@ func (s sloMetrics) series(target, class string, obj *slo.Objective, prev *class
 }
 
 // observe judges one request that ended after warm-up.
-func (c *classSLO) observe(r *probe.Result) {
+func (c *classSLO) observe(r *wire.Result) {
 	req, ok := r.SLORequest()
 	if !ok {
 		return

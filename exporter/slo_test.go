@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // TestSLOCounters: every request after warm-up is judged good or bad
@@ -50,11 +50,11 @@ func TestSLOCounters(t *testing.T) {
 	slowBoth.TTFT, slowBoth.TPOT = time.Second, 100*time.Millisecond
 	oneToken := successResult("alpha", "model-a", "chat")
 	oneToken.OutputTokens, oneToken.TPOT = 1, time.Hour // no TPOT to judge
-	failed := &probe.Result{Target: "alpha", Model: "model-a", Class: "chat", Outcome: probe.OutcomeHTTPError, ErrorType: "http_503", StatusCode: 503}
-	cancelled := &probe.Result{Target: "alpha", Model: "model-a", Class: "chat", Outcome: probe.OutcomeTimeout, ErrorType: probe.ErrorTypeCancelled}
+	failed := &wire.Result{Target: "alpha", Model: "model-a", Class: "chat", Outcome: wire.OutcomeHTTPError, ErrorType: "http_503", StatusCode: 503}
+	cancelled := &wire.Result{Target: "alpha", Model: "model-a", Class: "chat", Outcome: wire.OutcomeTimeout, ErrorType: wire.ErrorTypeCancelled}
 	warm := successResult("alpha", "model-a", "chat")
 	warm.Warmup, warm.TTFT = true, time.Minute
-	for _, r := range []*probe.Result{good, slowFirst, slowBoth, oneToken, failed, cancelled, warm, good} {
+	for _, r := range []*wire.Result{good, slowFirst, slowBoth, oneToken, failed, cancelled, warm, good} {
 		m.Observe(r)
 	}
 

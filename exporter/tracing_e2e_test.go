@@ -22,6 +22,7 @@ import (
 	"github.com/llmprobe/llmprobe/internal/otlptest"
 	"github.com/llmprobe/llmprobe/internal/promtest"
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -193,7 +194,7 @@ tracing:
 			must = append(must, "gen_ai.response.model=sim-model", "gen_ai.response.finish_reasons=length", "gen_ai.usage.output_tokens=8",
 				"llmprobe.outcome=success")
 			have = append(have, "gen_ai.response.id", "gen_ai.usage.input_tokens", "gen_ai.usage.cache_read.input_tokens", "llmprobe.ttft_seconds")
-			if ev := s.GetEvents(); len(ev) != 1 || ev[0].GetName() != probe.FirstTokenEvent {
+			if ev := s.GetEvents(); len(ev) != 1 || ev[0].GetName() != wire.FirstTokenEvent {
 				t.Errorf("successful client span events %v", ev)
 			}
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/llmprobe/llmprobe/internal/otlptest"
 	"github.com/llmprobe/llmprobe/internal/simtest"
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -225,7 +226,7 @@ func TestRedactEndpoint(t *testing.T) {
 type collectingObserver struct {
 	probe.Observers
 	mu        sync.Mutex
-	results   []*probe.Result
+	results   []*wire.Result
 	endDelays []time.Duration
 	dropped   int
 	// saturated is the harness' verdict at the end of the run: why its
@@ -238,7 +239,7 @@ func (o *collectingObserver) Dropped(string, string, probe.DropReason) {
 	o.dropped++
 	o.mu.Unlock()
 }
-func (o *collectingObserver) Observe(r *probe.Result) {
+func (o *collectingObserver) Observe(r *wire.Result) {
 	// How long after its last event the request was handed over: the
 	// stream's drain and the span's end.
 	delay := time.Since(r.Start.Add(r.E2E))
@@ -388,7 +389,7 @@ func TestTracingUnreachableCollector(t *testing.T) {
 			t.Errorf("%s: %d requests ended, %d dropped; want at least %d and none dropped", name, len(o.results), o.dropped, want)
 		}
 		for _, r := range o.results {
-			if r.Outcome != probe.OutcomeSuccess {
+			if r.Outcome != wire.OutcomeSuccess {
 				t.Errorf("%s: a request ended %s (%s)", name, r.Outcome, r.Error)
 				break
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/harness"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // WebOptions configure NewHandler. Every field is optional.
@@ -373,7 +374,7 @@ func (w *web) status(rw http.ResponseWriter, r *http.Request) {
 			v.Drops = append(v.Drops, countView{string(d), s.Dropped[d]})
 			v.DropTotal += s.Dropped[d]
 		}
-		for _, o := range probe.Outcomes {
+		for _, o := range wire.Outcomes {
 			v.Results = append(v.Results, countView{string(o), s.Outcomes[o]})
 		}
 		for _, c := range s.Classes {

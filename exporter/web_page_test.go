@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/config"
-	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // TestReloadFormRedirectsToPage: the page's reload form (a browser form
@@ -179,7 +179,7 @@ func TestRecentInSendOrder(t *testing.T) {
 	fail.Dispatched, fail.Turn = base.Add(2*time.Second), 3
 	fail2 := failedResult("alpha", "model-a", "chat", 1)
 	fail2.Dispatched, fail2.Turn = base.Add(-time.Second), 4
-	for _, r := range []*probe.Result{short, fail, long, fail2} { // the order they end
+	for _, r := range []*wire.Result{short, fail, long, fail2} { // the order they end
 		rec.Observe(r)
 	}
 	recent, failures := rec.Snapshot("alpha")
@@ -234,7 +234,7 @@ func TestRecentWindow(t *testing.T) {
 	w.Warmup, w.TTFT = true, time.Hour
 	rec.Observe(w)
 	broken := successResult("alpha", "model-a", "agent")
-	broken.Outcome, broken.TTFT, broken.E2E = probe.OutcomeStreamError, 2*time.Second, time.Hour
+	broken.Outcome, broken.TTFT, broken.E2E = wire.OutcomeStreamError, 2*time.Second, time.Hour
 	rec.Observe(broken)
 	one := successResult("alpha", "model-a", "agent")
 	one.OutputTokens, one.TTFT, one.TPOT = 1, 2*time.Second, time.Hour

@@ -7,7 +7,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // The status page's recent window: per target, a ring of windowSlots
@@ -185,7 +185,7 @@ func (w *targetWindow) requested(now time.Time, rate float64) {
 // requests are left out; TTFT when a first token came (whatever the
 // outcome), TPOT for successes with at least 2 output tokens, E2E for
 // successes.
-func (w *targetWindow) observe(now time.Time, res *probe.Result) {
+func (w *targetWindow) observe(now time.Time, res *wire.Result) {
 	if res.Warmup {
 		return
 	}
@@ -197,7 +197,7 @@ func (w *targetWindow) observe(now time.Time, res *probe.Result) {
 	if res.FirstToken {
 		s.ttft.add(res.TTFT)
 	}
-	if res.Outcome == probe.OutcomeSuccess {
+	if res.Outcome == wire.OutcomeSuccess {
 		if res.OutputTokens >= 2 {
 			s.tpot.add(res.TPOT)
 		}

@@ -7,7 +7,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -21,8 +24,19 @@ import (
 // sets stream_options, and a class without fields sends the target's
 // body alone; a class's model (a LoRA adapter) replaces the target's.
 func TestClassBodyFields(t *testing.T) {
-	srv, seen := fixtureServer(t, "text/event-stream", steps(0,
-		chatRole(), chatContent("a"), chatDelta("content", "b", "stop", ""), usageChunk(8, 2, -1), "[DONE]"))
+	seen := make(chan map[string]any, 100)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		if json.NewDecoder(r.Body).Decode(&body) == nil {
+			select {
+			case seen <- body:
+			default:
+			}
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: [DONE]\n\n") // what the request measures is not this test's
+	}))
+	defer srv.Close()
 	cfg, err := config.Load([]byte(fmt.Sprintf(`
 global: {warmup: 0s}
 workloads:
@@ -62,10 +76,10 @@ targets:
 	for agent == nil || plain == nil {
 		select {
 		case r := <-seen:
-			if _, ok := r.body["tools"]; ok {
-				agent = r.body
+			if _, ok := r["tools"]; ok {
+				agent = r
 			} else {
-				plain = r.body
+				plain = r
 			}
 		case <-deadline:
 			t.Fatal("no request of each class within 20s")

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // Prompt-length calibration.
@@ -321,7 +323,7 @@ func excerpt(raw []byte) string {
 // secrets, a cut one at its end included) sees what is left of a secret.
 func cut(s string, n int) string {
 	s = s[:min(len(s), 4*n)] // bounds the work; the cut below is within
-	return scrubCut(sanitizeChars(scrubURLs(s)), n, nil)
+	return wire.SanitizeCut(s, n)
 }
 
 func statusError(status int, raw []byte) error {
@@ -347,17 +349,17 @@ func (t *tokenizer) post(ctx context.Context, u string, body map[string]any) ([]
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(data))
 	if err != nil {
-		return nil, 0, errors.New(sanitizeMessage(err.Error()))
+		return nil, 0, errors.New(wire.SanitizeMessage(err.Error()))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := t.hc.Do(req)
 	if err != nil {
-		return nil, 0, errors.New(sanitizeMessage(err.Error()))
+		return nil, 0, errors.New(wire.SanitizeMessage(err.Error()))
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenizeBody+1))
 	if err != nil {
-		return nil, resp.StatusCode, fmt.Errorf("reading the answer: %s", sanitizeMessage(err.Error()))
+		return nil, resp.StatusCode, fmt.Errorf("reading the answer: %s", wire.SanitizeMessage(err.Error()))
 	}
 	if len(raw) > maxTokenizeBody {
 		return nil, resp.StatusCode, fmt.Errorf("HTTP %d with an answer over %d bytes", resp.StatusCode, maxTokenizeBody)
@@ -403,7 +405,7 @@ func (t *tokenizer) llamaCount(ctx context.Context, text string) (float64, error
 
 // llamaChat counts chat messages the way llama-server's chat endpoint
 // does: the template applied by /apply-template, the prompt tokenized.
-func (t *tokenizer) llamaChat(ctx context.Context, msgs []Message) (float64, error) {
+func (t *tokenizer) llamaChat(ctx context.Context, msgs []wire.Message) (float64, error) {
 	raw, status, err := t.post(ctx, t.template, map[string]any{"messages": msgs, "add_generation_prompt": true})
 	if err != nil {
 		return 0, fmt.Errorf("llama.cpp /apply-template: %w", err)
@@ -452,10 +454,10 @@ func (t *tokenizer) detect(ctx context.Context, text string) (string, float64, e
 // calibrateWithTokenize asks the server's tokenizer endpoints how it
 // counts two prompts of different lengths (text, and for chat one and two
 // messages), which gives b, a_0 and the per-message cost exactly.
-func calibrateWithTokenize(ctx context.Context, hc *http.Client, base, model string, api API, synth *PromptSynth) (lengthPrior, float64, error) {
+func calibrateWithTokenize(ctx context.Context, hc *http.Client, base, model string, api wire.API, synth *PromptSynth) (lengthPrior, float64, error) {
 	tu, err := rootURL(base, "/tokenize")
 	if err != nil {
-		return lengthPrior{}, 0, fmt.Errorf("tokenize: %s", sanitizeMessage(err.Error()))
+		return lengthPrior{}, 0, fmt.Errorf("tokenize: %s", wire.SanitizeMessage(err.Error()))
 	}
 	au, _ := rootURL(base, "/apply-template")
 	t := &tokenizer{hc: hc, model: model, tokenizeURL: tu, template: au}
@@ -497,11 +499,11 @@ func calibrateWithTokenize(ctx context.Context, hc *http.Client, base, model str
 	if err := plausible(p.perPrompt, fmt.Sprintf("counts %v and %v for %d and %d words", s1, s2, w1, w2)); err != nil {
 		return lengthPrior{}, 0, err
 	}
-	if !api.messageBased() {
+	if !api.MessageBased() {
 		return p, b, nil
 	}
-	one := []Message{{Role: "user", Content: t1}}
-	two := []Message{{Role: "system", Content: t1}, {Role: "user", Content: t1}}
+	one := []wire.Message{{Role: "user", Content: t1}}
+	two := []wire.Message{{Role: "system", Content: t1}, {Role: "user", Content: t1}}
 	var c1, c2 float64
 	if dialect == dialectLlamaCpp {
 		if c1, err = t.llamaChat(ctx, one); err == nil {

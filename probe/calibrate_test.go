@@ -7,13 +7,21 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	commoncfg "github.com/prometheus/common/config"
+
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // fixtureTokenizer counts tokens the way the calibration fixtures do:
@@ -33,7 +41,7 @@ func fixtureTokens(s string, perWord int) int {
 
 // fixtureTemplate is the fixtures' chat template: perMessage markers
 // around each message's content, and a one-token generation prompt.
-func fixtureTemplate(msgs []Message, perMessage int, addGen bool) string {
+func fixtureTemplate(msgs []wire.Message, perMessage int, addGen bool) string {
 	var b strings.Builder
 	for _, m := range msgs {
 		b.WriteString("<|" + m.Role + "|> ")
@@ -73,10 +81,10 @@ func vllmFixture(t *testing.T, perWord, perMessage int, tokensOnly bool) http.Ha
 			return
 		}
 		var req struct {
-			Model               string    `json:"model"`
-			Prompt              *string   `json:"prompt"`
-			Messages            []Message `json:"messages"`
-			AddGenerationPrompt *bool     `json:"add_generation_prompt"`
+			Model               string         `json:"model"`
+			Prompt              *string        `json:"prompt"`
+			Messages            []wire.Message `json:"messages"`
+			AddGenerationPrompt *bool          `json:"add_generation_prompt"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Model != "m" {
 			writeJSON(w, 400, map[string]any{"object": "error", "message": fmt.Sprintf("bad request (%v, model %q)", err, req.Model)})
@@ -152,7 +160,7 @@ func (f *llamaFixture) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, 200, map[string]any{"tokens": ids(n)})
 	case r.URL.Path == "/apply-template" && !f.noTemplate:
-		var msgs []Message
+		var msgs []wire.Message
 		if err := json.Unmarshal(body["messages"], &msgs); err != nil || len(msgs) == 0 {
 			writeJSON(w, 400, map[string]any{"error": map[string]any{"code": 400, "message": "'messages' is required", "type": "invalid_request_error"}})
 			return
@@ -167,7 +175,7 @@ func (f *llamaFixture) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func calibrateAgainst(t *testing.T, h http.Handler, api API) (lengthPrior, float64, error) {
+func calibrateAgainst(t *testing.T, h http.Handler, api wire.API) (lengthPrior, float64, error) {
 	t.Helper()
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
@@ -188,7 +196,7 @@ func TestCalibrateDialects(t *testing.T) {
 				"llama.cpp-strict": func() http.Handler { return &llamaFixture{perWord: perWord, perMessage: perMessage, strict: true} },
 			}
 			for name, mk := range fixtures {
-				for _, api := range []API{APICompletions, APIChat} {
+				for _, api := range []wire.API{wire.APICompletions, wire.APIChat} {
 					t.Run(fmt.Sprintf("%s/%s/perWord=%d/perMessage=%d", name, api, perWord, perMessage), func(t *testing.T) {
 						h := mk()
 						p, b, err := calibrateAgainst(t, h, api)
@@ -196,7 +204,7 @@ func TestCalibrateDialects(t *testing.T) {
 							t.Fatalf("calibration failed: %v", err)
 						}
 						want := lengthPrior{perPrompt: 1}
-						if api == APIChat {
+						if api == wire.APIChat {
 							// begin-of-text + generation prompt; the markers per message.
 							want = lengthPrior{perPrompt: 2, perMessage: float64(perMessage)}
 						}
@@ -221,7 +229,7 @@ func TestCalibrateDialects(t *testing.T) {
 // gives its tokenizer exactly (one token per word, no template tokens in
 // completions).
 func TestCalibrateSimulatorShape(t *testing.T) {
-	p, b, err := calibrateAgainst(t, vllmFixture(t, 1, 4, false), APICompletions)
+	p, b, err := calibrateAgainst(t, vllmFixture(t, 1, 4, false), wire.APICompletions)
 	if err != nil || b != 1 || p.perPrompt != 1 {
 		t.Fatalf("prior %+v, b %v, err %v", p, b, err)
 	}
@@ -231,10 +239,10 @@ func TestCalibrateSimulatorShape(t *testing.T) {
 // (whose template it cannot see); the error names the endpoint.
 func TestCalibrateLlamaCppWithoutApplyTemplate(t *testing.T) {
 	f := &llamaFixture{perWord: 1, perMessage: 5, noTemplate: true}
-	if p, b, err := calibrateAgainst(t, f, APICompletions); err != nil || b != 1 || p.perPrompt != 1 {
+	if p, b, err := calibrateAgainst(t, f, wire.APICompletions); err != nil || b != 1 || p.perPrompt != 1 {
 		t.Errorf("completions: prior %+v, b %v, err %v", p, b, err)
 	}
-	_, _, err := calibrateAgainst(t, f, APIChat)
+	_, _, err := calibrateAgainst(t, f, wire.APIChat)
 	if err == nil || !strings.Contains(err.Error(), "apply-template") || !strings.Contains(err.Error(), "404") {
 		t.Errorf("chat without /apply-template: err = %v, want a 404 naming /apply-template", err)
 	}
@@ -262,9 +270,9 @@ func TestCalibrateBadServers(t *testing.T) {
 	byWords := func(f func(words int) string) func(http.ResponseWriter, *http.Request) {
 		return func(w http.ResponseWriter, r *http.Request) {
 			var req struct {
-				Prompt   string    `json:"prompt"`
-				Content  string    `json:"content"`
-				Messages []Message `json:"messages"`
+				Prompt   string         `json:"prompt"`
+				Content  string         `json:"content"`
+				Messages []wire.Message `json:"messages"`
 			}
 			_ = json.NewDecoder(r.Body).Decode(&req)
 			text := req.Prompt + req.Content
@@ -343,8 +351,8 @@ func TestCalibrateBadServers(t *testing.T) {
 		},
 		"chat-template-eats-text": func(w http.ResponseWriter, r *http.Request) {
 			var req struct {
-				Prompt   *string   `json:"prompt"`
-				Messages []Message `json:"messages"`
+				Prompt   *string        `json:"prompt"`
+				Messages []wire.Message `json:"messages"`
 			}
 			_ = json.NewDecoder(r.Body).Decode(&req)
 			if req.Prompt != nil {
@@ -358,8 +366,8 @@ func TestCalibrateBadServers(t *testing.T) {
 		},
 	}
 	for name, h := range cases {
-		for _, api := range []API{APICompletions, APIChat} {
-			if (strings.HasPrefix(name, "llama-template") || strings.HasPrefix(name, "chat-")) && api != APIChat {
+		for _, api := range []wire.API{wire.APICompletions, wire.APIChat} {
+			if (strings.HasPrefix(name, "llama-template") || strings.HasPrefix(name, "chat-")) && api != wire.APIChat {
 				continue // only chat asks for the template
 			}
 			t.Run(name+"/"+string(api), func(t *testing.T) {
@@ -420,7 +428,7 @@ func TestCalibrateStalledServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, _, err := calibrateWithTokenize(ctx, ts.Client(), ts.URL, "m", APIChat, NewPromptSynth(1))
+	_, _, err := calibrateWithTokenize(ctx, ts.Client(), ts.URL, "m", wire.APIChat, NewPromptSynth(1))
 	if err == nil || time.Since(start) > 3*time.Second {
 		t.Fatalf("err %v after %v", err, time.Since(start))
 	}
@@ -530,4 +538,41 @@ func FuzzTokenizeResponse(f *testing.F) {
 			t.Fatalf("prompt %q from %q", p, data)
 		}
 	})
+}
+
+// TestTokenizeRedirectIsRefused: /tokenize (the target's client) does not
+// follow a redirect to another port or host with the target's
+// credentials.
+func TestTokenizeRedirectIsRefused(t *testing.T) {
+	var reached atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
+	defer other.Close()
+	u, err := url.Parse(other.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"127.0.0.1", "localhost"} {
+		t.Run(host, func(t *testing.T) {
+			loc := "http://" + net.JoinHostPort(host, u.Port()) + "/capture"
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Location", loc)
+				w.WriteHeader(http.StatusTemporaryRedirect)
+			}))
+			defer srv.Close()
+			cfg := commoncfg.DefaultHTTPClientConfig
+			cfg.FollowRedirects = true
+			cfg.Authorization = &commoncfg.Authorization{Type: "Bearer", Credentials: "tokenize-secret-0123"}
+			hc, err := wire.NewHTTPClient(cfg, "tokenize", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := calibrateWithTokenize(context.Background(), hc, srv.URL+"/v1", "m", wire.APIChat, NewPromptSynth(1)); err == nil {
+				t.Fatal("calibration succeeded against a redirecting server")
+			}
+			if n := reached.Load(); n != 0 {
+				t.Fatalf("the other server received %d requests", n)
+			}
+		})
+	}
 }

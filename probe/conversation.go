@@ -7,14 +7,16 @@ import (
 	"context"
 	"math/rand/v2"
 	"time"
+
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // conversation is the state a multi-turn conversation carries between
 // turns: its id and the history the next turn sends.
 type conversation struct {
 	id       string
-	messages []Message // chat: the system prefix, then user/assistant turns
-	prompt   string    // completions: the previous prompt
+	messages []wire.Message // chat: the system prefix, then user/assistant turns
+	prompt   string         // completions: the previous prompt
 }
 
 // MaxHistoryBytes bounds the text a conversation carries from turn to turn
@@ -57,7 +59,7 @@ func (r *runner) converse(ctx context.Context, first Plan, planned time.Time, se
 		case res == nil:
 			outcome = ConversationDropped
 			return
-		case res.Outcome != OutcomeSuccess:
+		case res.Outcome != wire.OutcomeSuccess:
 			outcome = ConversationFailed
 			return
 		case turn > turns:

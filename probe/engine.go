@@ -24,6 +24,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/probe/harness"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // GCPercent is the garbage-collection target the llmprobe binary runs with
@@ -197,25 +198,25 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64) (*runner, erro
 	if err != nil {
 		return nil, err
 	}
-	httpClient, err := NewHTTPClient(t.HTTPClientConfig, t.Name, t.IdleConnTimeout())
+	httpClient, err := wire.NewHTTPClient(t.HTTPClientConfig, t.Name, t.IdleConnTimeout())
 	if err != nil {
 		return nil, fmt.Errorf("http_client_config: %w", err)
 	}
-	redactor := NewRedactor(t.HTTPClientConfig)
+	redactor := wire.NewRedactor(t.HTTPClientConfig)
 	var configured []string
 	if hh := t.HTTPClientConfig.HTTPHeaders; hh != nil {
 		for name := range hh.Headers {
 			configured = append(configured, name)
 		}
 	}
-	client, err := NewClient(ClientConfig{
+	client, err := wire.NewClient(wire.ClientConfig{
 		ConfiguredHeaders: configured,
 		BaseURL:           t.URL,
 		HTTPClient:        httpClient,
 		Timeout:           spec.Timeout,
 		UserAgent:         e.opts.UserAgent,
 		RecordContent:     e.opts.RecordContent,
-		Provider:          cmp.Or(t.Provider, defaultProviderFor(API(t.API))),
+		Provider:          cmp.Or(t.Provider, wire.DefaultProviderFor(wire.API(t.API))),
 		Tracer:            e.opts.Tracer,
 		Propagator:        e.opts.Propagator,
 		Redactor:          redactor,
@@ -242,7 +243,7 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64) (*runner, erro
 	r := &runner{
 		name:         t.Name,
 		model:        t.Model,
-		api:          API(t.API),
+		api:          wire.API(t.API),
 		url:          redactURL(t.URL),
 		spec:         spec,
 		arrivals:     arr,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -62,7 +63,7 @@ targets:
 		}
 		classes := map[string]int{}
 		for _, r := range results {
-			if r.Outcome != probe.OutcomeSuccess {
+			if r.Outcome != wire.OutcomeSuccess {
 				t.Errorf("%s/%s: %s %s %s", target, r.Class, r.Outcome, r.ErrorType, r.Error)
 				continue
 			}
@@ -130,7 +131,7 @@ targets:
 		t.Errorf("default budget: %d results, dropped %v", len(rec.results), rec.dropped)
 	}
 	for _, r := range rec.results {
-		if r.Outcome != probe.OutcomeSuccess {
+		if r.Outcome != wire.OutcomeSuccess {
 			t.Errorf("%s %s %s", r.Outcome, r.ErrorType, r.Error)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/llmprobe/llmprobe/internal/simtest"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/harness"
+	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -36,7 +37,7 @@ type recorder struct {
 	scheduled     map[string]int
 	sent          map[string]int
 	dropped       map[probe.DropReason]int
-	results       []*probe.Result
+	results       []*wire.Result
 	conversations map[probe.ConversationOutcome]int
 	onSched       func()
 }
@@ -73,16 +74,16 @@ func (r *recorder) ConversationEnded(_, _ string, outcome probe.ConversationOutc
 	r.mu.Unlock()
 }
 
-func (r *recorder) Observe(res *probe.Result) {
+func (r *recorder) Observe(res *wire.Result) {
 	r.mu.Lock()
 	r.results = append(r.results, res)
 	r.mu.Unlock()
 }
 
-func (r *recorder) byTarget(target string) []*probe.Result {
+func (r *recorder) byTarget(target string) []*wire.Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []*probe.Result
+	var out []*wire.Result
 	for _, res := range r.results {
 		if res.Target == target {
 			out = append(out, res)
@@ -203,7 +204,7 @@ func TestEngineDeliversRequestedRate(t *testing.T) {
 	}
 	var lags []time.Duration
 	for _, r := range results {
-		if r.Outcome != probe.OutcomeSuccess {
+		if r.Outcome != wire.OutcomeSuccess {
 			t.Fatalf("outcome %s (%s: %s)", r.Outcome, r.ErrorType, r.Error)
 		}
 		if r.OutputTokens != 8 || !r.UsageReported {
@@ -276,7 +277,7 @@ func TestEngineTimingMatchesSimulator(t *testing.T) {
 		t.Fatalf("only %d results", len(results))
 	}
 	for _, r := range results {
-		if r.Outcome != probe.OutcomeSuccess || !r.FirstToken {
+		if r.Outcome != wire.OutcomeSuccess || !r.FirstToken {
 			t.Fatalf("outcome %s %s", r.Outcome, r.Error)
 		}
 		if len(r.ITLs) != r.Chunks-1 {
@@ -346,17 +347,17 @@ func TestEngineFaultOutcomes(t *testing.T) {
 	_, url := startSim(t, func(c *sim.Config) { c.ZeroLatency = true })
 	cases := []struct {
 		fault   string
-		outcome probe.Outcome
+		outcome wire.Outcome
 		errType string
 	}{
-		{"http_500", probe.OutcomeHTTPError, "http_500"},
-		{"http_503", probe.OutcomeHTTPError, "http_503"},
-		{"http_429", probe.OutcomeHTTPError, "http_429"},
-		{"reset:3", probe.OutcomeStreamError, ""},
-		{"stall_first:5s", probe.OutcomeTimeout, "timeout"},
-		{"malformed:3", probe.OutcomeInvalidResponse, "malformed_event"},
-		{"no_done:3", probe.OutcomeStreamError, "eof_without_done"},
-		{"empty", probe.OutcomeInvalidResponse, "empty_completion"},
+		{"http_500", wire.OutcomeHTTPError, "http_500"},
+		{"http_503", wire.OutcomeHTTPError, "http_503"},
+		{"http_429", wire.OutcomeHTTPError, "http_429"},
+		{"reset:3", wire.OutcomeStreamError, ""},
+		{"stall_first:5s", wire.OutcomeTimeout, "timeout"},
+		{"malformed:3", wire.OutcomeInvalidResponse, "malformed_event"},
+		{"no_done:3", wire.OutcomeStreamError, "eof_without_done"},
+		{"empty", wire.OutcomeInvalidResponse, "empty_completion"},
 	}
 	var b strings.Builder
 	b.WriteString("global: {warmup: 0s, request_timeout: 1s}\nworkloads:\n  w:\n    classes:\n      - {name: c, prompt_tokens: 16, output_tokens: 8}\ntargets:\n")
@@ -485,7 +486,7 @@ func TestEngineReloadKeepsUnchangedTargets(t *testing.T) {
 
 func TestEngineShutdownGrace(t *testing.T) {
 	_, url := startSim(t, func(c *sim.Config) { c.ZeroLatency = true })
-	run := func(grace time.Duration) []*probe.Result {
+	run := func(grace time.Duration) []*wire.Result {
 		cfg := loadConfig(t, simpleWorkload, 16, 4, url, "constant", 20, 64)
 		rec := newRecorder()
 		e := probe.NewEngine(probe.Options{Observer: rec})
@@ -502,7 +503,7 @@ func TestEngineShutdownGrace(t *testing.T) {
 		return rec.results
 	}
 	for _, r := range run(5 * time.Second) {
-		if r.Outcome != probe.OutcomeSuccess {
+		if r.Outcome != wire.OutcomeSuccess {
 			t.Errorf("with a long grace period, in-flight requests finish: got %s %s", r.Outcome, r.ErrorType)
 		}
 	}
@@ -511,7 +512,7 @@ func TestEngineShutdownGrace(t *testing.T) {
 		t.Fatal("cancelled requests must still be reported")
 	}
 	for _, r := range rs {
-		if r.Outcome != probe.OutcomeTimeout || r.ErrorType != "cancelled" {
+		if r.Outcome != wire.OutcomeTimeout || r.ErrorType != "cancelled" {
 			t.Errorf("after the grace period: got %s/%s, want timeout/cancelled", r.Outcome, r.ErrorType)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/llmprobe/llmprobe/exporter"
 	"github.com/llmprobe/llmprobe/internal/simtest"
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -217,7 +218,7 @@ type gate struct {
 	done int
 }
 
-func (g *gate) Observe(r *probe.Result) {
+func (g *gate) Observe(r *wire.Result) {
 	g.Observer.Observe(r)
 	if r.ConversationID == "" {
 		g.end()

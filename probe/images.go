@@ -15,6 +15,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/dist"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // Synthetic images for vision models.
@@ -24,15 +25,6 @@ import (
 // that every image differs (no server-side image cache has seen it) while
 // it compresses like a picture rather than like noise. They are encoded as
 // PNG or JPEG and sent as base64 data URLs, never fetched.
-
-// Image is one encoded image of a message.
-type Image struct {
-	MediaType string // image/png or image/jpeg
-	Data      string // base64 of the encoded bytes
-}
-
-// DataURL is the image as a data: URL.
-func (im Image) DataURL() string { return "data:" + im.MediaType + ";base64," + im.Data }
 
 // imageSpec is a class's compiled images configuration.
 type imageSpec struct {
@@ -48,12 +40,12 @@ func newImageSpec(c *config.Images) *imageSpec {
 }
 
 // draw returns the images of one request and their total pixels.
-func (s *imageSpec) draw(rng *rand.Rand) ([]Image, int) {
+func (s *imageSpec) draw(rng *rand.Rand) ([]wire.Image, int) {
 	n := clampInt(s.count.Sample(rng), 0, config.MaxImagesPerRequest)
 	if n == 0 {
 		return nil, 0
 	}
-	out := make([]Image, n)
+	out := make([]wire.Image, n)
 	pixels := 0
 	for i := range out {
 		w := clampInt(s.width.Sample(rng), config.MinImagePixels, config.MaxImagePixels)
@@ -72,7 +64,7 @@ func clampInt(f float64, lo, hi int) int {
 }
 
 // synthImage draws and encodes one w×h image.
-func synthImage(rng *rand.Rand, w, h int, asJPEG bool) Image {
+func synthImage(rng *rand.Rand, w, h int, asJPEG bool) wire.Image {
 	pal := make(color.Palette, 16)
 	for i := range pal {
 		pal[i] = color.RGBA{uint8(rng.IntN(256)), uint8(rng.IntN(256)), uint8(rng.IntN(256)), 255}
@@ -98,5 +90,5 @@ func synthImage(rng *rand.Rand, w, h int, asJPEG bool) Image {
 		enc := png.Encoder{CompressionLevel: png.BestSpeed}
 		_ = enc.Encode(&buf, img)
 	}
-	return Image{MediaType: mt, Data: base64.StdEncoding.EncodeToString(buf.Bytes())}
+	return wire.Image{MediaType: mt, Data: base64.StdEncoding.EncodeToString(buf.Bytes())}
 }

@@ -13,6 +13,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 func TestSynthImage(t *testing.T) {
@@ -49,14 +51,14 @@ func TestSynthImage(t *testing.T) {
 // TestImageParts: each message-based protocol writes images in its API's
 // content-part shape.
 func TestImageParts(t *testing.T) {
-	im := Image{MediaType: "image/png", Data: "iVBORw0KGgo="}
-	msgs := []Message{{Role: "user", Content: "What is this?", Images: []Image{im, im}}}
-	for api, want := range map[API]string{
-		APIChat:      `"messages":[{"content":[{"text":"What is this?","type":"text"},{"image_url":{"url":"data:image/png;base64,iVBORw0KGgo="},"type":"image_url"},{"image_url":{"url":"data:image/png;base64,iVBORw0KGgo="},"type":"image_url"}],"role":"user"}]`,
-		APIResponses: `"input":[{"content":[{"text":"What is this?","type":"input_text"},{"image_url":"data:image/png;base64,iVBORw0KGgo=","type":"input_image"},{"image_url":"data:image/png;base64,iVBORw0KGgo=","type":"input_image"}],"role":"user"}]`,
-		APIMessages:  `"messages":[{"content":[{"source":{"data":"iVBORw0KGgo=","media_type":"image/png","type":"base64"},"type":"image"},{"source":{"data":"iVBORw0KGgo=","media_type":"image/png","type":"base64"},"type":"image"},{"text":"What is this?","type":"text"}],"role":"user"}]`,
+	im := wire.Image{MediaType: "image/png", Data: "iVBORw0KGgo="}
+	msgs := []wire.Message{{Role: "user", Content: "What is this?", Images: []wire.Image{im, im}}}
+	for api, want := range map[wire.API]string{
+		wire.APIChat:      `"messages":[{"content":[{"text":"What is this?","type":"text"},{"image_url":{"url":"data:image/png;base64,iVBORw0KGgo="},"type":"image_url"},{"image_url":{"url":"data:image/png;base64,iVBORw0KGgo="},"type":"image_url"}],"role":"user"}]`,
+		wire.APIResponses: `"input":[{"content":[{"text":"What is this?","type":"input_text"},{"image_url":"data:image/png;base64,iVBORw0KGgo=","type":"input_image"},{"image_url":"data:image/png;base64,iVBORw0KGgo=","type":"input_image"}],"role":"user"}]`,
+		wire.APIMessages:  `"messages":[{"content":[{"source":{"data":"iVBORw0KGgo=","media_type":"image/png","type":"base64"},"type":"image"},{"source":{"data":"iVBORw0KGgo=","media_type":"image/png","type":"base64"},"type":"image"},{"text":"What is this?","type":"text"}],"role":"user"}]`,
 	} {
-		b, err := EncodeBody(nil, &Request{API: api, Model: "m", Messages: msgs, MaxTokens: 8})
+		b, err := wire.EncodeBody(nil, &wire.Request{API: api, Model: "m", Messages: msgs, MaxTokens: 8})
 		if err != nil {
 			t.Fatal(err)
 		}

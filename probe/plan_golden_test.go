@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 var updatePlans = flag.Bool("update-plans", false, "rewrite testdata/golden/plans.txt from the current code")
@@ -114,7 +115,7 @@ func recordPlans(t *testing.T, out *strings.Builder, r *runner, n int) {
 // with, what the length model would learn, and its body (in full for the
 // first few requests, else its length and hash).
 func recordPrepared(t *testing.T, p *prepared, full bool) string {
-	body, err := EncodeBody(nil, p.req)
+	body, err := wire.EncodeBody(nil, p.req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/fit"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // RefitStatus is the state of a target that follows production
@@ -50,10 +51,10 @@ func (f *refitter) snapshot() *RefitStatus {
 // A failed refit keeps the previous distributions.
 func (r *runner) refitLoop(ctx context.Context) {
 	src := r.spec.Target.WorkloadFrom.Prometheus
-	r.refitRedactor = NewRedactor(src.HTTPClientConfig)
+	r.refitRedactor = wire.NewRedactor(src.HTTPClientConfig)
 	// The same redirect policy as the target's client: Prometheus'
 	// credentials never go to another host.
-	hc, err := NewHTTPClient(src.HTTPClientConfig, r.name+"_workload_from", 0)
+	hc, err := wire.NewHTTPClient(src.HTTPClientConfig, r.name+"_workload_from", 0)
 	if err != nil {
 		r.refitFailed(fmt.Errorf("http_client_config: %w", err))
 		return
@@ -150,7 +151,7 @@ func (r *runner) refitFailed(err error) {
 	// What Prometheus (or a proxy before it) answered may quote the
 	// request: scrub the source's secrets before the status page and the
 	// log show it.
-	msg := sanitizeMessage(r.refitRedactor.Scrub(err.Error()))
+	msg := wire.SanitizeMessage(r.refitRedactor.Scrub(err.Error()))
 	r.refits.mu.Lock()
 	r.refits.status.Last = time.Now()
 	r.refits.status.Failures++

@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/internal/promtest"
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -103,7 +104,7 @@ targets:
 	time.Sleep(700 * time.Millisecond)
 	after := 0
 	for _, r := range rec.byTarget("follower") {
-		if r.Planned.After(rf.LastSuccess) && r.Outcome == probe.OutcomeSuccess {
+		if r.Planned.After(rf.LastSuccess) && r.Outcome == wire.OutcomeSuccess {
 			after++
 			if r.PromptTokens < 300 || r.OutputTokens < 20 {
 				t.Errorf("after the refit: prompt %d, output %d tokens; want production-like", r.PromptTokens, r.OutputTokens)

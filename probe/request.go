@@ -7,6 +7,8 @@ import (
 	"cmp"
 	"math/rand/v2"
 	"strconv"
+
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // promptFormat is how prompts are written: text, or token ids.
@@ -21,8 +23,8 @@ const (
 // what the length model learns from it.
 type prepared struct {
 	class   *Class
-	req     *Request
-	res     *Result
+	req     *wire.Request
+	res     *wire.Result
 	lengths *lengthModel
 	// words is the number of synthesised word-tokens (or ids) of the
 	// prompt, and messages its chat message count (0: completions), for
@@ -34,7 +36,7 @@ type prepared struct {
 
 func (r *runner) newPrepared(c *Class, maxTokens int) *prepared {
 	model := cmp.Or(c.Model, r.model)
-	req := &Request{
+	req := &wire.Request{
 		API:       r.api,
 		Model:     model,
 		MaxTokens: maxTokens,
@@ -45,7 +47,7 @@ func (r *runner) newPrepared(c *Class, maxTokens int) *prepared {
 		class:   c,
 		req:     req,
 		lengths: r.lengths,
-		res: &Result{
+		res: &wire.Result{
 			Target:              r.name,
 			Model:               model,
 			Class:               c.Name,
@@ -87,7 +89,7 @@ func (r *runner) firstTurn(p *Plan, rng *rand.Rand, conv *conversation) *prepare
 	}
 
 	k := 0
-	if r.api.messageBased() {
+	if r.api.MessageBased() {
 		k = 1
 		if p.PrefixGroup >= 0 {
 			k = 2
@@ -115,11 +117,11 @@ func (r *runner) firstTurn(p *Plan, rng *rand.Rand, conv *conversation) *prepare
 	}
 	pr.words, pr.messages = words, k
 	switch {
-	case r.api.messageBased():
+	case r.api.MessageBased():
 		if prefix != "" {
-			pr.req.Messages = []Message{{Role: "system", Content: prefix}, {Role: "user", Content: text}}
+			pr.req.Messages = []wire.Message{{Role: "system", Content: prefix}, {Role: "user", Content: text}}
 		} else {
-			pr.req.Messages = []Message{{Role: "user", Content: text}}
+			pr.req.Messages = []wire.Message{{Role: "user", Content: text}}
 		}
 		if p.Class.Images != nil {
 			user := &pr.req.Messages[len(pr.req.Messages)-1]
@@ -134,7 +136,7 @@ func (r *runner) firstTurn(p *Plan, rng *rand.Rand, conv *conversation) *prepare
 			text = prefix + " " + text
 		}
 		pr.req.Prompt = text
-		if r.api == APIEmbeddings && p.Class.Batch > 1 {
+		if r.api == wire.APIEmbeddings && p.Class.Batch > 1 {
 			// A batch: the first input as planned, the others of the same
 			// length with their own random text.
 			inputs := make([]string, p.Class.Batch)
@@ -164,7 +166,7 @@ func (r *runner) firstTurn(p *Plan, rng *rand.Rand, conv *conversation) *prepare
 // new user message of userTokens server tokens. Its planned length is what
 // the server counted for the previous turn, plus the answer, plus the new
 // message and its template tokens.
-func (r *runner) nextTurn(c *Class, conv *conversation, prev *Result, userTokens, maxTokens int, rng *rand.Rand) *prepared {
+func (r *runner) nextTurn(c *Class, conv *conversation, prev *wire.Result, userTokens, maxTokens int, rng *rand.Rand) *prepared {
 	pr := r.newPrepared(c, maxTokens)
 	res := pr.res
 	res.ConversationID, res.Turn = conv.id, prev.Turn+1
@@ -173,7 +175,7 @@ func (r *runner) nextTurn(c *Class, conv *conversation, prev *Result, userTokens
 	pr.words = -1
 
 	k := 0
-	if r.api.messageBased() {
+	if r.api.MessageBased() {
 		k = 1
 	}
 	words := max(r.lengths.scale(userTokens, k), 1)
@@ -181,10 +183,10 @@ func (r *runner) nextTurn(c *Class, conv *conversation, prev *Result, userTokens
 	newTokens := r.lengths.tokens(words, k) - r.lengths.tokens(0, k)
 
 	switch {
-	case r.api.messageBased():
-		msgs := make([]Message, 0, len(conv.messages)+2)
+	case r.api.MessageBased():
+		msgs := make([]wire.Message, 0, len(conv.messages)+2)
 		msgs = append(msgs, conv.messages...)
-		msgs = append(msgs, Message{Role: "assistant", Content: prev.Completion}, Message{Role: "user", Content: text})
+		msgs = append(msgs, wire.Message{Role: "assistant", Content: prev.Completion}, wire.Message{Role: "user", Content: text})
 		pr.req.Messages = msgs
 		conv.messages = msgs
 		res.Images, res.ImagePixels = prev.Images, prev.ImagePixels // the history carries them

@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/probe/harness"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // runner drives one target: it walks the target's open-loop arrival
@@ -22,18 +23,18 @@ import (
 type runner struct {
 	name       string
 	model      string
-	api        API
+	api        wire.API
 	url        string // redacted base URL, for status
 	spec       runnerSpec
 	workload   atomic.Pointer[Workload] // replaced by refits (workload_from)
 	refits     refitter
 	arrivals   Arrivals
-	client     *Client
+	client     *wire.Client
 	httpClient *http.Client
-	redactor   *Redactor // the target's secrets, for what servers say in logs
+	redactor   *wire.Redactor // the target's secrets, for what servers say in logs
 	// refitRedactor holds workload_from's Prometheus secrets (set by the
 	// refit loop before its first refit).
-	refitRedactor *Redactor
+	refitRedactor *wire.Redactor
 	synth         *PromptSynth
 	lengths       *lengthModel
 	perArrival    float64 // expected requests per arrival (multi-turn classes)
@@ -56,7 +57,7 @@ type runner struct {
 	scheduled atomic.Uint64
 	sent      atomic.Uint64
 	dropped   [len(DropReasons)]atomic.Uint64
-	outcomes  [len(Outcomes)]atomic.Uint64
+	outcomes  [len(wire.Outcomes)]atomic.Uint64
 	win       *harness.Window
 
 	historyWarned atomic.Bool // a conversation passed MaxHistoryBytes (logged once)
@@ -229,7 +230,7 @@ func (r *runner) single(plan Plan, planned time.Time, seed uint64) {
 // starved goroutine), it is dropped as late instead and exchange returns
 // nil; so is a request whose answer the answer budget cannot take
 // (memory_budget, budget.go).
-func (r *runner) exchange(p *prepared, planned time.Time) *Result {
+func (r *runner) exchange(p *prepared, planned time.Time) *wire.Result {
 	defer r.inflight.Add(-1)
 	res := p.res
 	res.Planned = planned
@@ -238,7 +239,7 @@ func (r *runner) exchange(p *prepared, planned time.Time) *Result {
 		r.drop(p.class, DropLate, now)
 		return nil
 	}
-	if n := answerReservation(p.req); n > 0 {
+	if n := wire.AnswerReservation(p.req); n > 0 {
 		if !answerBudget.reserve(n) {
 			r.drop(p.class, DropMemoryBudget, time.Now())
 			return nil
@@ -253,12 +254,12 @@ func (r *runner) exchange(p *prepared, planned time.Time) *Result {
 
 	r.client.Do(r.reqCtx, p.req, res)
 
-	for i, o := range Outcomes {
+	for i, o := range wire.Outcomes {
 		if o == res.Outcome {
 			r.outcomes[i].Add(1)
 		}
 	}
-	if p.words >= 0 && res.UsageReported && res.PromptTokens > 0 && res.Outcome == OutcomeSuccess {
+	if p.words >= 0 && res.UsageReported && res.PromptTokens > 0 && res.Outcome == wire.OutcomeSuccess {
 		p.lengths.observe(p.words, p.messages, res.PromptTokens)
 	}
 	r.obs.Observe(res)
@@ -336,7 +337,7 @@ func (r *runner) stop() {
 type TargetStatus struct {
 	Name     string
 	Model    string
-	API      API
+	API      wire.API
 	URL      string // with credentials and query stripped
 	Workload string
 	Process  string
@@ -348,7 +349,7 @@ type TargetStatus struct {
 	Scheduled     uint64
 	Sent          uint64
 	Dropped       map[DropReason]uint64
-	Outcomes      map[Outcome]uint64
+	Outcomes      map[wire.Outcome]uint64
 	Inflight      int64
 	MaxInflight   int64
 	LagP50        time.Duration // over the judgement window
@@ -394,7 +395,7 @@ func (r *runner) status(now time.Time) TargetStatus {
 		Scheduled:         r.scheduled.Load(),
 		Sent:              r.sent.Load(),
 		Dropped:           map[DropReason]uint64{},
-		Outcomes:          map[Outcome]uint64{},
+		Outcomes:          map[wire.Outcome]uint64{},
 		Inflight:          r.inflight.Load(),
 		MaxInflight:       r.maxInflight,
 		LagP50:            st.LagP50,
@@ -418,7 +419,7 @@ func (r *runner) status(now time.Time) TargetStatus {
 	if r.spec.Target.WorkloadFrom != nil {
 		s.Refit = r.refits.snapshot()
 	}
-	for i, o := range Outcomes {
+	for i, o := range wire.Outcomes {
 		s.Outcomes[o] = r.outcomes[i].Load()
 	}
 	for _, c := range r.workload.Load().Classes {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/dist"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // Class is a compiled workload class: what the engine samples on its hot
@@ -20,7 +21,7 @@ type Class struct {
 	Prompt   dist.Sampler
 	Output   dist.Sampler
 	Prefix   *config.Prefix // nil: no shared prefix
-	Sampling Sampling
+	Sampling wire.Sampling
 	Turns    *Turns // nil: single requests
 
 	// ReuseIntent is the configured fraction of prompt tokens meant to be
@@ -67,7 +68,7 @@ func NewWorkload(w *config.Workload) *Workload {
 			Prompt: c.PromptTokens.Sampler(),
 			Output: c.OutputTokens.Sampler(),
 			Prefix: c.Prefix,
-			Sampling: Sampling{
+			Sampling: wire.Sampling{
 				Temperature: c.Sampling.Temperature,
 				TopP:        c.Sampling.TopP,
 				TopK:        c.Sampling.TopK,
@@ -108,7 +109,7 @@ func (w *Workload) forTarget(t *config.Target) *Workload {
 	for _, c := range w.Classes {
 		c.Body = mergeBody(base, c.Body)
 		if c.tools != nil || c.toolChoice != nil {
-			c.Body["tools"], c.Body["tool_choice"] = toolsFor(API(t.API), c.tools, c.toolChoice)
+			c.Body["tools"], c.Body["tool_choice"] = wire.ToolsFor(wire.API(t.API), c.tools, c.toolChoice)
 			if c.tools == nil {
 				delete(c.Body, "tools")
 			}

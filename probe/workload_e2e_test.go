@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -35,7 +36,7 @@ targets:
 			rec := newRecorder()
 			runEngine(t, cfg, rec, 1500*time.Millisecond)
 
-			byConv := map[string][]*probe.Result{}
+			byConv := map[string][]*wire.Result{}
 			for _, r := range rec.byTarget("t") {
 				if r.ConversationID == "" {
 					t.Fatalf("turn without a conversation id: %+v", r)
@@ -47,9 +48,9 @@ targets:
 			}
 			cachedRatio := make([][]float64, 5)
 			for id, turns := range byConv {
-				slices.SortFunc(turns, func(a, b *probe.Result) int { return a.Turn - b.Turn })
+				slices.SortFunc(turns, func(a, b *wire.Result) int { return a.Turn - b.Turn })
 				for i, r := range turns {
-					if r.Turn != i+1 || r.Outcome != probe.OutcomeSuccess {
+					if r.Turn != i+1 || r.Outcome != wire.OutcomeSuccess {
 						t.Fatalf("conversation %s: turn %d is #%d, outcome %s", id, r.Turn, i+1, r.Outcome)
 					}
 					if i > 0 {
@@ -106,15 +107,15 @@ targets:
 	if rec.conversations[probe.ConversationFailed] == 0 || rec.conversations[probe.ConversationCompleted] == 0 {
 		t.Fatalf("conversations: %v, want some failed and some completed", rec.conversations)
 	}
-	byConv := map[string][]*probe.Result{}
+	byConv := map[string][]*wire.Result{}
 	for _, r := range rec.results {
 		byConv[r.ConversationID] = append(byConv[r.ConversationID], r)
 	}
 	failed := 0
 	for id, turns := range byConv {
-		slices.SortFunc(turns, func(a, b *probe.Result) int { return a.Turn - b.Turn })
+		slices.SortFunc(turns, func(a, b *wire.Result) int { return a.Turn - b.Turn })
 		for i, r := range turns {
-			if r.Outcome != probe.OutcomeSuccess {
+			if r.Outcome != wire.OutcomeSuccess {
 				failed++
 				if i != len(turns)-1 {
 					t.Errorf("conversation %s went on after its failed turn %d", id, r.Turn)
@@ -129,11 +130,11 @@ targets:
 
 // lengthErrors returns the median and the 90th percentile of
 // |reported - planned| / planned over the results.
-func lengthErrors(t *testing.T, rs []*probe.Result) (median, p90 float64) {
+func lengthErrors(t *testing.T, rs []*wire.Result) (median, p90 float64) {
 	t.Helper()
 	var errs []float64
 	for _, r := range rs {
-		if r.Outcome != probe.OutcomeSuccess || !r.UsageReported {
+		if r.Outcome != wire.OutcomeSuccess || !r.UsageReported {
 			t.Fatalf("outcome %s usage %v", r.Outcome, r.UsageReported)
 		}
 		errs = append(errs, math.Abs(float64(r.PromptTokens-r.PlannedPromptTokens))/float64(r.PlannedPromptTokens))
@@ -195,7 +196,7 @@ func TestPromptLengthUnknownTokenizer(t *testing.T) {
 		rec := newRecorder()
 		runEngine(t, cfg, rec, 3*time.Second)
 		rs := rec.byTarget("t")
-		slices.SortFunc(rs, func(a, b *probe.Result) int { return a.Start.Compare(b.Start) })
+		slices.SortFunc(rs, func(a, b *wire.Result) int { return a.Start.Compare(b.Start) })
 		early, _ := lengthErrors(t, rs[:20])
 		med, p90 := lengthErrors(t, rs[len(rs)/2:])
 		t.Logf("%s, unknown tokenizer: first 20 requests median |error| %.1f%%; second half median %.2f%%, p90 %.2f%% (%d requests)", api, 100*early, 100*med, 100*p90, len(rs))

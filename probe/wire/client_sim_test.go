@@ -1,11 +1,18 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package wire
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/base64"
+	"image"
+	"image/color"
+	"image/draw"
+	"image/jpeg"
+	"image/png"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -360,7 +367,7 @@ func TestClientImagesAgainstSimulator(t *testing.T) {
 			for _, jpeg := range []bool{false, true} {
 				withImage := simRequest(APIChat, 2)
 				withImage.API = api
-				withImage.Messages[0].Images = []Image{synthImage(rng, 56, 56, jpeg), synthImage(rng, 100, 50, jpeg)}
+				withImage.Messages[0].Images = []Image{testImage(t, rng, 56, 56, jpeg), testImage(t, rng, 100, 50, jpeg)}
 				res := do(t, c, withImage)
 				expectOutcome(t, res, OutcomeSuccess, "")
 				if d := res.PromptTokens - without.PromptTokens; d != 4+7 {
@@ -369,4 +376,23 @@ func TestClientImagesAgainstSimulator(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testImage is a w×h image of one random colour, as PNG or JPEG.
+func testImage(t *testing.T, rng *rand.Rand, w, h int, asJPEG bool) Image {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	draw.Draw(img, img.Bounds(), &image.Uniform{color.RGBA{uint8(rng.Uint32()), uint8(rng.Uint32()), uint8(rng.Uint32()), 255}}, image.Point{}, draw.Src)
+	var buf bytes.Buffer
+	var err error
+	mediaType := "image/png"
+	if asJPEG {
+		mediaType, err = "image/jpeg", jpeg.Encode(&buf, img, nil)
+	} else {
+		err = png.Encode(&buf, img)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Image{MediaType: mediaType, Data: base64.StdEncoding.EncodeToString(buf.Bytes())}
 }

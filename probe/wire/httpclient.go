@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package wire
 
 import (
 	"net/http"
@@ -41,10 +41,3 @@ const ErrorTypeOAuth2 = "oauth2"
 func NewHTTPClient(cfg commoncfg.HTTPClientConfig, name string, idleTimeout time.Duration) (*http.Client, error) {
 	return httpclient.New(cfg, name, httpclient.Options{IdleConnTimeout: idleTimeout})
 }
-
-// RedirectError is why a redirect was not followed. The client reports it
-// as outcome http_error with ErrorType Kind.
-type RedirectError = httpclient.RedirectError
-
-// sameHost reports whether a redirect from a to b stays on the same server.
-var sameHost = httpclient.SameHost

@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package wire
 
 import (
 	"bytes"
@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
-	"net/url"
 	"os"
 	"runtime"
 	"strings"
@@ -169,27 +168,6 @@ func TestRedirectOnTheSameHost(t *testing.T) {
 				t.Fatalf("outcome %s/%s status %d (%s), want %s/%s %d", res.Outcome, res.ErrorType, res.StatusCode, res.Error, tc.outcome, tc.errorType, tc.status)
 			}
 		})
-	}
-}
-
-func TestSameHost(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want bool
-	}{
-		{"http://h:8000/v1", "http://h:8000/x", true},
-		{"http://h/v1", "http://H:80/x", true},
-		{"http://h:8000/v1", "http://h:8001/v1", false},
-		{"http://h/v1", "https://h/v1", true},
-		{"http://h:8000/v1", "https://h:8443/v1", false},
-		{"https://h/v1", "http://h/v1", false}, // a downgrade
-		{"http://h/v1", "http://h.evil/v1", false},
-		{"http://127.0.0.1:1/", "http://localhost:1/", false},
-	} {
-		a, b := mustURL(t, tc.a), mustURL(t, tc.b)
-		if got := sameHost(a, b); got != tc.want {
-			t.Errorf("sameHost(%s, %s) = %v, want %v", tc.a, tc.b, got, tc.want)
-		}
 	}
 }
 
@@ -628,15 +606,6 @@ func TestUnknownFinishReason(t *testing.T) {
 			t.Errorf("FinishReasonLabel(%q) = %q, want %q", in, got, want)
 		}
 	}
-}
-
-func mustURL(t *testing.T, s string) *url.URL {
-	t.Helper()
-	u, err := url.Parse(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
 }
 
 func writeTestFile(t *testing.T, path, content string) {

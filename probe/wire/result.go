@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package wire
 
 import (
 	"strconv"
@@ -36,20 +36,6 @@ const (
 
 // Outcomes lists every outcome, in a stable order (used to initialise series).
 var Outcomes = [...]Outcome{OutcomeSuccess, OutcomeHTTPError, OutcomeTimeout, OutcomeStreamError, OutcomeConnectError, OutcomeInvalidResponse}
-
-// DropReason says why a scheduled request was never sent. The values are
-// the `reason` label of llmprobe_requests_dropped_total.
-type DropReason string
-
-const (
-	DropInflightLimit DropReason = "inflight_limit" // max_inflight requests were already running
-	DropLate          DropReason = "late"           // could not be sent within global.late_after of its planned instant
-	DropShutdown      DropReason = "shutdown"       // planned, but the runner stopped (reload or exit) first
-	DropMemoryBudget  DropReason = "memory_budget"  // its answer would not fit the process' answer budget (budget.go)
-)
-
-// DropReasons lists every drop reason, in a stable order.
-var DropReasons = [...]DropReason{DropInflightLimit, DropLate, DropShutdown, DropMemoryBudget}
 
 // Anomaly is a set of server anomalies (see AnomalyKinds).
 type Anomaly uint8
@@ -127,19 +113,6 @@ func StatusCodeLabel(code int) string {
 	return "other"
 }
 
-// ConversationOutcome says how a multi-turn conversation ended. The values
-// are the `outcome` label of llmprobe_conversations_total.
-type ConversationOutcome string
-
-const (
-	ConversationCompleted ConversationOutcome = "completed" // every turn succeeded
-	ConversationFailed    ConversationOutcome = "failed"    // a turn ended with an outcome other than success
-	ConversationDropped   ConversationOutcome = "dropped"   // a turn could not be sent (inflight_limit, late, shutdown)
-)
-
-// ConversationOutcomes lists every conversation outcome, in a stable order.
-var ConversationOutcomes = [...]ConversationOutcome{ConversationCompleted, ConversationFailed, ConversationDropped}
-
 // Message is one chat message.
 type Message struct {
 	Role    string `json:"role"`
@@ -147,6 +120,15 @@ type Message struct {
 	// Images go with the text as image parts (vision models).
 	Images []Image `json:"-"`
 }
+
+// Image is one encoded image of a message.
+type Image struct {
+	MediaType string // image/png or image/jpeg
+	Data      string // base64 of the encoded bytes
+}
+
+// DataURL is the image as a data: URL.
+func (im Image) DataURL() string { return "data:" + im.MediaType + ";base64," + im.Data }
 
 // Sampling holds the sampling parameters sent with a request. They are
 // always explicit: hidden defaults make numbers incomparable.
@@ -308,58 +290,4 @@ func (r *Result) SLORequest() (req slo.Request, ok bool) {
 		OutputTokens: r.OutputTokens,
 		E2E:          r.E2E,
 	}, true
-}
-
-// Observer receives the engine's events. Implementations must be safe for
-// concurrent use and must not block: they run on the probe's hot path.
-type Observer interface {
-	// Scheduled is called for every arrival on a target's timeline.
-	Scheduled(target, class string)
-	// Dropped is called for an arrival that was never sent.
-	Dropped(target, class string, reason DropReason)
-	// Sent is called when a request is handed to the HTTP client; the
-	// achieved rate is the rate of Sent calls.
-	Sent(target, class string)
-	// Observe is called once per sent request, after it ended.
-	Observe(r *Result)
-	// ConversationEnded is called once per multi-turn conversation.
-	ConversationEnded(target, class string, outcome ConversationOutcome)
-}
-
-// Observers fans events out to several observers, in order.
-type Observers []Observer
-
-// Scheduled implements Observer.
-func (os Observers) Scheduled(target, class string) {
-	for _, o := range os {
-		o.Scheduled(target, class)
-	}
-}
-
-// Dropped implements Observer.
-func (os Observers) Dropped(target, class string, reason DropReason) {
-	for _, o := range os {
-		o.Dropped(target, class, reason)
-	}
-}
-
-// Sent implements Observer.
-func (os Observers) Sent(target, class string) {
-	for _, o := range os {
-		o.Sent(target, class)
-	}
-}
-
-// Observe implements Observer.
-func (os Observers) Observe(r *Result) {
-	for _, o := range os {
-		o.Observe(r)
-	}
-}
-
-// ConversationEnded implements Observer.
-func (os Observers) ConversationEnded(target, class string, outcome ConversationOutcome) {
-	for _, o := range os {
-		o.ConversationEnded(target, class, outcome)
-	}
 }

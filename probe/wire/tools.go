@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package wire
 
 // Tools are configured once, in the OpenAI chat format
 // ({type: function, function: {name, description, parameters}}, and
@@ -14,8 +14,8 @@ package probe
 //	messages   {name, description, input_schema}; tool_choice
 //	           {type: auto | none | any | tool, name}
 
-// toolsFor converts a class's tools and tool_choice to api's format.
-func toolsFor(api API, tools []map[string]any, choice any) (any, any) {
+// ToolsFor converts a class's tools and tool_choice to api's format.
+func ToolsFor(api API, tools []map[string]any, choice any) (any, any) {
 	out := make([]any, 0, len(tools))
 	for _, t := range tools {
 		fn, _ := t["function"].(map[string]any)

@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package wire
 
 // Wire protocols.
 //
@@ -53,10 +53,10 @@ var protocols = map[API]protocol{
 	APIEmbeddings:  embeddingsAPI{},
 }
 
-// messageBased reports whether the API carries a conversation as a list
+// MessageBased reports whether the API carries a conversation as a list
 // of role messages (chat, responses, messages) rather than one prompt
 // text (completions, embeddings).
-func (a API) messageBased() bool {
+func (a API) MessageBased() bool {
 	return a == APIChat || a == APIResponses || a == APIMessages
 }
 

@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package wire
 
 import (
 	"context"
@@ -221,34 +221,6 @@ func TestOAuth2SecretFileRotation(t *testing.T) {
 	reqs := target.requests()
 	if got := reqs[len(reqs)-1].Get("Authorization"); got != "Bearer tok-2" {
 		t.Errorf("after the rotation the target got %q", got)
-	}
-}
-
-// TestTokenizeRedirectIsRefused: /tokenize (the target's client) does not
-// follow a redirect to another port or host with the target's
-// credentials.
-func TestTokenizeRedirectIsRefused(t *testing.T) {
-	other := newCapture(t)
-	for _, host := range []string{"127.0.0.1", "localhost"} {
-		t.Run(host, func(t *testing.T) {
-			loc := "http://" + net.JoinHostPort(host, other.port(t)) + "/capture"
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				io.Copy(io.Discard, r.Body)
-				w.Header().Set("Location", loc)
-				w.WriteHeader(http.StatusTemporaryRedirect)
-			}))
-			defer srv.Close()
-			hc, err := NewHTTPClient(hostileHTTPConfig(true), "tokenize", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, _, err := calibrateWithTokenize(context.Background(), hc, srv.URL+"/v1", "m", APIChat, NewPromptSynth(1)); err == nil {
-				t.Fatal("calibration succeeded against a redirecting server")
-			}
-			if got := other.requests(); len(got) != 0 {
-				t.Fatalf("the other server received %d requests: %q", len(got), got)
-			}
-		})
 	}
 }
 

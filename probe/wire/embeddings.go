@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package wire
 
 import (
 	"bytes"
@@ -127,10 +127,10 @@ func embeddingsLimits(req *Request) answerLimits {
 	return l
 }
 
-// answerReservation is what an in-flight request of req holds from the
+// AnswerReservation is what an in-flight request of req holds from the
 // answer budget: the window of a non-streamed answer, nothing for a
 // stream (its buffers are bounded per request, see docs/design.md).
-func answerReservation(req *Request) int64 {
+func AnswerReservation(req *Request) int64 {
 	if p, ok := protocols[req.API]; !ok || p.streaming() {
 		return 0
 	}

@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package wire
 
 import (
 	"context"
@@ -69,9 +69,9 @@ const FirstTokenEvent = "gen_ai.first_token"
 // (server.address tells which).
 const DefaultProvider = "openai"
 
-// defaultProviderFor is the gen_ai.provider.name of a target of api that
+// DefaultProviderFor is the gen_ai.provider.name of a target of api that
 // sets none: the protocol's vendor (the OpenTelemetry GenAI values).
-func defaultProviderFor(api API) string {
+func DefaultProviderFor(api API) string {
 	if api == APIMessages {
 		return "anthropic"
 	}
@@ -243,7 +243,7 @@ func (c *Client) endSpan(span trace.Span, res *Result) {
 func inputMessages(req *Request) (attribute.KeyValue, bool) {
 	var msgs []attribute.Value
 	switch {
-	case req.API.messageBased() && len(req.Messages) > 0:
+	case req.API.MessageBased() && len(req.Messages) > 0:
 		msgs = make([]attribute.Value, 0, len(req.Messages))
 		for _, m := range req.Messages {
 			msgs = append(msgs, textMessage(m.Role, m.Content))

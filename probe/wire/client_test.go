@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package wire
 
 import (
 	"bufio"
@@ -941,7 +941,7 @@ func TestScrubURLs(t *testing.T) {
 			t.Errorf("scrubURLs(%q) = %q, want %q", in, got, want)
 		}
 	}
-	if got := sanitizeMessage("a\x00b\nc\xffd" + strings.Repeat("x", 1000)); strings.ContainsAny(got, "\x00\n\xff") || len(got) > maxErrorMessage+4 {
+	if got := SanitizeMessage("a\x00b\nc\xffd" + strings.Repeat("x", 1000)); strings.ContainsAny(got, "\x00\n\xff") || len(got) > maxErrorMessage+4 {
 		t.Errorf("sanitizeMessage kept control bytes or length: %q", got)
 	}
 }

