@@ -1,0 +1,225 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package wire
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/llmprobe/llmprobe/internal/httpclient"
+)
+
+// How a request that did not end well is classified: the outcome and
+// the low-cardinality error type of a failed round trip, a broken
+// stream, a cancelled context and a non-2xx answer, with the message
+// the server gave (cleaned: servertext.go).
+
+// roundTripFailed classifies an error from http.Client.Do (no response).
+func (c *Client) roundTripFailed(parent, ctx context.Context, err error, ct *connTrace, res *Result) {
+	msg := errorMessage(err)
+	if httpclient.IsTokenError(err) {
+		if !ctxFailed(parent, ctx, res) {
+			res.fail(OutcomeConnectError, ErrorTypeOAuth2, msg)
+		}
+		return
+	}
+	var re *httpclient.RedirectError
+	if errors.As(err, &re) {
+		res.StatusCode = re.Status
+		res.fail(OutcomeHTTPError, re.Kind, SanitizeMessage(re.Error()))
+		return
+	}
+	if ctxFailed(parent, ctx, res) {
+		return
+	}
+	gotConn, tlsFailed := ct.state()
+	var ne net.Error
+	isTimeout := errors.As(err, &ne) && ne.Timeout()
+	if !gotConn {
+		var dnsErr *net.DNSError
+		switch {
+		case errors.As(err, &dnsErr):
+			res.fail(OutcomeConnectError, "dns", msg)
+		case errors.Is(err, syscall.ECONNREFUSED):
+			res.fail(OutcomeConnectError, "connection_refused", msg)
+		case errors.Is(err, syscall.ECONNRESET):
+			// The handshake completed (a refusal is ECONNREFUSED), then the
+			// server reset the connection before the dial returned: the
+			// same failure as a reset or close just after it, whichever
+			// the client saw first (see below).
+			res.fail(OutcomeStreamError, "no_response", msg)
+		case tlsFailed || isTLSError(err):
+			res.fail(OutcomeConnectError, "tls", msg)
+		case isTimeout:
+			res.fail(OutcomeConnectError, "dial_timeout", msg)
+		default:
+			res.fail(OutcomeConnectError, "dial", msg)
+		}
+		return
+	}
+	switch {
+	case isTimeout:
+		res.fail(OutcomeTimeout, "timeout", msg)
+	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE),
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, net.ErrClosed):
+		// The connection ended before response headers. Reset or closed
+		// is not something the client can tell here: a server that
+		// resets every connection right after accepting it is seen as
+		// ECONNRESET by the read, or, about once in a thousand, as a
+		// plain EOF (the write went out, the read found the socket
+		// already shut) or as the transport's own close after its write
+		// failed (net.ErrClosed). One type for all, so one server gives
+		// one outcome; a reset after the response began is
+		// connection_reset.
+		res.fail(OutcomeStreamError, "no_response", msg)
+	default:
+		res.fail(OutcomeStreamError, "read_error", msg)
+	}
+}
+
+// streamFailed classifies an error reading the response body.
+func streamFailed(parent, ctx context.Context, err error, res *Result) {
+	msg := errorMessage(err)
+	if ctxFailed(parent, ctx, res) {
+		return
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, ErrLineTooLong):
+		res.fail(OutcomeStreamError, "line_too_long", fmt.Sprintf("an SSE line exceeds %d bytes", DefaultMaxSSELine))
+	case errors.Is(err, ErrEventTooLong):
+		res.fail(OutcomeStreamError, "event_too_long", fmt.Sprintf("an SSE event exceeds %d bytes", DefaultMaxSSELine))
+	case errors.As(err, &ne) && ne.Timeout():
+		res.fail(OutcomeTimeout, "timeout", msg)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		res.fail(OutcomeStreamError, "unexpected_eof", "connection closed mid-stream: "+msg)
+	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
+		res.fail(OutcomeStreamError, "connection_reset", msg)
+	default:
+		res.fail(OutcomeStreamError, "read_error", msg)
+	}
+}
+
+// ctxFailed classifies the failure as a timeout when a context ended.
+func ctxFailed(parent, ctx context.Context, res *Result) bool {
+	switch {
+	case parent.Err() == context.Canceled:
+		res.fail(OutcomeTimeout, ErrorTypeCancelled, "request cancelled")
+	case parent.Err() != nil || ctx.Err() == context.DeadlineExceeded:
+		res.fail(OutcomeTimeout, "timeout", "request timeout elapsed")
+	default:
+		return false
+	}
+	return true
+}
+
+func isTLSError(err error) bool {
+	var (
+		rh  tls.RecordHeaderError
+		ae  tls.AlertError
+		cv  *tls.CertificateVerificationError
+		ua  x509.UnknownAuthorityError
+		he  x509.HostnameError
+		ci  x509.CertificateInvalidError
+		ech *tls.ECHRejectionError
+	)
+	return errors.As(err, &rh) || errors.As(err, &ae) || errors.As(err, &cv) || errors.As(err, &ua) ||
+		errors.As(err, &he) || errors.As(err, &ci) || errors.As(err, &ech)
+}
+
+// httpFailed fills an http_error from a non-2xx response.
+func httpFailed(resp *http.Response, txt *serverText, res *Result) {
+	res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	msg := "HTTP " + strconv.Itoa(resp.StatusCode)
+	if text := http.StatusText(resp.StatusCode); text != "" {
+		msg += " " + text
+	}
+	if m := errorBodyMessage(body); m != "" {
+		msg += ": " + txt.clean(m)
+	}
+	res.fail(OutcomeHTTPError, "http_"+strconv.Itoa(resp.StatusCode), scrubCut(msg, maxErrorMessage, txt.secrets))
+}
+
+// errorBodyMessage extracts the message of an error body: OpenAI's
+// {"error": {"message"}}, {"error": "..."} (TGI), {"message"} (older vLLM),
+// {"detail": "..."} (FastAPI), or the body itself when it is short text.
+func errorBodyMessage(body []byte) string {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return ""
+	}
+	var v struct {
+		Error   json.RawMessage `json:"error"`
+		Message json.RawMessage `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if json.Unmarshal(body, &v) == nil {
+		var s string
+		var inner struct {
+			Message string `json:"message"`
+		}
+		switch {
+		case json.Unmarshal(v.Error, &inner) == nil && inner.Message != "":
+			return inner.Message
+		case json.Unmarshal(v.Error, &s) == nil && s != "":
+			return s
+		case json.Unmarshal(v.Message, &s) == nil && s != "":
+			return s
+		case json.Unmarshal(v.Detail, &s) == nil && s != "":
+			return s
+		}
+		return ""
+	}
+	if body[0] == '<' || !utf8.Valid(body) { // HTML error pages and binary say nothing useful
+		return ""
+	}
+	return string(body)
+}
+
+// parseRetryAfter parses a Retry-After value: delay-seconds or an HTTP date.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		return time.Duration(min(n, int64(maxRetryAfter/time.Second))) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return min(t.Sub(now), maxRetryAfter)
+	}
+	return 0
+}
+
+// maxRetryAfter bounds a server's Retry-After, in either form.
+const maxRetryAfter = 365 * 24 * time.Hour
+
+// errorMessage renders a transport error without the request URL (which
+// may hold credentials or a key in its query).
+func errorMessage(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return SanitizeMessage(err.Error())
+}
