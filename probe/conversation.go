@@ -9,15 +9,8 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/probe/wire"
+	"github.com/llmprobe/llmprobe/probe/workload"
 )
-
-// conversation is the state a multi-turn conversation carries between
-// turns: its id and the history the next turn sends.
-type conversation struct {
-	id       string
-	messages []wire.Message // chat: the system prefix, then user/assistant turns
-	prompt   string         // completions: the previous prompt
-}
 
 // MaxHistoryBytes bounds the text a conversation carries from turn to turn
 // (its messages or prompt, plus the last answer). A real 128k-token
@@ -27,33 +20,23 @@ type conversation struct {
 // later turn resend all of it).
 const MaxHistoryBytes = 2 << 20
 
-// size is the number of text bytes the next turn would resend, answer
-// included.
-func (c *conversation) size(answer string) int {
-	n := len(c.prompt) + len(answer)
-	for _, m := range c.messages {
-		n += len(m.Content)
-	}
-	return n
-}
-
 // converse runs a multi-turn conversation that arrived at planned. Each
 // later turn is planned at the previous answer's end plus a think time,
 // counted as scheduled then, and subject to the same in-flight limit and
 // lateness bound as any arrival. The conversation ends at its last turn
 // (completed), at the first turn that does not succeed (failed), or when a
 // turn cannot be sent (dropped) — including when the target stops.
-func (r *runner) converse(ctx context.Context, first Plan, planned time.Time, seed uint64) {
+func (r *runner) converse(ctx context.Context, first workload.Plan, planned time.Time, seed uint64) {
 	defer r.reqs.Done()
 	rng := rand.New(rand.NewPCG(seed, ^seed))
 	c := first.Class
-	conv := &conversation{id: conversationID(rng)}
-	turns := c.Turns.count(rng)
+	conv := workload.NewConversation(rng)
+	turns := c.Turns.Draw(rng)
 
 	outcome := ConversationCompleted
 	defer func() { r.obs.ConversationEnded(r.name, c.Name, outcome) }()
 
-	res := r.exchange(r.firstTurn(&first, rng, conv), planned)
+	res := r.exchange(r.builder.FirstTurn(&first, rng, conv), planned)
 	for turn := 2; ; turn++ {
 		switch {
 		case res == nil:
@@ -64,11 +47,11 @@ func (r *runner) converse(ctx context.Context, first Plan, planned time.Time, se
 			return
 		case turn > turns:
 			return
-		case conv.size(res.Completion) > MaxHistoryBytes:
+		case conv.Size(res.Completion) > MaxHistoryBytes:
 			outcome = ConversationFailed
 			if r.historyWarned.CompareAndSwap(false, true) {
 				r.logger.Warn("a conversation's history passed the bound and was ended as failed; answers are far longer than the workload plans",
-					"target", r.name, "class", c.Name, "bytes", conv.size(res.Completion), "max_bytes", MaxHistoryBytes, "turn", turn-1)
+					"target", r.name, "class", c.Name, "bytes", conv.Size(res.Completion), "max_bytes", MaxHistoryBytes, "turn", turn-1)
 			}
 			return
 		}
@@ -76,7 +59,7 @@ func (r *runner) converse(ctx context.Context, first Plan, planned time.Time, se
 		if res.Start.IsZero() {
 			end = time.Now()
 		}
-		planned = end.Add(c.Turns.think(rng))
+		planned = end.Add(c.Turns.Think(rng))
 		if d := time.Until(planned); d > 0 {
 			t := time.NewTimer(d)
 			select {
@@ -93,8 +76,7 @@ func (r *runner) converse(ctx context.Context, first Plan, planned time.Time, se
 			outcome = ConversationDropped
 			return
 		}
-		userTokens := tokens(c.Turns.UserTokens.Sample(rng))
-		maxTokens := tokens(c.Output.Sample(rng))
-		res = r.exchange(r.nextTurn(c, conv, res, userTokens, maxTokens, rng), planned)
+		userTokens, maxTokens := c.NextTurnLengths(rng)
+		res = r.exchange(r.builder.NextTurn(c, conv, res, userTokens, maxTokens, rng), planned)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/probe/harness"
 	"github.com/llmprobe/llmprobe/probe/wire"
+	"github.com/llmprobe/llmprobe/probe/workload"
 )
 
 // GCPercent is the garbage-collection target the llmprobe binary runs with
@@ -230,44 +231,35 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64) (*runner, erro
 	}
 	h := fnv.New64a()
 	h.Write([]byte(t.Name))
-	wl := NewWorkload(&spec.Workload).forTarget(&spec.Target)
-	format, prior := promptText, defaultPrior
-	switch {
-	case t.PromptFormat == config.PromptFormatIDs:
-		format, prior = promptIDs, lengthPrior{}
-	case t.API == config.APICompletions, t.API == config.APIEmbeddings:
-		prior = lengthPrior{perPrompt: 1} // a begin-of-text token
-	}
+	wl := workload.NewWorkload(&spec.Workload).ForTarget(&spec.Target)
 	now := time.Now()
 	reqCtx, cancelReqs := context.WithCancel(context.Background())
 	r := &runner{
-		name:         t.Name,
-		model:        t.Model,
-		api:          wire.API(t.API),
-		url:          redactURL(t.URL),
-		spec:         spec,
-		arrivals:     arr,
-		client:       client,
-		httpClient:   httpClient,
-		synth:        NewPromptSynth(h.Sum64() ^ g.Seed),
-		lengths:      newLengthModel(prior),
-		perArrival:   wl.requestsPerArrival(),
-		promptFormat: format,
-		obs:          e.opts.Observer,
-		arrivalHook:  e.arrivalHook,
-		logger:       e.opts.Logger,
-		seed:         seed ^ h.Sum64(),
-		start:        now,
-		warmupUntil:  now.Add(g.Warmup),
-		lateAfter:    g.LateAfter,
-		maxInflight:  int64(t.MaxInflight),
-		inflight:     budget,
-		redactor:     redactor,
-		judgement:    harness.NewJudgement(g.Saturation),
-		harness:      e.harness,
-		win:          harness.NewWindow(time.Duration(g.Saturation.Window), time.Duration(g.Saturation.MaxLag)),
-		reqCtx:       reqCtx,
-		cancelReqs:   cancelReqs,
+		name:        t.Name,
+		model:       t.Model,
+		api:         wire.API(t.API),
+		url:         redactURL(t.URL),
+		spec:        spec,
+		arrivals:    arr,
+		client:      client,
+		httpClient:  httpClient,
+		builder:     workload.NewBuilder(t, h.Sum64()^g.Seed),
+		perArrival:  wl.RequestsPerArrival(),
+		obs:         e.opts.Observer,
+		arrivalHook: e.arrivalHook,
+		logger:      e.opts.Logger,
+		seed:        seed ^ h.Sum64(),
+		start:       now,
+		warmupUntil: now.Add(g.Warmup),
+		lateAfter:   g.LateAfter,
+		maxInflight: int64(t.MaxInflight),
+		inflight:    budget,
+		redactor:    redactor,
+		judgement:   harness.NewJudgement(g.Saturation),
+		harness:     e.harness,
+		win:         harness.NewWindow(time.Duration(g.Saturation.Window), time.Duration(g.Saturation.MaxLag)),
+		reqCtx:      reqCtx,
+		cancelReqs:  cancelReqs,
 	}
 	r.workload.Store(wl)
 	return r, nil

@@ -25,6 +25,7 @@ import (
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/harness"
 	"github.com/llmprobe/llmprobe/probe/wire"
+	"github.com/llmprobe/llmprobe/probe/workload"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -328,7 +329,7 @@ targets:
 		}
 		return float64(cached) / float64(prompt), len(rs)
 	}
-	intent := probe.NewWorkload(cfg.Workloads["shared"]).Classes[0].ReuseIntent
+	intent := workload.NewWorkload(cfg.Workloads["shared"]).Classes[0].ReuseIntent
 	if math.Abs(intent-0.8) > 0.01 {
 		t.Errorf("reuse intent %.3f, want 320/400 = 0.8", intent)
 	}

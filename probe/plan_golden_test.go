@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/probe/wire"
+	"github.com/llmprobe/llmprobe/probe/workload"
 )
 
 var updatePlans = flag.Bool("update-plans", false, "rewrite testdata/golden/plans.txt from the current code")
@@ -54,7 +55,7 @@ func TestPlanGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %s: %v", f, tg.Name, err)
 			}
-			fmt.Fprintf(&out, "== %s %s api=%s format=%d per_arrival=%.4f\n", filepath.Base(f), tg.Name, r.api, r.promptFormat, r.perArrival)
+			fmt.Fprintf(&out, "== %s %s api=%s format=%d per_arrival=%.4f\n", filepath.Base(f), tg.Name, r.api, r.builder.Format(), r.perArrival)
 			recordPlans(t, &out, r, planCount)
 		}
 	}
@@ -92,40 +93,44 @@ func recordPlans(t *testing.T, out *strings.Builder, r *runner, n int) {
 		fmt.Fprintf(out, "%d gap=%d class=%s plan=%d/%d prefix=%d/%d", i, gap, class.Name, plan.PromptTokens, plan.OutputTokens, plan.PrefixGroup, plan.PrefixTokens)
 		rq := rand.New(rand.NewPCG(seed, ^seed))
 		if class.Turns == nil {
-			fmt.Fprintf(out, "\n  %s\n", recordPrepared(t, r.firstTurn(&plan, rq, nil), i < 2))
+			fmt.Fprintf(out, "\n  %s\n", recordPrepared(t, r.builder.FirstTurn(&plan, rq, nil), i < 2))
 			continue
 		}
-		conv := &conversation{id: conversationID(rq)}
-		turns := class.Turns.count(rq)
-		first := r.firstTurn(&plan, rq, conv)
+		conv := workload.NewConversation(rq)
+		turns := class.Turns.Draw(rq)
+		first := r.builder.FirstTurn(&plan, rq, conv)
 		fmt.Fprintf(out, " turns=%d\n  %s\n", turns, recordPrepared(t, first, i < 2))
 		// The second turn, after an answer of fixed text and counts.
-		prev := first.res
+		prev := first.Res
 		prev.Completion = "a fixed answer of seven words here"
 		prev.PromptTokens, prev.OutputTokens = prev.PlannedPromptTokens+3, 7
-		think := class.Turns.think(rq)
-		userTokens := tokens(class.Turns.UserTokens.Sample(rq))
-		maxTokens := tokens(class.Output.Sample(rq))
-		second := r.nextTurn(class, conv, prev, userTokens, maxTokens, rq)
-		fmt.Fprintf(out, "  think=%d user=%d max=%d history=%d\n  %s\n", think, userTokens, maxTokens, conv.size(""), recordPrepared(t, second, i < 2))
+		think := class.Turns.Think(rq)
+		userTokens, maxTokens := class.NextTurnLengths(rq)
+		second := r.builder.NextTurn(class, conv, prev, userTokens, maxTokens, rq)
+		fmt.Fprintf(out, "  think=%d user=%d max=%d history=%d\n  %s\n", think, userTokens, maxTokens, conv.Size(""), recordPrepared(t, second, i < 2))
 	}
 }
 
 // recordPrepared describes one prepared request: what its result starts
 // with, what the length model would learn, and its body (in full for the
 // first few requests, else its length and hash).
-func recordPrepared(t *testing.T, p *prepared, full bool) string {
-	body, err := wire.EncodeBody(nil, p.req)
+func recordPrepared(t *testing.T, p *workload.Prepared, full bool) string {
+	body, err := wire.EncodeBody(nil, p.Req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sha := sha256.Sum256(body)
-	res := p.res
+	res := p.Res
+	words, messages := p.Learns()
 	s := fmt.Sprintf("target=%s model=%s class=%s planned=%d/%d max=%d prefix=%d/%d conv=%s turn=%d images=%d/%d words=%d messages=%d keep=%v body=%d sha=%x",
 		res.Target, res.Model, res.Class, res.PlannedPromptTokens, res.PlannedOutputTokens, res.MaxTokens, res.PrefixGroup, res.PrefixTokens,
-		res.ConversationID, res.Turn, res.Images, res.ImagePixels, p.words, p.messages, p.req.KeepText, len(body), sha[:8])
+		res.ConversationID, res.Turn, res.Images, res.ImagePixels, words, messages, p.Req.KeepText, len(body), sha[:8])
 	if full {
 		s += "\n  body: " + cut(string(body), 1500)
 	}
 	return s
 }
+
+// cut is how the calibration's messages cut a server's text (and how this
+// file was written): sanitised and cut to n bytes.
+func cut(s string, n int) string { return wire.SanitizeCut(s[:min(len(s), 4*n)], n) }

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/fit"
 	"github.com/llmprobe/llmprobe/probe/wire"
+	"github.com/llmprobe/llmprobe/probe/workload"
 )
 
 // RefitStatus is the state of a target that follows production
@@ -87,12 +87,12 @@ func (r *runner) refit(ctx context.Context, opts fit.PromOptions, hc *http.Clien
 		}
 		return
 	}
-	prompt, output, err := refitSamplers(res)
+	prompt, output, err := workload.RefitSamplers(res)
 	if err != nil {
 		r.refitFailed(err)
 		return
 	}
-	r.workload.Store(r.workload.Load().withLengths(prompt, output))
+	r.workload.Store(r.workload.Load().WithLengths(prompt, output))
 
 	f := &r.refits
 	f.mu.Lock()
@@ -113,40 +113,6 @@ func (r *runner) refit(ctx context.Context, opts fit.PromOptions, hc *http.Clien
 		"output_p50_p90_p99", fmt.Sprintf("%.0f/%.0f/%.0f (was %.0f/%.0f/%.0f)", st.Output[0], st.Output[1], st.Output[2], old.Output[0], old.Output[1], old.Output[2]))
 }
 
-// maxRefitTokens bounds the lengths a refit plans. The histograms come
-// from a server (through Prometheus) and are only as sane as it is: a
-// fit whose table goes beyond this is refused, and the tail a table
-// extrapolates (unbounded when lengths lie in the +Inf bucket) is cut
-// here, so that a bad answer cannot make the probe build prompts of
-// billions of tokens. It is twice the largest context windows commonly
-// served (1M tokens).
-const maxRefitTokens = 1 << 21
-
-// refitSamplers turns a fit of the served model's histograms into the
-// prompt and output length samplers of a refitted workload.
-func refitSamplers(res *fit.Result) (prompt, output dist.Sampler, err error) {
-	build := func(what string, l *fit.Lengths) (dist.Sampler, error) {
-		if l == nil {
-			return nil, fmt.Errorf("%s lengths: none fitted", what)
-		}
-		s, err := l.Sampler()
-		if err != nil {
-			return nil, fmt.Errorf("%s lengths: %w", what, err)
-		}
-		if top := l.Table[len(l.Table)-1]; top.V > maxRefitTokens {
-			return nil, fmt.Errorf("%s lengths: the fitted p%g is %.0f tokens, beyond the %d a refit accepts", what, 100*top.P, top.V, maxRefitTokens)
-		}
-		return dist.Clamp(s, 1, maxRefitTokens), nil
-	}
-	if prompt, err = build("prompt", res.Prompt); err != nil {
-		return nil, nil, err
-	}
-	if output, err = build("output", res.Output); err != nil {
-		return nil, nil, err
-	}
-	return prompt, output, nil
-}
-
 func (r *runner) refitFailed(err error) {
 	// What Prometheus (or a proxy before it) answered may quote the
 	// request: scrub the source's secrets before the status page and the
@@ -158,27 +124,6 @@ func (r *runner) refitFailed(err error) {
 	r.refits.status.Error = msg
 	r.refits.mu.Unlock()
 	r.logger.Warn("workload refit failed; keeping the previous length distributions", "target", r.name, "err", msg)
-}
-
-// withLengths returns a copy of w whose classes draw prompt and output
-// lengths from the given samplers (weights, prefixes, sampling and turns
-// stay).
-func (w *Workload) withLengths(prompt, output dist.Sampler) *Workload {
-	out := &Workload{cum: w.cum}
-	for _, c := range w.Classes {
-		nc := *c
-		nc.Prompt, nc.Output = prompt, output
-		if nc.Turns != nil {
-			t := *nc.Turns
-			if t.UserTokens == c.Prompt {
-				t.UserTokens = prompt
-			}
-			nc.Turns = &t
-		}
-		nc.ReuseIntent = reuseIntent(&nc)
-		out.Classes = append(out.Classes, &nc)
-	}
-	return out
 }
 
 func redactedSource(rawURL, selector string) string {

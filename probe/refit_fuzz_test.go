@@ -17,6 +17,7 @@ import (
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/fit"
 	"github.com/llmprobe/llmprobe/internal/promtest"
+	"github.com/llmprobe/llmprobe/probe/workload"
 )
 
 func promClassic(les []string, cum []float64) string {
@@ -81,7 +82,7 @@ targets:
 // FuzzRefitResponse drives a workload_from refit with arbitrary
 // Prometheus answers: no panic; a failed refit keeps the workload; a
 // refit that succeeds keeps the classes, weights, prefixes and turns and
-// plans lengths that are whole tokens between 1 and maxRefitTokens.
+// plans lengths that are whole tokens between 1 and workload.MaxRefitTokens.
 func FuzzRefitResponse(f *testing.F) {
 	for _, s := range refitSeeds() {
 		f.Add(s)
@@ -90,7 +91,7 @@ func FuzzRefitResponse(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	base := NewWorkload(cfg.Workloads["w"])
+	base := workload.NewWorkload(cfg.Workloads["w"])
 	opts := fit.PromOptions{URL: "http://prometheus.test:9090", Selector: `job="vllm"`, Range: time.Hour, Time: time.Unix(1700000000, 0)}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 64<<10 {
@@ -119,7 +120,7 @@ func FuzzRefitResponse(f *testing.F) {
 		}
 		for i := range RefitQuantiles {
 			for _, v := range []float64{st.Prompt[i], st.Output[i]} {
-				if !(v >= 1 && v <= maxRefitTokens) {
+				if !(v >= 1 && v <= workload.MaxRefitTokens) {
 					t.Fatalf("status quantiles prompt %v output %v", st.Prompt, st.Output)
 				}
 			}
@@ -138,59 +139,17 @@ func FuzzRefitResponse(f *testing.F) {
 			}
 			for range 64 {
 				p := c.Plan(rng)
-				if p.PromptTokens < 1 || p.PromptTokens > maxRefitTokens || p.OutputTokens < 1 || p.OutputTokens > maxRefitTokens {
+				if p.PromptTokens < 1 || p.PromptTokens > workload.MaxRefitTokens || p.OutputTokens < 1 || p.OutputTokens > workload.MaxRefitTokens {
 					t.Fatalf("class %s planned %d prompt and %d output tokens", c.Name, p.PromptTokens, p.OutputTokens)
 				}
 			}
 			if c.Turns != nil {
 				for range 16 {
-					if u := tokens(c.Turns.UserTokens.Sample(rng)); u > maxRefitTokens {
+					if u, _ := c.NextTurnLengths(rng); u > workload.MaxRefitTokens {
 						t.Fatalf("class %s: a later turn's user message of %d tokens", c.Name, u)
 					}
 				}
 			}
 		}
 	})
-}
-
-// A fit whose lengths reach the +Inf bucket has no upper clamp, and its
-// table's tail extrapolates without bound; the refit cuts it at
-// maxRefitTokens. A fit whose table itself goes beyond is refused.
-func TestRefitSamplersBounded(t *testing.T) {
-	inf := math.Inf(1)
-	l, err := fit.FitHistogram([]fit.Bin{{Lo: 0, Hi: 1, Count: 5000}, {Lo: 1, Hi: 2e6, Count: 4990}, {Lo: 2e6, Hi: inf, Count: 10}}, math.NaN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := l.Sampler()
-	if err != nil {
-		t.Fatal(err)
-	}
-	const far = 1 - 1e-15
-	if q := raw.Quantile(far); !(q > maxRefitTokens) {
-		t.Fatalf("the fit's own tail reaches %v; the test needs one beyond %d", q, maxRefitTokens)
-	}
-	prompt, output, err := refitSamplers(&fit.Result{Prompt: l, Output: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []interface{ Quantile(float64) float64 }{prompt, output} {
-		if q := s.Quantile(far); q != maxRefitTokens {
-			t.Errorf("refitted tail reaches %v, want the bound %d", q, maxRefitTokens)
-		}
-		if q, want := s.Quantile(0.5), raw.Quantile(0.5); q != want {
-			t.Errorf("median %v, want the fit's %v", q, want)
-		}
-	}
-
-	big, err := fit.FitHistogram([]fit.Bin{{Lo: 1e9, Hi: 1e10, Count: 100}, {Lo: 1e10, Hi: 1e11, Count: 100}, {Lo: 1e11, Hi: 1e12, Count: 100}}, math.NaN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := refitSamplers(&fit.Result{Prompt: l, Output: big}); err == nil || !strings.Contains(err.Error(), "output lengths") {
-		t.Errorf("a fit of 1e9..1e12 tokens: err = %v, want the output lengths refused", err)
-	}
-	if _, _, err := refitSamplers(&fit.Result{Prompt: l}); err == nil {
-		t.Error("a result without output lengths was accepted")
-	}
 }

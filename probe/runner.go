@@ -15,6 +15,7 @@ import (
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/probe/harness"
 	"github.com/llmprobe/llmprobe/probe/wire"
+	"github.com/llmprobe/llmprobe/probe/workload"
 )
 
 // runner drives one target: it walks the target's open-loop arrival
@@ -26,7 +27,7 @@ type runner struct {
 	api        wire.API
 	url        string // redacted base URL, for status
 	spec       runnerSpec
-	workload   atomic.Pointer[Workload] // replaced by refits (workload_from)
+	workload   atomic.Pointer[workload.Workload] // replaced by refits (workload_from)
 	refits     refitter
 	arrivals   Arrivals
 	client     *wire.Client
@@ -35,10 +36,8 @@ type runner struct {
 	// refitRedactor holds workload_from's Prometheus secrets (set by the
 	// refit loop before its first refit).
 	refitRedactor *wire.Redactor
-	synth         *PromptSynth
-	lengths       *lengthModel
-	perArrival    float64 // expected requests per arrival (multi-turn classes)
-	promptFormat  promptFormat
+	builder       *workload.Builder // prepares the requests: prompts, lengths, bodies
+	perArrival    float64           // expected requests per arrival (multi-turn classes)
 	obs           Observer
 	logger        *slog.Logger
 	seed          uint64
@@ -106,7 +105,7 @@ func newRunnerGlobal(g config.Global) runnerGlobal {
 }
 
 func (r *runner) run(ctx context.Context) {
-	if r.spec.Target.Tokenize == config.TokenizeAuto && r.promptFormat == promptText {
+	if r.spec.Target.Tokenize == config.TokenizeAuto && r.builder.Format() == workload.PromptText {
 		r.loops.Add(1)
 		go func() {
 			defer r.loops.Done()
@@ -170,7 +169,7 @@ func (r *runner) arrivalLoop(ctx context.Context) {
 // sent: not if it is already late, nor if max_inflight requests are
 // running (then it is dropped, never delayed). An admitted arrival holds an
 // in-flight slot that exchange releases.
-func (r *runner) admit(c *Class, planned time.Time) bool {
+func (r *runner) admit(c *workload.Class, planned time.Time) bool {
 	r.schedule(c)
 	now := time.Now()
 	if now.Sub(planned) > r.lateAfter {
@@ -190,13 +189,13 @@ func (r *runner) admit(c *Class, planned time.Time) bool {
 }
 
 // schedule counts an arrival of class c whose planned instant has come.
-func (r *runner) schedule(c *Class) {
+func (r *runner) schedule(c *workload.Class) {
 	r.scheduled.Add(1)
 	r.win.Scheduled(time.Now())
 	r.obs.Scheduled(r.name, c.Name)
 }
 
-func (r *runner) drop(c *Class, reason DropReason, now time.Time) {
+func (r *runner) drop(c *workload.Class, reason DropReason, now time.Time) {
 	for i, d := range DropReasons {
 		if d == reason {
 			r.dropped[i].Add(1)
@@ -218,10 +217,10 @@ func (d DropReason) cause() harness.DropCause {
 }
 
 // single sends the request of a single-turn arrival.
-func (r *runner) single(plan Plan, planned time.Time, seed uint64) {
+func (r *runner) single(plan workload.Plan, planned time.Time, seed uint64) {
 	defer r.reqs.Done()
 	rng := rand.New(rand.NewPCG(seed, ^seed))
-	r.exchange(r.firstTurn(&plan, rng, nil), planned)
+	r.exchange(r.builder.FirstTurn(&plan, rng, nil), planned)
 }
 
 // exchange sends one prepared request and hands its result to the
@@ -230,18 +229,18 @@ func (r *runner) single(plan Plan, planned time.Time, seed uint64) {
 // starved goroutine), it is dropped as late instead and exchange returns
 // nil; so is a request whose answer the answer budget cannot take
 // (memory_budget, budget.go).
-func (r *runner) exchange(p *prepared, planned time.Time) *wire.Result {
+func (r *runner) exchange(p *workload.Prepared, planned time.Time) *wire.Result {
 	defer r.inflight.Add(-1)
-	res := p.res
+	res := p.Res
 	res.Planned = planned
 	res.Warmup = planned.Before(r.warmupUntil)
 	if now := time.Now(); now.Sub(planned) > r.lateAfter {
-		r.drop(p.class, DropLate, now)
+		r.drop(p.Class, DropLate, now)
 		return nil
 	}
-	if n := wire.AnswerReservation(p.req); n > 0 {
+	if n := wire.AnswerReservation(p.Req); n > 0 {
 		if !answerBudget.reserve(n) {
-			r.drop(p.class, DropMemoryBudget, time.Now())
+			r.drop(p.Class, DropMemoryBudget, time.Now())
 			return nil
 		}
 		defer answerBudget.release(n)
@@ -250,18 +249,16 @@ func (r *runner) exchange(p *prepared, planned time.Time) *wire.Result {
 	res.ScheduleLag = res.Dispatched.Sub(planned)
 	r.sent.Add(1)
 	r.win.Sent(res.Dispatched, res.ScheduleLag)
-	r.obs.Sent(r.name, p.class.Name)
+	r.obs.Sent(r.name, p.Class.Name)
 
-	r.client.Do(r.reqCtx, p.req, res)
+	r.client.Do(r.reqCtx, p.Req, res)
 
 	for i, o := range wire.Outcomes {
 		if o == res.Outcome {
 			r.outcomes[i].Add(1)
 		}
 	}
-	if p.words >= 0 && res.UsageReported && res.PromptTokens > 0 && res.Outcome == wire.OutcomeSuccess {
-		p.lengths.observe(p.words, p.messages, res.PromptTokens)
-	}
+	p.Learn(res)
 	r.obs.Observe(res)
 	return res
 }
@@ -270,15 +267,14 @@ func (r *runner) exchange(p *prepared, planned time.Time) *wire.Result {
 // lengths hold from the first request; without it the length model
 // learns from the usage responses report.
 func (r *runner) calibrate(ctx context.Context) {
-	p, b, err := calibrateWithTokenize(ctx, r.httpClient, r.spec.Target.URL, r.model, r.api, r.synth)
+	c, err := r.builder.Calibrate(ctx, r.httpClient, r.spec.Target.URL)
 	if err != nil {
 		r.logger.Info("no usable /tokenize endpoint; prompt lengths are calibrated from reported usage", "target", r.name,
 			"reason", r.redactor.Scrub(err.Error()))
 		return
 	}
-	r.lengths.setExact(p, b)
 	r.logger.Info("prompt lengths calibrated with /tokenize", "target", r.name,
-		"tokens_per_word", b, "prompt_overhead_tokens", p.perPrompt, "per_message_tokens", p.perMessage)
+		"tokens_per_word", c.TokensPerWord, "prompt_overhead_tokens", c.PromptOverhead, "per_message_tokens", c.PerMessage)
 }
 
 // judgeLoop re-evaluates, once a second, whether the harness delivered the

@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package workload
 
 import (
 	"math"
@@ -36,14 +36,14 @@ type Class struct {
 	// Images attaches synthetic images to each request (nil: none).
 	Images *imageSpec
 	// tools and toolChoice are the class's tools in the OpenAI chat
-	// format of the configuration; forTarget writes them into Body in
+	// format of the configuration; ForTarget writes them into Body in
 	// the format of the target's API.
 	tools      []map[string]any
 	toolChoice any
 
 	// Body holds the members merged into this class's request bodies:
 	// the class's own (reasoning_effort, tools, tool_choice, extra_body)
-	// from NewWorkload, over the target's once forTarget ran.
+	// from NewWorkload, over the target's once ForTarget ran.
 	Body map[string]any
 }
 
@@ -96,12 +96,12 @@ func NewWorkload(w *config.Workload) *Workload {
 // continuousUsage is stream_options asking for usage in every chunk.
 var continuousUsage = map[string]any{"include_usage": true, "continuous_usage_stats": true}
 
-// forTarget merges the request-body members of target t under each
+// ForTarget merges the request-body members of target t under each
 // class's own: t's extra_body, and stream_options with continuous usage
 // when t asks for it (unless its extra_body sets stream_options). A class
 // that adds nothing shares the target's map; the maps are built once, not
 // per request.
-func (w *Workload) forTarget(t *config.Target) *Workload {
+func (w *Workload) ForTarget(t *config.Target) *Workload {
 	base := t.ExtraBody
 	if _, set := base["stream_options"]; t.ContinuousUsageStats && !set {
 		base = mergeBody(base, map[string]any{"stream_options": continuousUsage})
@@ -238,8 +238,8 @@ func newTurns(t *config.Turns, prompt dist.Sampler) *Turns {
 	return out
 }
 
-// count draws the number of turns of a conversation (at least 1).
-func (t *Turns) count(r *rand.Rand) int {
+// Draw draws the number of turns of a conversation (at least 1).
+func (t *Turns) Draw(r *rand.Rand) int {
 	x := t.Count.Sample(r)
 	if t.countFloor {
 		x = math.Floor(x)
@@ -247,13 +247,21 @@ func (t *Turns) count(r *rand.Rand) int {
 	return tokens(x)
 }
 
-// think draws a think time.
-func (t *Turns) think(r *rand.Rand) time.Duration {
+// Think draws a think time.
+func (t *Turns) Think(r *rand.Rand) time.Duration {
 	s := t.ThinkTime.Sample(r)
 	if !(s > 0) {
 		return 0
 	}
 	return time.Duration(s * float64(time.Second))
+}
+
+// NextTurnLengths draws the lengths of a conversation's next turn: the
+// new user message's server tokens and its max_tokens.
+func (c *Class) NextTurnLengths(r *rand.Rand) (userTokens, maxTokens int) {
+	userTokens = tokens(c.Turns.UserTokens.Sample(r))
+	maxTokens = tokens(c.Output.Sample(r))
+	return userTokens, maxTokens
 }
 
 // MeanTurns is the expected number of requests per arrival of the class.
@@ -265,14 +273,14 @@ func (c *Class) MeanTurns() float64 {
 	const n = 20000
 	total := 0
 	for range n {
-		total += c.Turns.count(r)
+		total += c.Turns.Draw(r)
 	}
 	return float64(total) / n
 }
 
-// requestsPerArrival is the expected number of requests an arrival brings
+// RequestsPerArrival is the expected number of requests an arrival brings
 // (more than 1 with multi-turn classes).
-func (w *Workload) requestsPerArrival() float64 {
+func (w *Workload) RequestsPerArrival() float64 {
 	total, weights := 0.0, 0.0
 	for _, c := range w.Classes {
 		total += c.Weight * c.MeanTurns()

@@ -1,14 +1,14 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe_test
+package workload_test
 
 import (
 	"math/rand/v2"
 	"strings"
 	"testing"
 
-	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/workload"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -16,7 +16,7 @@ import (
 // simulator's documented tokenisation; the two implementations must agree.
 func TestCountTokensMatchesSimulator(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	synth := probe.NewPromptSynth(5)
+	synth := workload.NewPromptSynth(5)
 	alphabet := []rune("abcXYZ0123456789 \t\n.,;:!?-_/()[]{}\"'é漢😀\u00a0")
 	for i := range 5000 {
 		var s string
@@ -29,13 +29,13 @@ func TestCountTokensMatchesSimulator(t *testing.T) {
 			}
 			s = b.String()
 		}
-		if p, q := probe.CountTokens(s), sim.CountTokens(s); p != q {
+		if p, q := workload.CountTokens(s), sim.CountTokens(s); p != q {
 			t.Fatalf("CountTokens(%q): probe %d, simulator %d", s, p, q)
 		}
 	}
 	// Prefix + nonce + body add up exactly.
 	text := synth.Prefix(3, 200) + " " + synth.Nonce(r) + " " + string(synth.AppendText(nil, r, 94))
-	if got := sim.CountTokens(text); got != 200+probe.NonceTokens+94 {
-		t.Errorf("prefix+nonce+body = %d tokens, want %d", got, 200+probe.NonceTokens+94)
+	if got := sim.CountTokens(text); got != 200+workload.NonceTokens+94 {
+		t.Errorf("prefix+nonce+body = %d tokens, want %d", got, 200+workload.NonceTokens+94)
 	}
 }

@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package probe
+package workload
 
 import (
 	"bytes"
@@ -319,7 +319,7 @@ func excerpt(raw []byte) string {
 
 // cut sanitises s and cuts it to n bytes with scrubCut, marking a cut
 // with an ellipsis. Every cut ends its message (shortValue's is a JSON
-// type's name), so the runner's scrub of the whole message (its declared
+// type's name), so the engine's scrub of the whole message (its declared
 // secrets, a cut one at its end included) sees what is left of a secret.
 func cut(s string, n int) string {
 	s = s[:min(len(s), 4*n)] // bounds the work; the cut below is within
