@@ -8,10 +8,10 @@
 //
 // sim is the server the rest of llmprobe is tested against, so it must
 // not share their code: it imports no other llmprobe package (not probe,
-// exporter, bench, fit or cmd; TestImports checks it) but internal/bounded,
-// the size bound on reading its configuration file, which knows nothing of
-// LLMs; otherwise only the standard library, client_golang, OpenTelemetry's
-// API and yaml. Those packages import sim, never the other way round.
+// exporter, bench, fit or cmd; internal/layout's TestLayering checks it,
+// its tests included) but internal/bounded, the size bound on reading its
+// configuration file, which knows nothing of LLMs; otherwise only the
+// standard library, client_golang, OpenTelemetry's API and yaml. Those packages import sim, never the other way round.
 //
 // # Endpoints
 //
