@@ -13,6 +13,9 @@
 // Prometheus rule_files) and deploy/kubernetes/prometheusrule.yaml (the
 // prometheus-operator wrapper). `make dashboards` regenerates them and a test
 // fails when they drift from the generator.
+//
+// alerts imports no llmprobe package but internal/bounded: the mixin reads
+// metric names, never the probe's code.
 package alerts
 
 import (

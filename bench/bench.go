@@ -6,6 +6,10 @@
 // like the daemon measures (open-loop arrivals, same client, same
 // definitions), and summarised in a report that always says at which load
 // the numbers were taken and whether the harness delivered it.
+//
+// bench drives the engine (probe, probe/wire, probe/workload,
+// probe/harness) and reads its results; it must not import exporter (its
+// tests compare with it) or cmd.
 package bench
 
 import (

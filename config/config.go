@@ -8,6 +8,10 @@
 // and decodes into a `plain` alias type with unknown keys rejected; semantic
 // checks run afterwards over the whole tree and report every problem at
 // once, each positioned by the YAML node it concerns (see errors.go).
+//
+// config imports only dist, slo and internal/bounded: every other package
+// reads the configuration, and it knows none of them (never probe,
+// exporter, bench, fit, sim or cmd).
 package config
 
 import (

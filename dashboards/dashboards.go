@@ -9,6 +9,9 @@
 // together with the rule files) and loads in Grafana 10 and 11 through the UI
 // import or file provisioning. Queries lists every panel query so tests can
 // parse them with Prometheus' parser and run them against a real Prometheus.
+//
+// dashboards imports alerts only (the selectors and thresholds they share);
+// never the probe or the exporter.
 package dashboards
 
 import (

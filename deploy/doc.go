@@ -8,4 +8,6 @@
 // kubeconform with JSON schemas the tests write from the Go API types
 // (schema_test.go), so nothing is fetched. Without a tool its checks skip,
 // or fail under LLMPROBE_REQUIRE_TOOLS=1 (`make test`).
+//
+// It is only tests: no package imports it.
 package deploy

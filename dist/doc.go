@@ -52,4 +52,6 @@
 // clamped distribution account for it.
 //
 // Token counts are integers; rounding a draw is left to the caller.
+//
+// dist imports no llmprobe package.
 package dist

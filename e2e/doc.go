@@ -26,4 +26,6 @@
 // Prometheus-based test and the promtool lint need the prometheus and
 // promtool binaries (`make tools`) and are skipped without them unless
 // LLMPROBE_REQUIRE_TOOLS=1.
+//
+// It is only tests: no package imports it.
 package e2e

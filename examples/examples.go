@@ -3,6 +3,9 @@
 
 // Package examples holds the shipped configuration files: the demo that
 // `llmprobe run --demo` embeds and the workload catalog.
+//
+// It holds data only and imports no llmprobe package; its tests run the
+// files through config, the probe and the simulator.
 package examples
 
 import _ "embed"

@@ -9,8 +9,10 @@
 //
 // Data flows one way: the engine calls the probe.Observer methods of
 // Metrics and Recent (fanned out through probe.Observers) and the exporter
-// reads the engine's status at scrape and page time. The probe package
-// never imports this one.
+// reads the engine's status at scrape and page time. The probe packages
+// never import this one, and it imports only them (probe, probe/wire,
+// probe/harness, probe/workload), config, slo, dist and internal/bounded:
+// never bench, fit, sim or cmd.
 //
 // The metric names, types, labels and observation rules are documented in
 // docs/metrics.md and pinned by testdata/catalogue.txt.

@@ -52,4 +52,8 @@
 // the fitted workload, one example target) with a header comment that
 // says where the numbers came from; [WriteSummary] prints the summary
 // table; [WritePlot] draws the length histograms as SVG or PNG.
+//
+// fit imports config, dist, internal/bounded and internal/httpclient only;
+// never the probe, exporter, bench or cmd (probe/workload imports fit for
+// the refits of workload_from).
 package fit

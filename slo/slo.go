@@ -10,6 +10,8 @@
 // objective gives; a failed request is bad whatever its latency (errors
 // spend the error budget too). Each bound is "at most": a TTFT equal to the
 // bound meets it.
+//
+// slo imports no llmprobe package.
 package slo
 
 import (

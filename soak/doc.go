@@ -11,4 +11,6 @@
 // soak test skips itself unless LLMPROBE_SOAK=1 (set by `make soak`), so
 // `go test ./...` only runs the fast unit tests of its helpers. See
 // docs/soak.md.
+//
+// It is only tests: no package imports it.
 package soak

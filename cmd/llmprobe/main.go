@@ -7,6 +7,9 @@
 // Each subcommand lives in its own file and registers itself through a
 // register* function returning a command; main only wires flags, logging
 // and signals.
+//
+// It may import every production package of the module (never the
+// test-support packages outside its tests); no package imports it.
 package main
 
 import (

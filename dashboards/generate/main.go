@@ -8,6 +8,8 @@
 // from alerts.DefaultConfig.
 //
 // Run it from the module root: `make dashboards` (go run ./dashboards/generate).
+//
+// It imports alerts and dashboards only.
 package main
 
 import (

@@ -7,6 +7,8 @@
 // path (/dev/zero), a huge file or a hostile server fails fast with an
 // error that says so, instead of growing the process until the kernel
 // kills it. File reads also give way to a context (SIGINT/SIGTERM).
+//
+// bounded imports no llmprobe package.
 package bounded
 
 import (

@@ -26,6 +26,8 @@
 //
 // A test (sites_test.go) fails when a client is built anywhere else in
 // the binary.
+//
+// httpclient imports no llmprobe package; probe/wire wraps it for targets.
 package httpclient
 
 import (

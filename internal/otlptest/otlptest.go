@@ -6,6 +6,9 @@
 // collector's gRPC trace service (from go.opentelemetry.io/proto/otlp),
 // and OTLP/HTTP with protobuf bodies (POST of an ExportTraceServiceRequest
 // as application/x-protobuf, as the specification defines it).
+//
+// It is test support: only tests import it, and it imports no llmprobe
+// package.
 package otlptest
 
 import (

@@ -13,6 +13,9 @@
 // kustomize, kubeconform, vegeta) the same way, as $HELM and so on. When a binary is missing a test is skipped, unless
 // LLMPROBE_REQUIRE_TOOLS=1, in which case it fails: CI sets it, so a missing
 // tool can never turn the checks into silent skips.
+//
+// It is test support: only tests import it, and it imports no llmprobe
+// package but internal/testio.
 package promtest
 
 import (

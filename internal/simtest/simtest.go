@@ -18,6 +18,9 @@
 // the check is one-sided, with a bound that grows with the lateness
 // measured while the request ran, and so still catches a client that
 // stamps an event at the wrong instant.
+//
+// It is test support: only tests import it, and it imports no llmprobe
+// package but sim.
 package simtest
 
 import (

@@ -4,6 +4,9 @@
 // Package testio holds what tests share to watch what a process writes:
 // a buffer that a daemon's goroutines or a child process write while the
 // test reads it.
+//
+// It is test support: only tests import it, and it imports no llmprobe
+// package.
 package testio
 
 import (
