@@ -10,7 +10,7 @@ import (
 )
 
 // The harness' own measurement-inflation figures (process-wide, no
-// labels): what could make its timestamps late. See probe/harness.go.
+// labels): what could make its timestamps late. See probe/harness/harness.go.
 var (
 	wakeLatencyDesc = prometheus.NewDesc(namespace+"_harness_wakeup_latency_seconds",
 		"How late the harness' heartbeat ran: every 10 ms it waits on a timerfd in Go's netpoller, as a stream read waits on its socket, and records its lateness. Whatever delays a woken reader (the OS, the Go scheduler, a CPU quota) delays it alike: this is how late event timestamps can be.", nil, nil)

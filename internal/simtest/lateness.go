@@ -12,7 +12,7 @@ import (
 
 // Lateness watches how late this process' goroutines wake up: a goroutine
 // sleeps latenessTick at a time and keeps the largest overrun, as the
-// harness' heartbeat does (probe/harness.go). A stream reader waiting on
+// harness' heartbeat does (probe/harness/harness.go). A stream reader waiting on
 // its socket is woken the same way, so the largest overrun while a
 // request ran is how late the client may have stamped its events.
 type Lateness struct {

@@ -352,3 +352,94 @@ func (d *chunkDecoder) usage() error {
 	}
 	return err
 }
+
+// Decoding helpers the protocols share.
+
+// topObject decodes data, which must be one JSON object, calling field
+// for each member's key with the scanner at its value (depth 1); field
+// consumes the value. d.c is reset first.
+func (d *chunkDecoder) topObject(data []byte, field func(key []byte) error) error {
+	s := &d.s
+	s.b, s.i = data, 0
+	texts := d.c.texts[:0]
+	d.c = streamChunk{texts: texts}
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		if err := s.skip(0); err != nil {
+			return d.fail(err)
+		}
+		if s.ws(); s.i != len(s.b) {
+			return d.fail(errMalformedJSON)
+		}
+		return d.fail(errNotObject)
+	}
+	s.i++
+	k, more, err := s.objectStart()
+	for ; more && err == nil; k, more, err = s.objectNext(err) {
+		err = field(d.key(k))
+	}
+	if err != nil {
+		return d.fail(err)
+	}
+	if s.ws(); s.i != len(s.b) {
+		return d.fail(errMalformedJSON)
+	}
+	return nil
+}
+
+// object decodes the value at the scanner as an object at depth, calling
+// field for each key; a value that is not an object (null included) is
+// skipped and reported with ok false.
+func (d *chunkDecoder) object(depth int, field func(key []byte) error) (ok bool, err error) {
+	s := &d.s
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return false, s.skip(depth)
+	}
+	s.i++
+	k, more, err := s.objectStart()
+	for ; more && err == nil; k, more, err = s.objectNext(err) {
+		err = field(d.key(k))
+	}
+	return true, err
+}
+
+// array decodes the value at the scanner as an array at depth, calling
+// elem for each element; a value that is not an array is skipped.
+func (d *chunkDecoder) array(depth int, elem func() error) error {
+	s := &d.s
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != '[' {
+		return s.skip(depth)
+	}
+	s.i++
+	more, err := s.arrayStart()
+	for ; more && err == nil; more, err = s.arrayNext(err) {
+		err = elem()
+	}
+	return err
+}
+
+// countIn reads the object at the scanner (at depth) for the token count
+// under key, as usageCount reports it; a value that is not an object
+// holds none. The last of repeated keys wins, as in encoding/json.
+func (d *chunkDecoder) countIn(depth int, key string) (n int, ok, bad bool, err error) {
+	_, err = d.object(depth, func(k []byte) error {
+		if string(k) != key {
+			return d.s.skip(depth + 1)
+		}
+		var e error
+		n, ok, bad, e = d.s.usageCount(depth + 1)
+		return e
+	})
+	return n, ok, bad, err
+}
+
+// eventName is the type of an event that names it twice: the SSE event
+// line when present, else the data's "type" member (typ).
+func eventName(ev SSEEvent, typ jsonString) jsonString {
+	if ev.Type != nil {
+		return jsonString{raw: ev.Type, ok: true}
+	}
+	return typ
+}

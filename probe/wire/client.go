@@ -311,10 +311,6 @@ func resetMeasurements(r *Result) {
 	r.FinishReason, r.ResponseModel, r.ResponseID, r.TraceID, r.Completion = "", "", "", "", ""
 }
 
-func (r *Result) fail(o Outcome, errType, msg string) {
-	r.Outcome, r.ErrorType, r.Error = o, errType, msg
-}
-
 // do runs the request. parent is the caller's context (its cancellation
 // means "cancelled"), ctx carries the span.
 func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, res *Result) {

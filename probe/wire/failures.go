@@ -29,6 +29,11 @@ import (
 // stream, a cancelled context and a non-2xx answer, with the message
 // the server gave (cleaned: servertext.go).
 
+// fail ends r with outcome o, error type errType and message msg.
+func (r *Result) fail(o Outcome, errType, msg string) {
+	r.Outcome, r.ErrorType, r.Error = o, errType, msg
+}
+
 // roundTripFailed classifies an error from http.Client.Do (no response).
 func (c *Client) roundTripFailed(parent, ctx context.Context, err error, ct *connTrace, res *Result) {
 	msg := errorMessage(err)

@@ -499,3 +499,6 @@ func hex4Escape(b []byte) (rune, bool) {
 	}
 	return hex4(b[2:])
 }
+
+// is reports whether a decoded JSON string equals lit exactly.
+func (j jsonString) is(lit string) bool { return j.ok && !j.esc && string(j.raw) == lit }
