@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/promtest"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/wire"
@@ -166,29 +167,10 @@ targets:
     workload_from:
       prometheus: {url: %[2]s, refresh: 1s, http_client_config: {authorization: {credentials: %[3]s}}}
 `, echo.URL, redirect.URL, secret)
-	e := probe.NewEngine(probe.Options{Observer: newRecorder(), Logger: slog.New(slog.DiscardHandler)})
-	if err := e.Apply(cfg); err != nil {
-		t.Fatal(err)
-	}
-	defer e.Shutdown(context.Background())
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		failed := 0
-		for _, s := range e.Status() {
-			if s.Refit != nil && s.Refit.Failures > 0 {
-				failed++
-				if strings.Contains(s.Refit.Error, secret) {
-					t.Fatalf("%s: the refit error shows the secret: %s", s.Name, s.Refit.Error)
-				}
-			}
+	for _, s := range refitFailures(t, cfg, 15*time.Second) {
+		if strings.Contains(s.Refit.Error, secret) {
+			t.Fatalf("%s: the refit error shows the secret: %s", s.Name, s.Refit.Error)
 		}
-		if failed == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("refits did not fail within 15 s: %+v", e.Status())
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	if n := elsewhere.Load(); n != 0 {
 		t.Fatalf("the redirect took the Prometheus credentials to another host (%d requests)", n)
@@ -225,26 +207,39 @@ targets:
     arrival: {rate: 0.1}
     workload_from: {prometheus: {url: %[1]s, refresh: 1h}}
 `, srv.URL)
+	if s := refitFailures(t, cfg, 60*time.Second)[0]; !strings.Contains(s.Refit.Error, "larger than 8 MiB") {
+		t.Errorf("refit error %q, want the answer refused past 8 MiB", s.Refit.Error)
+	}
+	srv.CloseClientConnections()
+	if n := written.Load(); n > 64<<20 {
+		t.Errorf("the server wrote %d MiB before the refit gave up", n>>20)
+	}
+}
+
+// refitFailures runs the engine on cfg until every target's refit failed
+// at least once (at most d), stops it, and returns the targets' status.
+func refitFailures(t *testing.T, cfg *config.Config, d time.Duration) []probe.TargetStatus {
+	t.Helper()
 	e := probe.NewEngine(probe.Options{Observer: newRecorder(), Logger: slog.New(slog.DiscardHandler)})
 	if err := e.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
 	defer e.Shutdown(context.Background())
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(d)
 	for {
-		if s := e.Status()[0]; s.Refit != nil && s.Refit.Failures > 0 {
-			if !strings.Contains(s.Refit.Error, "larger than 8 MiB") {
-				t.Errorf("refit error %q, want the answer refused past 8 MiB", s.Refit.Error)
+		st := e.Status()
+		failed := 0
+		for _, s := range st {
+			if s.Refit != nil && s.Refit.Failures > 0 {
+				failed++
 			}
-			break
+		}
+		if failed == len(st) {
+			return st
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the refit did not fail within 60 s: %+v", e.Status()[0].Refit)
+			t.Fatalf("refits did not fail within %v: %+v", d, st)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-	srv.CloseClientConnections()
-	if n := written.Load(); n > 64<<20 {
-		t.Errorf("the server wrote %d MiB before the refit gave up", n>>20)
 	}
 }

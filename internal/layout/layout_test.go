@@ -38,7 +38,7 @@ var (
 	// engine is what the probe engine is made of.
 	engine = []string{"probe", "probe/wire", "probe/workload", "probe/harness"}
 	// support is what tests share; no production code imports it.
-	support = []string{"internal/promtest", "internal/otlptest", "internal/simtest", "internal/testio"}
+	support = []string{"internal/promtest", "internal/otlptest", "internal/simtest", "internal/testio", "internal/redirecttest"}
 )
 
 func join(groups ...[]string) []string { return slices.Concat(groups...) }
@@ -85,16 +85,17 @@ var layers = map[string]rule{
 	"cmd/llmprobe": {imports: join(engine, leaves, []string{"config", "fit", "sim", "exporter", "bench", "alerts", "dashboards", "examples"}), testOnly: true},
 
 	// Test support and the packages that are only tests.
-	"internal/promtest": {imports: []string{"internal/testio"}},
-	"internal/otlptest": {},
-	"internal/simtest":  {imports: []string{"sim"}},
-	"internal/testio":   {},
-	"internal/layout":   {closed: true},
-	"e2e":               {testOnly: true},
-	"soak":              {testOnly: true},
-	"deploy":            {testOnly: true},
-	"deploy/compose":    {testOnly: true},
-	"deploy/systemd":    {testOnly: true},
+	"internal/promtest":     {imports: []string{"internal/testio"}},
+	"internal/otlptest":     {},
+	"internal/simtest":      {imports: []string{"sim"}},
+	"internal/testio":       {},
+	"internal/redirecttest": {},
+	"internal/layout":       {closed: true},
+	"e2e":                   {testOnly: true},
+	"soak":                  {testOnly: true},
+	"deploy":                {testOnly: true},
+	"deploy/compose":        {testOnly: true},
+	"deploy/systemd":        {testOnly: true},
 }
 
 // goos are the systems the module is built for; files of each (build

@@ -6,7 +6,6 @@ package wire
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"encoding/base64"
 	"image"
 	"image/color"
@@ -40,8 +39,9 @@ func (f faultTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return f.rt.RoundTrip(r)
 }
 
-func startSim(t *testing.T, mod func(*sim.Config)) string {
-	t.Helper()
+// simConfig is the simulator the client tests run against: fixed 1 ms
+// steps, no early stop.
+func simConfig(mod func(*sim.Config)) sim.Config {
 	cfg := sim.DefaultConfig()
 	cfg.Models = []string{"sim-model"}
 	cfg.Seed = 1
@@ -53,16 +53,14 @@ func startSim(t *testing.T, mod func(*sim.Config)) string {
 	if mod != nil {
 		mod(&cfg)
 	}
-	srv, base, err := sim.Listen("127.0.0.1:0", cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
-	return base + "/v1"
+	return cfg
+}
+
+// startSim serves simConfig(mod) until the test ends and returns its
+// OpenAI base URL.
+func startSim(t *testing.T, mod func(*sim.Config)) string {
+	t.Helper()
+	return simtest.Start(t, simConfig(mod)).URL()
 }
 
 func simRequest(api API, maxTokens int) *Request {

@@ -581,9 +581,10 @@ func TestClientTimeouts(t *testing.T) {
 	})
 }
 
-// rawServer accepts connections and hands each to fn after reading the
-// request head and body.
-func rawServer(t testing.TB, fn func(c net.Conn, req *http.Request)) string {
+// serveConns accepts loopback connections until the test ends and hands
+// each to fn on a goroutine of its own (closing it when fn returns); it
+// returns the server's http:// address.
+func serveConns(t testing.TB, fn func(c net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -602,24 +603,33 @@ func rawServer(t testing.TB, fn func(c net.Conn, req *http.Request)) string {
 			}
 			wg.Go(func() {
 				defer conn.Close()
-				br := bufio.NewReader(conn)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					if _, err := io.Copy(io.Discard, req.Body); err != nil {
-						return
-					}
-					fn(conn, req)
-					if req.Close {
-						return
-					}
-				}
+				fn(conn)
 			})
 		}
 	})
 	return "http://" + ln.Addr().String()
+}
+
+// rawServer accepts connections and hands each to fn after reading the
+// request head and body.
+func rawServer(t testing.TB, fn func(c net.Conn, req *http.Request)) string {
+	t.Helper()
+	return serveConns(t, func(conn net.Conn) {
+		br := bufio.NewReader(conn)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			if _, err := io.Copy(io.Discard, req.Body); err != nil {
+				return
+			}
+			fn(conn, req)
+			if req.Close {
+				return
+			}
+		}
+	})
 }
 
 func chunked(s string) string { return fmt.Sprintf("%x\r\n%s\r\n", len(s), s) }

@@ -40,11 +40,7 @@ type keepAliveServer struct {
 
 func newKeepAliveServer(t testing.TB, idle time.Duration, closeOnNext bool) *keepAliveServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &keepAliveServer{addr: "http://" + ln.Addr().String()}
+	s := &keepAliveServer{}
 	chat := sseBody(chatContent("a"), chatDelta("content", "b", "stop", ""), usageChunk(5, 2, -1), "[DONE]")
 	messages := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"m\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n" +
 		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\"}}\n\n" +
@@ -56,53 +52,39 @@ func newKeepAliveServer(t testing.TB, idle time.Duration, closeOnNext bool) *kee
 	}
 	chatAnswer, messagesAnswer := answer(chat), answer(messages)
 
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			conn, err := ln.Accept()
+	s.addr = serveConns(t, func(conn net.Conn) {
+		br := bufio.NewReader(conn)
+		for n := 0; ; n++ {
+			// The idle timer runs from the end of an answer, as in
+			// uvicorn; a new connection gets its first request.
+			switch {
+			case idle > 0 && n > 0:
+				conn.SetReadDeadline(time.Now().Add(idle))
+			default:
+				conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			}
+			req, err := http.ReadRequest(br)
 			if err != nil {
+				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					s.idleShut.Add(1)
+				}
 				return
 			}
-			wg.Go(func() {
-				defer conn.Close()
-				br := bufio.NewReader(conn)
-				for n := 0; ; n++ {
-					// The idle timer runs from the end of an answer, as in
-					// uvicorn; a new connection gets its first request.
-					switch {
-					case idle > 0 && n > 0:
-						conn.SetReadDeadline(time.Now().Add(idle))
-					default:
-						conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-					}
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						if ne, ok := err.(net.Error); ok && ne.Timeout() {
-							s.idleShut.Add(1)
-						}
-						return
-					}
-					if _, err := io.Copy(io.Discard, req.Body); err != nil {
-						return
-					}
-					if closeOnNext && n > 0 {
-						s.dropped.Add(1)
-						return
-					}
-					a := chatAnswer
-					if req.URL.Path == "/v1/messages" {
-						a = messagesAnswer
-					}
-					s.served.Add(1) // before the write: the client may be done before it returns
-					if _, err := conn.Write(a); err != nil {
-						return
-					}
-				}
-			})
+			if _, err := io.Copy(io.Discard, req.Body); err != nil {
+				return
+			}
+			if closeOnNext && n > 0 {
+				s.dropped.Add(1)
+				return
+			}
+			a := chatAnswer
+			if req.URL.Path == "/v1/messages" {
+				a = messagesAnswer
+			}
+			s.served.Add(1) // before the write: the client may be done before it returns
+			if _, err := conn.Write(a); err != nil {
+				return
+			}
 		}
 	})
 	return s

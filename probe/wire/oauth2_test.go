@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -18,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmprobe/llmprobe/internal/redirecttest"
+
 	commoncfg "github.com/prometheus/common/config"
 )
 
@@ -26,42 +27,6 @@ const (
 	oauthClientSecret = "oauth-client-secret-7a6b5c4d3e2f1009"
 	oauthAccessToken  = "at-access-token-0f1e2d3c4b5a6978"
 )
-
-// capture is a server that records what every request to it carried.
-type capture struct {
-	*httptest.Server
-	mu   sync.Mutex
-	seen []string // method, path, headers and body of each request
-}
-
-func newCapture(t *testing.T) *capture {
-	c := &capture{}
-	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		c.mu.Lock()
-		c.seen = append(c.seen, fmt.Sprintf("%s %s %v %s", r.Method, r.URL, r.Header, body))
-		c.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"access_token":"stolen","token_type":"bearer","expires_in":3600}`)
-	}))
-	t.Cleanup(c.Close)
-	return c
-}
-
-func (c *capture) requests() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]string(nil), c.seen...)
-}
-
-// port is the server's port.
-func (c *capture) port(t *testing.T) string {
-	u, err := url.Parse(c.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.Port()
-}
 
 func oauthConfig(tokenURL string, follow bool) commoncfg.HTTPClientConfig {
 	cfg := commoncfg.DefaultHTTPClientConfig
@@ -76,24 +41,18 @@ func oauthConfig(tokenURL string, follow bool) commoncfg.HTTPClientConfig {
 // or as basic auth. The request fails before the target sees it, with
 // the error type oauth2.
 func TestOAuth2TokenRedirectIsRefused(t *testing.T) {
-	other := newCapture(t)
+	other := redirecttest.NewCapture(t, `{"access_token":"stolen","token_type":"bearer","expires_in":3600}`)
 	target := newHeaderRecorder(t)
 	for _, host := range []string{"localhost", "127.0.0.1"} {
 		for _, follow := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/follow=%v", host, follow), func(t *testing.T) {
-				loc := "http://" + net.JoinHostPort(host, other.port(t)) + "/capture"
-				token := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					io.Copy(io.Discard, r.Body)
-					w.Header().Set("Location", loc)
-					w.WriteHeader(http.StatusTemporaryRedirect)
-				}))
-				defer token.Close()
+				token := redirecttest.Redirector(t, other, host)
 				hc := oauthConfig(token.URL+"/token", follow)
 				c := hostileClient(t, target.URL, hc)
-				before, beforeTarget := len(other.requests()), len(target.requests())
+				before, beforeTarget := len(other.Requests()), len(target.requests())
 				var res Result
 				c.Do(context.Background(), hostileRequest("hello there", 4), &res)
-				if got := other.requests()[before:]; len(got) != 0 {
+				if got := other.Requests()[before:]; len(got) != 0 {
 					t.Fatalf("the other server received %d requests: %q", len(got), got)
 				}
 				if n := len(target.requests()) - beforeTarget; n != 0 {

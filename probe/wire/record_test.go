@@ -24,18 +24,7 @@ import (
 // startRecordedSim is startSim's simulator with its request log.
 func startRecordedSim(t *testing.T, mod func(*sim.Config)) *simtest.Server {
 	t.Helper()
-	cfg := sim.DefaultConfig()
-	cfg.Models = []string{"sim-model"}
-	cfg.Seed = 1
-	cfg.PrefillBase = time.Millisecond
-	cfg.PrefillPerToken = 0
-	cfg.DecodeBase = time.Millisecond
-	cfg.DecodePerSeq = 0
-	cfg.EOSProbability = 0
-	if mod != nil {
-		mod(&cfg)
-	}
-	return simtest.Start(t, cfg)
+	return simtest.Start(t, simConfig(mod))
 }
 
 // clientTiming is what res measured, for simtest.Check: the first answer

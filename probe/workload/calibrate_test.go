@@ -7,17 +7,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/llmprobe/llmprobe/internal/redirecttest"
 
 	commoncfg "github.com/prometheus/common/config"
 
@@ -544,22 +542,10 @@ func FuzzTokenizeResponse(f *testing.F) {
 // follow a redirect to another port or host with the target's
 // credentials.
 func TestTokenizeRedirectIsRefused(t *testing.T) {
-	var reached atomic.Int64
-	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
-	defer other.Close()
-	u, err := url.Parse(other.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := redirecttest.NewCapture(t, "")
 	for _, host := range []string{"127.0.0.1", "localhost"} {
 		t.Run(host, func(t *testing.T) {
-			loc := "http://" + net.JoinHostPort(host, u.Port()) + "/capture"
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				io.Copy(io.Discard, r.Body)
-				w.Header().Set("Location", loc)
-				w.WriteHeader(http.StatusTemporaryRedirect)
-			}))
-			defer srv.Close()
+			srv := redirecttest.Redirector(t, other, host)
 			cfg := commoncfg.DefaultHTTPClientConfig
 			cfg.FollowRedirects = true
 			cfg.Authorization = &commoncfg.Authorization{Type: "Bearer", Credentials: "tokenize-secret-0123"}
@@ -570,8 +556,8 @@ func TestTokenizeRedirectIsRefused(t *testing.T) {
 			if _, _, err := calibrateWithTokenize(context.Background(), hc, srv.URL+"/v1", "m", wire.APIChat, NewPromptSynth(1)); err == nil {
 				t.Fatal("calibration succeeded against a redirecting server")
 			}
-			if n := reached.Load(); n != 0 {
-				t.Fatalf("the other server received %d requests", n)
+			if got := other.Requests(); len(got) != 0 {
+				t.Fatalf("the other server received %d requests: %q", len(got), got)
 			}
 		})
 	}
