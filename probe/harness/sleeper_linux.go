@@ -31,6 +31,8 @@ type Sleeper struct {
 	stop  func() bool
 }
 
+// NewSleeper returns a Sleeper whose waits end when ctx is done; Close
+// releases it.
 func NewSleeper(ctx context.Context) *Sleeper {
 	s := &Sleeper{}
 	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
@@ -40,26 +42,15 @@ func NewSleeper(ctx context.Context) *Sleeper {
 		s.stop = context.AfterFunc(ctx, func() { _ = s.f.SetReadDeadline(time.Unix(1, 0)) })
 		return s
 	}
-	s.timer = time.NewTimer(time.Hour)
-	s.timer.Stop()
+	s.timer = stoppedTimer()
 	return s
 }
 
-// until blocks until t or until ctx is done; it reports whether t came.
-func (s *Sleeper) Until(ctx context.Context, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
+// wait waits d on the timerfd (on the runtime timer without one), or
+// until ctx is done; it reports whether d passed.
+func (s *Sleeper) wait(ctx context.Context, d time.Duration) bool {
 	if s.f == nil {
-		s.timer.Reset(d)
-		select {
-		case <-ctx.Done():
-			s.timer.Stop()
-			return false
-		case <-s.timer.C:
-			return true
-		}
+		return s.waitTimer(ctx, d)
 	}
 	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))}
 	if err := unix.TimerfdSettime(s.fd, 0, &spec, nil); err != nil {
@@ -75,6 +66,7 @@ func (s *Sleeper) Until(ctx context.Context, t time.Time) bool {
 	}
 }
 
+// Close releases the sleeper's timerfd.
 func (s *Sleeper) Close() {
 	if s.f == nil {
 		s.timer.Stop()

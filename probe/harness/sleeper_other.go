@@ -14,26 +14,11 @@ import (
 // sleeper_linux.go for the precise Linux version).
 type Sleeper struct{ timer *time.Timer }
 
-func NewSleeper(context.Context) *Sleeper {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return &Sleeper{timer: t}
-}
+// NewSleeper returns a Sleeper; ctx is the linux version's (its waits
+// end when ctx is done, as Until's do here).
+func NewSleeper(context.Context) *Sleeper { return &Sleeper{timer: stoppedTimer()} }
 
-// until blocks until t or until ctx is done; it reports whether t came.
-func (s *Sleeper) Until(ctx context.Context, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	s.timer.Reset(d)
-	select {
-	case <-ctx.Done():
-		s.timer.Stop()
-		return false
-	case <-s.timer.C:
-		return true
-	}
-}
+func (s *Sleeper) wait(ctx context.Context, d time.Duration) bool { return s.waitTimer(ctx, d) }
 
+// Close stops the sleeper's timer.
 func (s *Sleeper) Close() { s.timer.Stop() }
