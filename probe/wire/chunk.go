@@ -334,40 +334,21 @@ func (d *chunkDecoder) usage() error {
 	}
 	s.i++
 	c.hasUsage = true
+	u := &c.usage
 	k, more, err := s.objectStart()
 	for ; more && err == nil; k, more, err = s.objectNext(err) {
-		err = d.usageMember(d.key(k), 2, &chatUsage, &c.usage)
-	}
-	return err
-}
-
-// usageNames are the members of an OpenAI usage object: chat and
-// completions name them prompt_/completion_tokens, the Responses API
-// input_/output_tokens.
-type usageNames struct{ prompt, completion, promptDetails, completionDetails string }
-
-var (
-	chatUsage      = usageNames{"prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details"}
-	responsesUsage = usageNames{"input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details"}
-)
-
-// usageMember reads one member of a usage object, its value at depth,
-// into u: the prompt and completion counts, the cached tokens of the
-// prompt's details and the reasoning tokens of the completion's.
-func (d *chunkDecoder) usageMember(key []byte, depth int, n *usageNames, u *tokenUsage) error {
-	s := &d.s
-	var err error
-	switch k := string(key); k {
-	case n.prompt:
-		u.prompt, u.hasPrompt, u.badPrompt, err = s.usageCount(depth)
-	case n.completion:
-		u.completion, u.hasCompletion, u.badCompletion, err = s.usageCount(depth)
-	case n.promptDetails:
-		u.cached, u.hasCached, u.badCached, err = d.countIn(depth, "cached_tokens")
-	case n.completionDetails:
-		u.reasoning, u.hasReasoning, u.badReasoning, err = d.countIn(depth, "reasoning_tokens")
-	default:
-		err = s.skip(depth)
+		switch string(d.key(k)) {
+		case "prompt_tokens":
+			u.prompt, u.hasPrompt, u.badPrompt, err = s.usageCount(2)
+		case "completion_tokens":
+			u.completion, u.hasCompletion, u.badCompletion, err = s.usageCount(2)
+		case "completion_tokens_details":
+			u.reasoning, u.hasReasoning, u.badReasoning, err = d.countIn(2, "reasoning_tokens")
+		case "prompt_tokens_details":
+			u.cached, u.hasCached, u.badCached, err = d.countIn(2, "cached_tokens")
+		default:
+			err = s.skip(2)
+		}
 	}
 	return err
 }
