@@ -12,75 +12,23 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/llmprobe/llmprobe/config"
-	"github.com/llmprobe/llmprobe/internal/promtest"
+	"github.com/llmprobe/llmprobe/internal/proctest"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	binPath   string
-	buildErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-// llmprobeBinary builds cmd/llmprobe once per test run.
-func llmprobeBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		goBin, err := exec.LookPath("go")
-		if err != nil {
-			buildErr = fmt.Errorf("go command not found: %w", err)
-			return
-		}
-		if binDir, buildErr = os.MkdirTemp("", "llmprobe-deploy-test"); buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "llmprobe")
-		cmd := exec.Command(goBin, "build", "-o", binPath, "./cmd/llmprobe")
-		cmd.Dir = promtest.Root(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/llmprobe: %w\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
+func TestMain(m *testing.M) { proctest.Main(m) }
 
 // runDeployed runs `llmprobe` with the arguments a deployment file gives
 // it, the way the container would: mounts maps each directory the
@@ -96,7 +44,7 @@ func runDeployed(t *testing.T, args []string, mounts map[string]map[string]strin
 	if testing.Short() {
 		t.Skip("starts llmprobe: skipped with -short")
 	}
-	bin := llmprobeBinary(t)
+	bin := proctest.LLMProbe.Path(t)
 
 	srv, base, err := sim.Listen("127.0.0.1:0", sim.DefaultConfig(), slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -150,75 +98,41 @@ func runDeployed(t *testing.T, args []string, mounts map[string]map[string]strin
 		t.Fatalf("--config.file=%s is not in a mounted directory %v", configFile, mapKeys(mounts))
 	}
 
-	addr := "127.0.0.1:" + freePort(t)
-	run := make([]string, 0, len(args)+1)
-	hasListen := false
-	for _, a := range args {
-		name, value, isFlag := strings.Cut(a, "=")
-		switch {
-		case name == "--web.listen-address":
-			a, hasListen = name+"="+addr, true
-		case isFlag && strings.HasPrefix(name, "--"):
-			a = name + "=" + toHost(value)
+	// The command line with the container's paths made the host's, and
+	// --web.listen-address set to addr.
+	command := func(addr string) []string {
+		run := make([]string, 0, len(args)+1)
+		hasListen := false
+		for _, a := range args {
+			name, value, isFlag := strings.Cut(a, "=")
+			switch {
+			case name == "--web.listen-address":
+				a, hasListen = name+"="+addr, true
+			case isFlag && strings.HasPrefix(name, "--"):
+				a = name + "=" + toHost(value)
+			}
+			run = append(run, a)
 		}
-		run = append(run, a)
-	}
-	if !hasListen {
-		run = append(run, "--web.listen-address="+addr)
+		if !hasListen {
+			run = append(run, "--web.listen-address="+addr)
+		}
+		return run
 	}
 	replicas := 1
 	if v, ok := flagValue(args, "probe.replicas"); ok {
 		replicas, _ = strconv.Atoi(v)
 	}
 
-	var logs bytes.Buffer
-	cmd := exec.Command(bin, run...)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	// No OTLP export from the test, whatever the environment says.
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "OTEL_") })
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var waitErr error
-	exited := make(chan struct{})
-	go func() {
-		waitErr = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-exited:
-		default:
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-
+	daemon, daemonURL := proctest.StartServer(t, bin, "/-/ready", proctest.Options{}, command)
 	client := &http.Client{Timeout: 2 * time.Second}
 	get := func(p string) (int, string) {
-		resp, err := client.Get("http://" + addr + p)
+		resp, err := client.Get(daemonURL + p)
 		if err != nil {
 			return 0, err.Error()
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 		return resp.StatusCode, string(body)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, _ := get("/-/ready")
-		if code == http.StatusOK {
-			break
-		}
-		select {
-		case <-exited:
-			t.Fatalf("llmprobe %q exited before it was ready: %v\n%s", run, waitErr, logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("llmprobe %q not ready within 30s (last /-/ready: %d)\n%s", run, code, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	if code, body := get("/-/healthy"); code != http.StatusOK {
 		t.Errorf("/-/healthy: %d %s", code, body)
@@ -242,25 +156,19 @@ func runDeployed(t *testing.T, args []string, mounts map[string]map[string]strin
 		}
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
 	limit := time.Duration(cfg.Global.ShutdownGracePeriod) + shutdownOverhead + 10*time.Second
-	select {
-	case <-exited:
-		if waitErr != nil {
-			t.Errorf("llmprobe exited with %v after SIGTERM\n%s", waitErr, logs.String())
-		}
-	case <-time.After(limit):
-		t.Fatalf("llmprobe still running %v after SIGTERM\n%s", limit, logs.String())
+	if err := daemon.Stop(limit); err != nil {
+		t.Error(err)
 	}
 
 	if f, _ := flagValue(args, "log.format"); f == "json" {
-		sc := bufio.NewScanner(bytes.NewReader(logs.Bytes()))
-		for sc.Scan() {
-			if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 && !json.Valid(line) {
-				t.Errorf("--log.format=json, but a log line is not JSON: %s", line)
-				break
+		for _, out := range []string{daemon.Stdout(), daemon.Stderr()} {
+			sc := bufio.NewScanner(strings.NewReader(out))
+			for sc.Scan() {
+				if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 && !json.Valid(line) {
+					t.Errorf("--log.format=json, but a log line is not JSON: %s", line)
+					break
+				}
 			}
 		}
 	}

@@ -3,11 +3,12 @@
 
 // Package e2e holds the end-to-end tests of the real llmprobe binary.
 //
-// TestMain builds cmd/llmprobe once (without the race detector, to keep the
-// build fast; the packages' own tests run with -race) and the tests start
-// it as separate processes on free loopback ports: the simulator (`llmprobe
-// sim`), the daemon (`llmprobe run`) and, where the dashboards are checked,
-// a real Prometheus 3 from internal/promtest. Nothing is mocked: the tests
+// The tests build cmd/llmprobe once, on first use (without the race
+// detector, to keep the build fast; the packages' own tests run with
+// -race), and start it as separate processes on free loopback ports
+// (internal/proctest): the simulator (`llmprobe sim`), the daemon
+// (`llmprobe run`) and, where the dashboards are checked, a real
+// Prometheus 3 from internal/promtest. Nothing is mocked: the tests
 // send real signals, rewrite real configuration files, scrape the real
 // /metrics and run the real promtool.
 //

@@ -4,22 +4,13 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,7 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/llmprobe/llmprobe/internal/promtest"
+	"github.com/llmprobe/llmprobe/internal/proctest"
 )
 
 // binaryVersion is linked into the test binary's build info, so the tests
@@ -38,297 +29,45 @@ const binaryVersion = "0.0.0-e2e"
 // run that llmprobe binary (a release build, say) instead of building one.
 const BinaryEnv = "LLMPROBE_E2E_BINARY"
 
-// llmprobeBinary is the path of the binary under test; empty in -short
-// mode.
-var llmprobeBinary string
-
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		// Every test skips itself; nothing to build.
-		os.Exit(m.Run())
-	}
-	if p := os.Getenv(BinaryEnv); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: $%s: %v\n", BinaryEnv, err)
-			os.Exit(1)
-		}
-		llmprobeBinary = p
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "llmprobe-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		os.Exit(1)
-	}
-	start := time.Now()
-	llmprobeBinary, err = buildBinary(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	if testing.Verbose() {
-		fmt.Printf("e2e: built %s in %s\n", llmprobeBinary, time.Since(start).Round(time.Millisecond))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+// llmprobe is the binary under test, built on first use.
+var llmprobe = &proctest.Binary{
+	Env:     BinaryEnv,
+	LDFlags: "-X github.com/prometheus/common/version.Version=" + binaryVersion,
 }
 
-// buildBinary builds cmd/llmprobe into dir with the go command on $PATH.
-// It is built without -race even when the tests are: the build stays
-// fast, and the packages' own tests cover the race detector.
-func buildBinary(dir string) (string, error) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		return "", fmt.Errorf("the e2e tests build cmd/llmprobe and need the go command on $PATH: %w", err)
-	}
-	root, err := promtest.ModuleRoot()
-	if err != nil {
-		return "", err
-	}
-	out := filepath.Join(dir, "llmprobe")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, gobin, "build",
-		"-ldflags", "-X github.com/prometheus/common/version.Version="+binaryVersion,
-		"-o", out, "github.com/llmprobe/llmprobe/cmd/llmprobe")
-	cmd.Dir = root
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/llmprobe: %w\n%s", err, buf.String())
-	}
-	return out, nil
-}
+func TestMain(m *testing.M) { proctest.Main(m, llmprobe) }
 
 // binary returns the llmprobe binary, skipping t in -short mode.
 func binary(t *testing.T) string {
 	t.Helper()
-	if testing.Short() || llmprobeBinary == "" {
+	if testing.Short() {
 		t.Skip("end-to-end: builds and runs the llmprobe binary (skipped with -short)")
 	}
-	return llmprobeBinary
+	return llmprobe.Path(t)
 }
 
-// logBuffer is a goroutine-safe, bounded output buffer.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+// process is a running llmprobe command (see proctest.Start: it is
+// stopped when the test ends and must exit 0 then).
+type process = proctest.Process
 
-const maxLogBytes = 8 << 20
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.buf.Len()+len(p) <= maxLogBytes {
-		b.buf.Write(p)
-	}
-	return len(p), nil
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// stopTimeout is how long a process may take to exit after SIGTERM in
-// cleanup before it is killed.
-const stopTimeout = 15 * time.Second
-
-// process is a running llmprobe command.
-type process struct {
-	name           string
-	cmd            *exec.Cmd
-	stdout, stderr logBuffer
-	done           chan struct{} // closed when the process has exited
-	waitErr        error         // valid once done is closed
-	cancel         context.CancelFunc
-}
-
-// startProcess starts the llmprobe binary with args. The process gets the
-// test's environment without any OTEL_* variable (no tracing unless a test
-// asks for it) plus env. It is stopped (SIGTERM, then SIGKILL after
-// stopTimeout) when the test ends, and its output is logged if the test
-// failed.
-func startProcess(t *testing.T, name string, env []string, args ...string) *process {
-	t.Helper()
-	bin := binary(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &process{name: name, done: make(chan struct{}), cancel: cancel}
-	p.cmd = exec.CommandContext(ctx, bin, args...)
-	p.cmd.Cancel = func() error { return p.cmd.Process.Signal(syscall.SIGTERM) }
-	p.cmd.WaitDelay = stopTimeout
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	p.cmd.Env = append(cleanEnv(), env...)
-	setParentDeathSignal(p.cmd)
-	if err := p.cmd.Start(); err != nil {
-		cancel()
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		running := !p.Exited()
-		p.cancel() // SIGTERM if still running; SIGKILL after WaitDelay
-		select {
-		case <-p.done:
-			// Every server shuts down cleanly on SIGTERM, whatever the
-			// test left it doing.
-			if code := p.cmd.ProcessState.ExitCode(); running && code != 0 {
-				t.Errorf("%s exited %d after SIGTERM (%v), want 0", name, code, p.waitErr)
-			}
-		case <-time.After(stopTimeout + 5*time.Second):
-			t.Errorf("%s did not exit after SIGTERM and SIGKILL", name)
-		}
-		if t.Failed() {
-			t.Logf("%s (%s) output:\n%s", name, strings.Join(args, " "), tail(p.Output(), 48<<10))
-		}
-	})
-	return p
-}
-
-// cleanEnv is the test's environment without OTEL_* variables.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "OTEL_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "[...]\n" + s[len(s)-n:]
-}
-
-// Output is everything the process wrote, stdout then stderr.
-func (p *process) Output() string {
-	return "--- stdout\n" + p.stdout.String() + "--- stderr\n" + p.stderr.String()
-}
-
-// Stderr is what the process wrote to stderr (promslog's output).
-func (p *process) Stderr() string { return p.stderr.String() }
-
-// Signal sends sig to the process.
-func (p *process) Signal(t *testing.T, sig os.Signal) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signalling %s with %v: %v", p.name, sig, err)
-	}
-}
-
-// Exited reports whether the process has exited.
-func (p *process) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// Wait waits up to timeout for the process to exit and returns its exit
-// code (-1 when a signal killed it). ok is false on timeout.
-func (p *process) Wait(timeout time.Duration) (code int, ok bool) {
-	select {
-	case <-p.done:
-		return p.cmd.ProcessState.ExitCode(), true
-	case <-time.After(timeout):
-		return 0, false
-	}
-}
-
-// runCommand runs llmprobe with args to completion (bounded to 1 minute)
-// and returns its exit code, stdout and stderr.
+// runCommand runs llmprobe with args to completion (bounded) and returns
+// its exit code, stdout and stderr.
 func runCommand(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(t), args...)
-	cmd.Env = cleanEnv()
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("llmprobe %s: timed out\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), o.String(), e.String())
-	}
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("llmprobe %s: %v", strings.Join(args, " "), err)
-	}
-	return cmd.ProcessState.ExitCode(), o.String(), e.String()
+	r := proctest.Run(t, binary(t), nil, args...)
+	return r.Code, r.Stdout, r.Stderr
 }
 
-// freeAddr returns a loopback address whose port was free a moment ago.
-// Another process may take it before ours binds it: startServer retries.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// tail returns at most the last n bytes of s.
+func tail(s string, n int) string { return proctest.Tail(s, n) }
 
-// readyTimeout bounds how long a started server may take to be ready.
-const readyTimeout = 30 * time.Second
-
-// startServer starts an llmprobe server command on a free loopback port:
-// args returns the command line for an address. It waits until GET
-// readyPath answers 200 and returns the process and its base URL. A port
-// taken in between is retried with another one.
+// startServer starts an llmprobe server command on a free loopback port
+// with env added to its environment: args returns the command line for an
+// address. It waits until GET readyPath answers 200 and returns the
+// process and its base URL.
 func startServer(t *testing.T, name, readyPath string, env []string, args func(addr string) []string) (*process, string) {
 	t.Helper()
-	var last *process
-	for attempt := 0; attempt < 3; attempt++ {
-		addr := freeAddr(t)
-		p := startProcess(t, name, env, args(addr)...)
-		base := "http://" + addr
-		err := waitReady(p, base+readyPath, readyTimeout)
-		if err == nil {
-			return p, base
-		}
-		last = p
-		if p.Exited() && strings.Contains(p.Stderr(), "address already in use") {
-			continue
-		}
-		t.Fatalf("%s: %v\n%s", name, err, tail(p.Output(), 16<<10))
-	}
-	t.Fatalf("%s: no free port after 3 attempts\n%s", name, tail(last.Output(), 16<<10))
-	return nil, ""
-}
-
-var pollClient = &http.Client{Timeout: 2 * time.Second}
-
-// waitReady polls url until it answers 200, the process exits, or timeout.
-func waitReady(p *process, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if p.Exited() {
-			return fmt.Errorf("exited before %s was ready (%v)", url, p.waitErr)
-		}
-		resp, err := pollClient.Get(url)
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("%s not ready after %s", url, timeout)
+	return proctest.StartServer(t, binary(t), readyPath, proctest.Options{Name: name, Env: env}, args)
 }
 
 // simModel is the model the simulator serves and the targets ask for; its
@@ -339,18 +78,14 @@ const simModel = "meta-llama/Llama-3.1-8B-Instruct"
 // returns its base URL (without /v1).
 func startSim(t *testing.T, flags ...string) (*process, string) {
 	t.Helper()
-	return startServer(t, "llmprobe sim", "/health", nil, func(addr string) []string {
-		return append([]string{"sim", "--web.listen-address=" + addr, "--model=" + simModel, "--log.level=debug"}, flags...)
-	})
+	return proctest.StartSim(t, binary(t), proctest.Options{}, append([]string{"--model=" + simModel, "--log.level=debug"}, flags...)...)
 }
 
 // startDaemon starts `llmprobe run` with the configuration file and
 // returns its base URL once /-/ready answers.
 func startDaemon(t *testing.T, configFile string, flags ...string) (*process, string) {
 	t.Helper()
-	return startServer(t, "llmprobe run", "/-/ready", nil, func(addr string) []string {
-		return append([]string{"run", "--config.file=" + configFile, "--web.listen-address=" + addr, "--web.enable-lifecycle", "--log.level=debug"}, flags...)
-	})
+	return proctest.StartDaemon(t, binary(t), proctest.Options{}, append([]string{"--config.file=" + configFile, "--web.enable-lifecycle", "--log.level=debug"}, flags...)...)
 }
 
 // placeholder matches ${NAME} in configuration fixtures.

@@ -121,7 +121,7 @@ func TestCPUStarvedHarnessIsFlagged(t *testing.T) {
 	}
 	const bound = 2 * time.Millisecond
 	simProc, simURL := startSim(t)
-	pin(t, simProc.cmd.Process.Pid, 1)
+	pin(t, simProc.Pid(), 1)
 	cfg := filepath.Join(t.TempDir(), "llmprobe.yml")
 	writeFileAtomic(t, cfg, fmt.Sprintf(`
 global: {warmup: 0s, saturation: {window: 10s, max_inflation: %v}}
@@ -133,7 +133,7 @@ targets:
 	daemon, base := startServer(t, "llmprobe run", "/-/ready", []string{"GOMAXPROCS=1"}, func(addr string) []string {
 		return []string{"run", "--config.file=" + cfg, "--web.listen-address=" + addr}
 	})
-	pin(t, daemon.cmd.Process.Pid, 0)
+	pin(t, daemon.Pid(), 0)
 
 	phase := func(name string, d time.Duration) (time.Duration, []string) {
 		time.Sleep(2 * time.Second)

@@ -228,8 +228,8 @@ func TestSoak(t *testing.T) {
 		t.Error(err)
 	}
 	for _, p := range []*process{daemon, sim} {
-		logBytes, warn, errs, notable := p.out.Counts()
-		msg := fmt.Sprintf("%s log: %d bytes, %d WARN and %d ERROR lines", p.name, logBytes, warn, errs)
+		logBytes, warn, errs, notable := p.log.Counts()
+		msg := fmt.Sprintf("%s log: %d bytes, %d WARN and %d ERROR lines", p.Name(), logBytes, warn, errs)
 		if len(notable) > 0 {
 			msg += fmt.Sprintf(" (the first %d):\n  %s", len(notable), strings.Join(notable, "\n  "))
 		}
@@ -251,14 +251,14 @@ func collect(t *testing.T, cfg settings, start time.Time, daemon, sim *process, 
 		}
 		timer := time.NewTimer(time.Until(start.Add(at)))
 		select {
-		case <-daemon.done:
+		case <-daemon.Done():
 			timer.Stop()
 			t.Logf("samples so far:\n%s", formatTable(samples))
-			t.Fatalf("the daemon exited %s into the soak: %v", time.Since(start).Round(time.Second), daemon.waitErr)
-		case <-sim.done:
+			t.Fatalf("the daemon exited %s into the soak: %v", time.Since(start).Round(time.Second), daemon.Err())
+		case <-sim.Done():
 			timer.Stop()
 			t.Logf("samples so far:\n%s", formatTable(samples))
-			t.Fatalf("the simulator exited %s into the soak: %v", time.Since(start).Round(time.Second), sim.waitErr)
+			t.Fatalf("the simulator exited %s into the soak: %v", time.Since(start).Round(time.Second), sim.Err())
 		case <-timer.C:
 		}
 		s, err := takeSample(daemonURL, simURL)

@@ -30,7 +30,10 @@ func TestCheckConfigCancelled(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("returned after %v", d)
 	}
-	if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+	// Release a reader still waiting in open, if any; without one a
+	// blocking open for writing would wait for ever (the cancelled read
+	// may already have released and closed its end).
+	if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
 		w.Close()
 	}
 }

@@ -4,7 +4,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,32 +13,18 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/llmprobe/llmprobe/internal/testio"
+	"github.com/llmprobe/llmprobe/internal/proctest"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
 // The tests here run the real binary, built once with plain `go build`
 // (and once by `make build`, for its -ldflags), as a user would.
 
-var built struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { proctest.Main(m) }
 
 // moduleRoot is the repository root (this package is cmd/llmprobe).
 func moduleRoot(t *testing.T) string {
@@ -55,25 +40,7 @@ func moduleRoot(t *testing.T) string {
 // (mixin_test.go uses it too).
 func binary(t *testing.T) string {
 	t.Helper()
-	built.once.Do(func() {
-		gobin, err := exec.LookPath("go")
-		if err != nil {
-			built.err = err
-			return
-		}
-		if built.dir, built.err = os.MkdirTemp("", "llmprobe-cli-test"); built.err != nil {
-			return
-		}
-		built.path = filepath.Join(built.dir, "llmprobe")
-		cmd := exec.Command(gobin, "build", "-o", built.path, ".")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.path
+	return proctest.LLMProbe.Path(t)
 }
 
 type cliResult struct {
@@ -84,22 +51,8 @@ type cliResult struct {
 // runBinary runs the binary with args (and extra environment) to its end.
 func runBinary(t *testing.T, bin string, env []string, args ...string) cliResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		if !ok {
-			t.Fatalf("llmprobe %s: %v", strings.Join(args, " "), err)
-		}
-		code = ee.ExitCode()
-	}
-	return cliResult{code, stdout.String(), stderr.String()}
+	r := proctest.Run(t, bin, env, args...)
+	return cliResult{r.Code, r.Stdout, r.Stderr}
 }
 
 // TestBadCommandLine: a bad flag, argument or flag value of every
@@ -354,29 +307,13 @@ targets:
 	}
 	write(config("first", "token"))
 
-	addr := freeAddr(t)
-	base := "http://" + addr
-	var stderr testio.Buffer
-	cmd := exec.Command(bin, "run", "--config.file="+file, "--web.listen-address="+addr, "--web.enable-lifecycle")
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	daemon, base := proctest.StartDaemon(t, bin, proctest.Options{}, "--config.file="+file, "--web.enable-lifecycle")
 	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if strings.Contains(stderr.String(), "s3cr3t") {
-			t.Errorf("the daemon logged a secret:\n%s", stderr.String())
+		_ = daemon.Stop(20 * time.Second) // how it exits is not what this test judges
+		if strings.Contains(daemon.Stderr(), "s3cr3t") {
+			t.Errorf("the daemon logged a secret:\n%s", daemon.Stderr())
 		}
 	}()
-	waitHTTP(t, base+"/-/ready")
 
 	get := func(path string) string {
 		t.Helper()
@@ -423,15 +360,13 @@ targets:
 	running("first", "second")
 
 	// SIGHUP: refused the same way, logged.
-	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
+	daemon.Signal(t, syscall.SIGHUP)
 	deadline := time.Now().Add(10 * time.Second)
-	for strings.Count(stderr.String(), "missing-token") < 2 && time.Now().Before(deadline) {
+	for strings.Count(daemon.Stderr(), "missing-token") < 2 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if n := strings.Count(stderr.String(), "missing-token"); n < 2 {
-		t.Errorf("the refused SIGHUP reload is not logged:\n%s", stderr.String())
+	if n := strings.Count(daemon.Stderr(), "missing-token"); n < 2 {
+		t.Errorf("the refused SIGHUP reload is not logged:\n%s", daemon.Stderr())
 	}
 	running("first", "second")
 
@@ -439,12 +374,10 @@ targets:
 	if err := os.WriteFile(filepath.Join(dir, "missing-token"), []byte("s3cr3t-other\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
+	daemon.Signal(t, syscall.SIGHUP)
 	for deadline := time.Now().Add(10 * time.Second); gauge() != "1"; {
 		if time.Now().After(deadline) {
-			t.Fatalf("the configuration is not taken once its file exists:\n%s", stderr.String())
+			t.Fatalf("the configuration is not taken once its file exists:\n%s", daemon.Stderr())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -527,21 +460,13 @@ func TestDemoFileChecks(t *testing.T) {
 		t.Errorf("check-config examples/demo.yml: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
-	addr := freeAddr(t)
-	cmd := exec.Command(bin, "run", "--demo", "--web.listen-address="+addr)
-	var stderr testio.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}()
-	waitHTTP(t, "http://"+addr+"/-/ready")
+	daemon, base := proctest.StartServer(t, bin, "/-/ready", proctest.Options{}, func(addr string) []string {
+		return []string{"run", "--demo", "--web.listen-address=" + addr}
+	})
+	defer func() { _ = daemon.Stop(proctest.StopTimeout) }() // how it exits is not what this test judges
 	success := regexp.MustCompile(`(?m)^llmprobe_requests_total\{[^}]*outcome="success"[^}]*target="sim-chat"[^}]*\} [1-9]`)
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		resp, err := http.Get("http://" + addr + "/metrics")
+		resp, err := http.Get(base + "/metrics")
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -550,7 +475,7 @@ func TestDemoFileChecks(t *testing.T) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("run --demo: no successful request of sim-chat within 30s:\n%s", stderr.String())
+			t.Fatalf("run --demo: no successful request of sim-chat within 30s:\n%s", daemon.Stderr())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/llmprobe/llmprobe/internal/otlptest"
+	"github.com/llmprobe/llmprobe/internal/proctest"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -41,16 +41,6 @@ func tracingEnv(t *testing.T, sink *otlptest.Receiver) {
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // TestRunAndSimTrace runs `llmprobe sim` and `llmprobe run` (their run
 // functions, in this process) with tracing enabled by the environment.
 func TestRunAndSimTrace(t *testing.T) {
@@ -62,7 +52,7 @@ func TestRunAndSimTrace(t *testing.T) {
 
 	simCfg := sim.DefaultConfig()
 	simCfg.ZeroLatency = true
-	simAddr := freeAddr(t)
+	simAddr := proctest.FreeAddr(t)
 	simDone := make(chan error, 1)
 	go func() { simDone <- runSim(ctx, logger, simAddr, simCfg) }()
 	waitHTTP(t, "http://"+simAddr+"/health")
@@ -79,7 +69,7 @@ targets:
 `, simAddr)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	listen, webConfig, systemd := []string{freeAddr(t)}, "", false
+	listen, webConfig, systemd := []string{proctest.FreeAddr(t)}, "", false
 	runCtx, stopRun := context.WithCancel(ctx)
 	runDone := make(chan error, 1)
 	go func() {

@@ -13,18 +13,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/llmprobe/llmprobe/internal/testio"
+	"github.com/llmprobe/llmprobe/internal/proctest"
 )
 
 const unitFile = "llmprobe.service"
@@ -152,20 +150,7 @@ func readUnit(t *testing.T) (unit, []byte) {
 	return parseUnit(t, data), data
 }
 
-// buildBinary builds cmd/llmprobe into dir.
-func buildBinary(t *testing.T, dir string) string {
-	t.Helper()
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("building cmd/llmprobe needs the go command: %v", err)
-	}
-	bin := filepath.Join(dir, "llmprobe")
-	cmd := exec.Command(gobin, "build", "-o", bin, "../../cmd/llmprobe")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/llmprobe: %v\n%s", err, out)
-	}
-	return bin
-}
+func TestMain(m *testing.M) { proctest.Main(m) }
 
 // TestUnitSettings: the reload, stop, hardening and secrets settings the
 // documentation relies on.
@@ -240,7 +225,7 @@ func TestUnitSettings(t *testing.T) {
 func TestUnitCommands(t *testing.T) {
 	u, _ := readUnit(t)
 	dir := t.TempDir()
-	bin := buildBinary(t, dir)
+	bin := proctest.LLMProbe.Path(t)
 
 	// The machine the unit expects, under dir: the credential the
 	// configuration reads, the cache directory.
@@ -256,12 +241,7 @@ func TestUnitCommands(t *testing.T) {
 	}
 	// A target the daemon probes: a closed port is enough (the requests
 	// fail; the configuration is what is checked).
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := l.Addr().String()
-	l.Close()
+	closed := proctest.FreeAddr(t)
 	configFile := filepath.Join(dir, "llmprobe.yml")
 	cfg := fmt.Sprintf(`global: {shutdown_grace_period: 1s}
 workloads:
@@ -278,11 +258,10 @@ targets:
 	if err := os.WriteFile(configFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
 	// localize turns a command of the unit into this test's: the binary,
 	// the configuration and the listen address it uses, and the
 	// environment systemd would expand.
-	localize := func(line string) []string {
+	localize := func(line, addr string) []string {
 		t.Helper()
 		words := splitCommand(t, line)
 		for i, w := range words {
@@ -308,9 +287,8 @@ targets:
 	}
 	// The exact flags parse (--help exits 0 only when they do: a bad
 	// flag is exit code 2).
-	help := exec.Command(bin, append(start[1:], "--help")...)
-	if out, err := help.CombinedOutput(); err != nil {
-		t.Errorf("llmprobe %s --help: %v\n%s", strings.Join(start[1:], " "), err, out)
+	if r := proctest.Run(t, bin, nil, append(start[1:], "--help")...); r.Code != 0 {
+		t.Errorf("llmprobe %s --help: exit code %d\n%s%s", strings.Join(start[1:], " "), r.Code, r.Stdout, r.Stderr)
 	}
 	for _, f := range []string{"--config.file", "--web.listen-address", "--selftest.file"} {
 		if !strings.Contains(u.one(t, "Service", "ExecStart"), f+"=") {
@@ -319,38 +297,22 @@ targets:
 	}
 
 	for _, line := range append(u["Service"]["ExecStartPre"], u["Service"]["ExecReload"][:len(u["Service"]["ExecReload"])-1]...) {
-		args := localize(line)
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Errorf("%s: %v\n%s", line, err, out)
-		} else if !strings.Contains(string(out), "SUCCESS") {
-			t.Errorf("%s: %s", line, out)
+		args := localize(line, "")
+		if r := proctest.Run(t, args[0], nil, args[1:]...); r.Code != 0 {
+			t.Errorf("%s: exit code %d\n%s%s", line, r.Code, r.Stdout, r.Stderr)
+		} else if !strings.Contains(r.Stdout+r.Stderr, "SUCCESS") {
+			t.Errorf("%s: %s%s", line, r.Stdout, r.Stderr)
 		}
 	}
 
-	args := localize(u.one(t, "Service", "ExecStart"))
-	daemon := exec.Command(args[0], args[1:]...)
-	var stderr testio.Buffer
-	daemon.Stderr = &stderr
-	if err := daemon.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- daemon.Wait() }()
-	defer func() {
-		_ = daemon.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			_ = daemon.Process.Kill()
-			<-exited
-		}
-	}()
-	base := "http://" + addr
-	waitFor(t, "the daemon is not ready", func() bool { return status(base+"/-/ready") == http.StatusOK })
+	daemon, base := proctest.StartServer(t, bin, "/-/ready", proctest.Options{}, func(addr string) []string {
+		return localize(u.one(t, "Service", "ExecStart"), addr)[1:]
+	})
+	defer func() { _ = daemon.Stop(20 * time.Second) }() // how it exits is not what this test judges
 
 	// ExecReload: check, then kill -HUP $MAINPID.
 	reload := u["Service"]["ExecReload"]
-	kill := strings.Fields(strings.ReplaceAll(reload[len(reload)-1], "$MAINPID", fmt.Sprint(daemon.Process.Pid)))
+	kill := strings.Fields(strings.ReplaceAll(reload[len(reload)-1], "$MAINPID", fmt.Sprint(daemon.Pid())))
 	if out, err := exec.Command(kill[0], kill[1:]...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(kill, " "), err, out)
 	}
@@ -363,12 +325,10 @@ targets:
 		b, _ := io.ReadAll(resp.Body)
 		// Two successful loads: the start and the reload.
 		return regexp.MustCompile(`(?m)^llmprobe_config_last_reload_successful 1$`).Match(b) &&
-			strings.Count(stderr.String(), "configuration loaded") >= 2
+			strings.Count(daemon.Stderr(), "configuration loaded") >= 2
 	})
-	select {
-	case err := <-exited:
-		t.Fatalf("the daemon exited: %v\n%s", err, stderr.String())
-	default:
+	if daemon.Exited() {
+		t.Fatalf("the daemon exited: %v\n%s", daemon.Err(), daemon.Stderr())
 	}
 }
 
@@ -380,7 +340,7 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 		t.Skip("systemd-analyze is not installed")
 	}
 	dir := t.TempDir()
-	bin := buildBinary(t, dir)
+	bin := proctest.LLMProbe.Path(t)
 	data, err := os.ReadFile(unitFile)
 	if err != nil {
 		t.Fatal(err)
@@ -401,16 +361,6 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 			t.Errorf("systemd-analyze verify: %s", l)
 		}
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func status(url string) int {

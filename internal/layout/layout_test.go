@@ -38,7 +38,7 @@ var (
 	// engine is what the probe engine is made of.
 	engine = []string{"probe", "probe/wire", "probe/workload", "probe/harness"}
 	// support is what tests share; no production code imports it.
-	support = []string{"internal/promtest", "internal/otlptest", "internal/simtest", "internal/testio", "internal/redirecttest"}
+	support = []string{"internal/promtest", "internal/otlptest", "internal/simtest", "internal/testio", "internal/redirecttest", "internal/proctest"}
 )
 
 func join(groups ...[]string) []string { return slices.Concat(groups...) }
@@ -85,7 +85,8 @@ var layers = map[string]rule{
 	"cmd/llmprobe": {imports: join(engine, leaves, []string{"config", "fit", "sim", "exporter", "bench", "alerts", "dashboards", "examples"}), testOnly: true},
 
 	// Test support and the packages that are only tests.
-	"internal/promtest":     {imports: []string{"internal/testio"}},
+	"internal/promtest":     {imports: []string{"internal/proctest", "internal/testio"}},
+	"internal/proctest":     {imports: []string{"internal/testio"}},
 	"internal/otlptest":     {},
 	"internal/simtest":      {imports: []string{"sim"}},
 	"internal/testio":       {},

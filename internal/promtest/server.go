@@ -5,17 +5,12 @@ package promtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,7 +18,7 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/llmprobe/llmprobe/internal/testio"
+	"github.com/llmprobe/llmprobe/internal/proctest"
 )
 
 // ScrapeTarget is one scrape job of the test Prometheus.
@@ -70,14 +65,9 @@ type Server struct {
 	// ConfigFile is the generated prometheus.yml.
 	ConfigFile string
 
-	cmd    *exec.Cmd
-	logs   *testio.Buffer
+	proc   *proctest.Process
 	client *http.Client
 	api    v1.API
-	done   chan struct{}
-	waitMu sync.Mutex
-	err    error
-	once   sync.Once
 }
 
 // Config types: only the keys the tests need, spelled as Prometheus 3.x
@@ -166,16 +156,6 @@ func withDefaults(opts Options) Options {
 	return opts
 }
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // Start starts Prometheus with opts and waits until it is ready. The server
 // is stopped and its data removed when the test ends; its log is printed
 // when the test failed.
@@ -196,7 +176,7 @@ func Start(t testing.TB, opts Options) *Server {
 	// take it in between, so retry a few times on a failed start.
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		s, err := start(bin, dir, cfgFile, opts)
+		s, err := start(t, bin, dir, cfgFile, opts)
 		if err == nil {
 			t.Cleanup(func() {
 				if err := s.Stop(); err != nil {
@@ -214,12 +194,8 @@ func Start(t testing.TB, opts Options) *Server {
 	return nil
 }
 
-func start(bin, dir, cfgFile string, opts Options) (*Server, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+func start(t testing.TB, bin, dir, cfgFile string, opts Options) (*Server, error) {
+	addr := proctest.FreeAddr(t)
 	dataDir, err := os.MkdirTemp(dir, "data")
 	if err != nil {
 		return nil, err
@@ -235,88 +211,37 @@ func start(bin, dir, cfgFile string, opts Options) (*Server, error) {
 	s := &Server{
 		URL:        "http://" + addr,
 		ConfigFile: cfgFile,
-		cmd:        exec.Command(bin, args...),
-		logs:       &testio.Buffer{},
 		client:     &http.Client{Timeout: 30 * time.Second},
-		done:       make(chan struct{}),
 	}
 	apiClient, err := api.NewClient(api.Config{Address: s.URL, Client: s.client})
 	if err != nil {
 		return nil, fmt.Errorf("prometheus API client for %s: %w", s.URL, err)
 	}
 	s.api = v1.NewAPI(apiClient)
-	s.cmd.Stdout = s.logs
-	s.cmd.Stderr = s.logs
-	// A test binary killed by its timeout must not leave Prometheus behind.
-	setParentDeathSignal(s.cmd)
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("running %s: %w", bin, err)
+	// A test binary killed by its timeout leaves no Prometheus behind
+	// (proctest sets the parent-death signal).
+	if s.proc, err = proctest.Spawn(bin, proctest.Options{Name: "prometheus"}, args...); err != nil {
+		return nil, err
 	}
-	go func() {
-		err := s.cmd.Wait()
-		s.waitMu.Lock()
-		s.err = err
-		s.waitMu.Unlock()
-		close(s.done)
-	}()
-	if err := s.waitReady(opts.StartTimeout); err != nil {
+	if err := proctest.WaitReady(s.proc, s.URL+"/-/ready", opts.StartTimeout); err != nil {
 		_ = s.Stop()
-		return nil, fmt.Errorf("%w\nprometheus log:\n%s", err, s.Logs())
+		return nil, fmt.Errorf("prometheus: %w\nprometheus log:\n%s", err, s.Logs())
 	}
 	return s, nil
 }
 
-func (s *Server) waitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.done:
-			return fmt.Errorf("prometheus exited before it was ready: %v", s.exitErr())
-		default:
-		}
-		resp, err := s.client.Get(s.URL + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("prometheus at %s not ready after %s", s.URL, timeout)
-}
-
-func (s *Server) exitErr() error {
-	s.waitMu.Lock()
-	defer s.waitMu.Unlock()
-	return s.err
-}
-
-// Logs returns what Prometheus logged so far (bounded to 4 MiB).
-func (s *Server) Logs() string { return s.logs.String() }
+// Logs returns what Prometheus wrote so far (bounded, see
+// testio.MaxBuffer).
+func (s *Server) Logs() string { return s.proc.Output() }
 
 // Stop terminates Prometheus (SIGTERM, then SIGKILL after 10s) and waits for
-// it to exit. It is safe to call more than once.
+// it to exit. It is safe to call more than once; a Prometheus that had
+// exited already is no error.
 func (s *Server) Stop() error {
-	var err error
-	s.once.Do(func() {
-		select {
-		case <-s.done:
-			return
-		default:
-		}
-		if e := s.cmd.Process.Signal(syscall.SIGTERM); e != nil && !errors.Is(e, os.ErrProcessDone) {
-			err = e
-		}
-		select {
-		case <-s.done:
-		case <-time.After(10 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.done
-			err = errors.New("prometheus did not stop within 10s of SIGTERM; killed")
-		}
-	})
-	return err
+	if s.proc.Exited() {
+		return nil
+	}
+	return s.proc.Stop(10 * time.Second)
 }
 
 // WaitFor polls the instant query expr until cond accepts its result or ctx

@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package soak
+package proctest
 
 import (
 	"os/exec"
@@ -9,7 +9,7 @@ import (
 )
 
 // setParentDeathSignal has the kernel kill a started process when the test
-// binary dies (a test timeout, a crash), so no daemon is left running.
+// binary dies (a test timeout, a crash), so no child is left running.
 func setParentDeathSignal(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
