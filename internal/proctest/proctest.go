@@ -19,7 +19,7 @@
 // It is test-only code: only _test.go files and internal/promtest import
 // it. It imports nothing of llmprobe but internal/testio, and must never
 // import probe, exporter, bench or sim: it runs the binary, not the code
-// (TestImports holds it to both). The bench and sim benchmarks that
+// (internal/layout's test holds it to both). The bench and sim benchmarks that
 // re-execute their own test binary to serve from a separate process keep
 // their own start: their child talks to them over stdin and stdout.
 package proctest

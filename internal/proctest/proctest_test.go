@@ -297,28 +297,3 @@ func TestBinaryBuild(t *testing.T) {
 		t.Errorf("after Remove: %v", err)
 	}
 }
-
-// TestImports: what the package comment promises. proctest imports
-// nothing of llmprobe but internal/testio, and no package but
-// internal/promtest imports it outside its tests.
-func TestImports(t *testing.T) {
-	r := Run(t, "go", nil, "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "github.com/llmprobe/llmprobe/...")
-	if r.Code != 0 {
-		t.Fatalf("go list: exit code %d\n%s", r.Code, r.Stderr)
-	}
-	const self = "github.com/llmprobe/llmprobe/internal/proctest"
-	allowed := map[string]bool{"github.com/llmprobe/llmprobe/internal/testio": true}
-	importers := map[string]bool{"github.com/llmprobe/llmprobe/internal/promtest": true}
-	for _, line := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
-		fields := strings.Fields(line)
-		pkg, imports := fields[0], fields[1:]
-		for _, imp := range imports {
-			switch {
-			case pkg == self && strings.HasPrefix(imp, "github.com/llmprobe/llmprobe/") && !allowed[imp]:
-				t.Errorf("proctest imports %s", imp)
-			case imp == self && !importers[pkg]:
-				t.Errorf("%s imports proctest outside its tests", pkg)
-			}
-		}
-	}
-}
