@@ -5,6 +5,7 @@ package sim
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -92,40 +93,64 @@ func meanGap(at []time.Time) time.Duration {
 // of 30 ms, longer than a busy machine's usual wake-up lateness, which
 // the engine's absolute deadlines then make up; with 10 ms steps, and
 // measured by a client whose reads run late too, the ratio fell to 1.5.
+//
+// A machine busy enough stalls the simulator itself: its own record then
+// shows a step well over the configured one (70 ms for 30 ms was seen
+// beside two CPU hogs), and a ratio of such steps says nothing of the
+// adapter. Such a round is not judged but run again, on a fresh
+// simulator, a bounded number of times; if the simulator never kept its
+// own steps, the test fails with that reason.
 func TestAdapterDecodeFactor(t *testing.T) {
-	cfg := adapterConfig()
-	cfg.DecodeBase = 30 * time.Millisecond
-	cfg.RequestLog = filepath.Join(t.TempDir(), "requests.jsonl")
-	base, s := startSim(t, cfg)
-	const tokens = 20
-	send := func(model, id string) {
-		b := chatBody("time me", tokens)
-		b["model"] = model
-		if r := stream(t, base+"/v1/chat/completions", b, "X-Request-Id", id); !r.done || len(r.tokenAt) != tokens {
-			t.Fatalf("%s: %d tokens, %s", model, len(r.tokenAt), r.errorBody)
+	const (
+		step   = 30 * time.Millisecond
+		tokens = 20
+		rounds = 5
+		// kept: a step the simulator recorded within this factor of the
+		// configured one shows it kept its own schedule.
+		kept = 1.3
+	)
+	var seen []string
+	for round := 1; round <= rounds; round++ {
+		cfg := adapterConfig()
+		cfg.DecodeBase = step
+		cfg.RequestLog = filepath.Join(t.TempDir(), "requests.jsonl")
+		base, s := startSim(t, cfg)
+		send := func(model, id string) {
+			b := chatBody("time me", tokens)
+			b["model"] = model
+			if r := stream(t, base+"/v1/chat/completions", b, "X-Request-Id", id); !r.done || len(r.tokenAt) != tokens {
+				t.Fatalf("%s: %d tokens, %s", model, len(r.tokenAt), r.errorBody)
+			}
 		}
-	}
-	send("base-a", "base")
-	send("lora-slow", "lora")
-	if ns := streamNamed(t, base+"/v1/messages", messagesBody("time me", tokens, "model", "lora-slow", "stream", true),
-		append([]string{"X-Request-Id", "messages"}, anthropicHeaders...)...); ns.status != 200 {
-		t.Fatalf("messages: %d %s", ns.status, ns.body)
-	}
-	shutdown(t, s)
-	tpot := map[string]time.Duration{}
-	for _, e := range readRequestLog(t, cfg.RequestLog) {
-		if e.TPOTSeconds != nil {
-			tpot[e.XRequestID] = time.Duration(*e.TPOTSeconds * float64(time.Second))
+		send("base-a", "base")
+		send("lora-slow", "lora")
+		if ns := streamNamed(t, base+"/v1/messages", messagesBody("time me", tokens, "model", "lora-slow", "stream", true),
+			append([]string{"X-Request-Id", "messages"}, anthropicHeaders...)...); ns.status != 200 {
+			t.Fatalf("messages: %d %s", ns.status, ns.body)
 		}
+		shutdown(t, s)
+		tpot := map[string]time.Duration{}
+		for _, e := range readRequestLog(t, cfg.RequestLog) {
+			if e.TPOTSeconds != nil {
+				tpot[e.XRequestID] = time.Duration(*e.TPOTSeconds * float64(time.Second))
+			}
+		}
+		ratio := float64(tpot["lora"]) / float64(tpot["base"])
+		t.Logf("round %d: decode step: base %v, decode_factor 2 adapter %v (×%.2f), through Messages %v", round, tpot["base"], tpot["lora"], ratio, tpot["messages"])
+		if tpot["base"] > time.Duration(kept*float64(step)) || tpot["lora"] > time.Duration(kept*2*float64(step)) || tpot["messages"] > time.Duration(kept*2*float64(step)) {
+			seen = append(seen, fmt.Sprintf("base %v, adapter %v, messages %v", tpot["base"], tpot["lora"], tpot["messages"]))
+			continue
+		}
+		if ratio < 1.6 || ratio > 2.5 {
+			t.Errorf("adapter step %v is ×%.2f the base's %v, want about ×2", tpot["lora"], ratio, tpot["base"])
+		}
+		if r := float64(tpot["messages"]) / float64(tpot["base"]); r < 1.6 || r > 2.5 {
+			t.Errorf("messages via the adapter: step %v, ×%.2f the base's %v", tpot["messages"], r, tpot["base"])
+		}
+		return
 	}
-	ratio := float64(tpot["lora"]) / float64(tpot["base"])
-	t.Logf("decode step: base %v, decode_factor 2 adapter %v (×%.2f), through Messages %v", tpot["base"], tpot["lora"], ratio, tpot["messages"])
-	if ratio < 1.6 || ratio > 2.5 {
-		t.Errorf("adapter step %v is ×%.2f the base's %v, want about ×2", tpot["lora"], ratio, tpot["base"])
-	}
-	if r := float64(tpot["messages"]) / float64(tpot["base"]); r < 1.6 || r > 2.5 {
-		t.Errorf("messages via the adapter: step %v, ×%.2f the base's %v", tpot["messages"], r, tpot["base"])
-	}
+	t.Fatalf("the simulator did not keep its own decode steps (%v base, %v adapter, within ×%.1f) in %d rounds, so the machine is too busy to judge the adapter's factor: %s",
+		step, 2*step, kept, rounds, strings.Join(seen, "; "))
 }
 
 func TestAdapterMetricsAndLog(t *testing.T) {
