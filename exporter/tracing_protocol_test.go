@@ -6,16 +6,13 @@ package exporter
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/funcr"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
@@ -190,7 +187,7 @@ func TestTracingOverHTTPDaemon(t *testing.T) {
 	t.Setenv(envEndpoint, "http://"+recv.Addr)
 	t.Setenv(envHeaders, "x-api-key="+envSecret)
 	logs := &testio.Buffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := newTextLogger(logs)
 	otelLogs := captureOTelLogger(t)
 	otel.SetErrorHandler(OTelErrorHandler(logger, time.Millisecond))
 
@@ -227,19 +224,9 @@ tracing:
 	if tr.Protocol() != "http/protobuf" || tr.Endpoint() != "http://"+recv.Addr {
 		t.Errorf("protocol %q endpoint %q", tr.Protocol(), tr.Endpoint())
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(tr)
-	metrics := NewMetrics(reg)
-	recent := NewRecent(logger)
-	engine := probe.NewEngine(probe.Options{Logger: logger, Observer: probe.Observers{metrics, recent}, Tracer: tr.Tracer(), Propagator: tr.Propagator()})
-	reloader := NewReloader(fileLoader(path), logger, reg, Infallible(metrics.SetConfig), Infallible(recent.SetConfig), engine.Apply)
-	srv := httptest.NewServer(NewHandler(WebOptions{Logger: logger, Gatherer: reg, Status: engine.Status, Recent: recent,
-		Metrics: metrics, Reloader: reloader, Ready: func() bool { return reloader.Current() != nil }}))
-	defer srv.Close()
-	f := &webFixture{srv: srv}
-	if err := reloader.Reload(); err != nil {
-		t.Fatal(err)
-	}
+	d := startDaemon(t, path, logger, probe.Options{Tracer: tr.Tracer(), Propagator: tr.Propagator()})
+	d.reg.MustRegister(tr)
+	d.reload(t)
 	clientSpans := func() int {
 		n := 0
 		for _, s := range recv.Spans() {
@@ -269,7 +256,7 @@ tracing:
 	}
 	var pages []string
 	for _, p := range []string{"/", "/config", "/metrics"} {
-		code, _, body := f.do(t, "GET", p, nil)
+		code, _, body := d.web.do(t, "GET", p, nil)
 		if code != http.StatusOK {
 			t.Errorf("GET %s: %d", p, code)
 		}
@@ -277,11 +264,11 @@ tracing:
 	}
 	recv.RefuseWith(0)
 
+	d.stop(t)
+	// The pipelines flush what they still hold; errors of the exports
+	// refused above may surface here.
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := engine.Shutdown(sctx); err != nil {
-		t.Fatalf("engine shutdown: %v", err)
-	}
 	time.Sleep(100 * time.Millisecond)
 	_ = tr.Shutdown(sctx)
 	_ = simTr.Shutdown(sctx)
