@@ -191,17 +191,11 @@ func CountTokens(text string) int {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f':
 			i++
 		case tokLetter(c):
-			j := i + 1
-			for j < len(text) && tokLetter(text[j]) {
-				j++
-			}
+			j := runEnd(text, i, tokLetter)
 			n += (j - i + 7) / 8
 			i = j
 		case tokDigit(c):
-			j := i + 1
-			for j < len(text) && tokDigit(text[j]) {
-				j++
-			}
+			j := runEnd(text, i, tokDigit)
 			n += (j - i + 2) / 3
 			i = j
 		case c < utf8.RuneSelf:
@@ -216,6 +210,16 @@ func CountTokens(text string) int {
 		}
 	}
 	return n
+}
+
+// runEnd returns the end of the run of bytes in the class that starts at
+// text[i].
+func runEnd(text string, i int, in func(byte) bool) int {
+	j := i + 1
+	for j < len(text) && in(text[j]) {
+		j++
+	}
+	return j
 }
 
 func tokLetter(c byte) bool { return (c|0x20) >= 'a' && (c|0x20) <= 'z' }
