@@ -43,18 +43,12 @@ func TestTracingEndToEnd(t *testing.T) {
 
 	// The simulator: real timing, some injected failures.
 	insecure := true
-	simTr, err := NewTracing(context.Background(), TracingOptions{
-		Config: config.Tracing{Endpoint: recv.Addr, Insecure: &insecure}, ServiceName: "llmprobe-sim", Logger: logger})
-	if err != nil || simTr == nil {
-		t.Fatalf("simulator tracing: %v %v", simTr, err)
-	}
 	simCfg := sim.DefaultConfig()
 	simCfg.Seed = 1
 	simCfg.Faults.HTTP500.Probability = 0.1
 	simCfg.Faults.Reset.Probability = 0.05
 	simCfg.Faults.Reset.AfterTokens = 2
-	simCfg.TracerProvider = simTr.TracerProvider()
-	base := loopbackSim(t, simCfg)
+	base, simTr := tracedSim(t, simCfg, TracingOptions{Config: config.Tracing{Endpoint: recv.Addr, Insecure: &insecure}, Logger: logger})
 
 	// The daemon, configured from its file.
 	path := filepath.Join(t.TempDir(), "llmprobe.yml")

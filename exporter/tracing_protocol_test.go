@@ -192,14 +192,9 @@ func TestTracingOverHTTPDaemon(t *testing.T) {
 	otel.SetErrorHandler(OTelErrorHandler(logger, time.Millisecond))
 
 	// The simulator: traced by the environment alone.
-	simTr, err := NewTracing(context.Background(), TracingOptions{ServiceName: "llmprobe-sim", Logger: logger})
-	if err != nil || simTr == nil {
-		t.Fatalf("simulator tracing: %v %v", simTr, err)
-	}
 	simCfg := sim.DefaultConfig()
 	simCfg.ZeroLatency = true
-	simCfg.TracerProvider = simTr.TracerProvider()
-	base := loopbackSim(t, simCfg)
+	base, simTr := tracedSim(t, simCfg, TracingOptions{Logger: logger})
 
 	path := filepath.Join(t.TempDir(), "llmprobe.yml")
 	writeFile(t, path, fmt.Sprintf(`

@@ -283,6 +283,20 @@ func loopbackSim(t *testing.T, cfg sim.Config) string {
 	return base
 }
 
+// tracedSim starts the simulator (cfg) on loopback, tracing through a
+// pipeline of its own (opts, as service llmprobe-sim). It returns the
+// simulator's base URL and the pipeline, which the test shuts down.
+func tracedSim(t *testing.T, cfg sim.Config, opts TracingOptions) (string, *Tracing) {
+	t.Helper()
+	opts.ServiceName = "llmprobe-sim"
+	tr, err := NewTracing(context.Background(), opts)
+	if err != nil || tr == nil {
+		t.Fatalf("simulator tracing: %v %v", tr, err)
+	}
+	cfg.TracerProvider = tr.TracerProvider()
+	return loopbackSim(t, cfg), tr
+}
+
 func probeConfig(t *testing.T, base string, rate float64, extra string) *config.Config {
 	t.Helper()
 	cfg, err := config.Load([]byte(fmt.Sprintf(`
@@ -490,14 +504,9 @@ func TestTracingSamplingRatioZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	simTr, err := NewTracing(context.Background(), TracingOptions{Config: config.Tracing{Endpoint: recv.Addr, Insecure: &insecure}, ServiceName: "llmprobe-sim"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	simCfg := sim.DefaultConfig()
 	simCfg.ZeroLatency = true
-	simCfg.TracerProvider = simTr.TracerProvider()
-	base := loopbackSim(t, simCfg)
+	base, simTr := tracedSim(t, simCfg, TracingOptions{Config: config.Tracing{Endpoint: recv.Addr, Insecure: &insecure}})
 
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
