@@ -85,6 +85,17 @@ func (d *daemon) stop(t *testing.T, pipelines ...*Tracing) {
 	}
 }
 
+// waitUntil polls done every interval until it holds, for at most
+// timeout, and reports whether it held.
+func waitUntil(timeout, every time.Duration, done func() bool) bool {
+	for deadline := time.Now().Add(timeout); !done(); time.Sleep(every) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
 // spansJSON is every span the receiver got, as JSON, for searching.
 func spansJSON(recv *otlptest.Receiver) string {
 	var b strings.Builder

@@ -64,17 +64,12 @@ targets:
 	d.reload(t)
 
 	// Wait (bounded) for a few dozen requests to end.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		mfs := gather(t, d.reg)
-		done := series(mfs, "llmprobe_requests_total", map[string]string{"target": "sim", "outcome": "success"}).GetCounter().GetValue()
-		if done >= 20 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %v successful requests after 20s", done)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var done float64
+	if !waitUntil(20*time.Second, 100*time.Millisecond, func() bool {
+		done = series(gather(t, d.reg), "llmprobe_requests_total", map[string]string{"target": "sim", "outcome": "success"}).GetCounter().GetValue()
+		return done >= 20
+	}) {
+		t.Fatalf("only %v successful requests after 20s", done)
 	}
 
 	_, _, body := d.web.do(t, "GET", "/metrics", map[string]string{"Accept": "application/openmetrics-text;version=1.0.0"})

@@ -75,16 +75,11 @@ targets:
 	d := startDaemon(t, path, slog.New(slog.DiscardHandler), probe.Options{})
 	d.reload(t)
 	want := 3 * len(codes) // every code three times
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitUntil(30*time.Second, 20*time.Millisecond, func() bool {
 		mu.Lock()
-		n := next
-		mu.Unlock()
-		if n >= want || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return next >= want
+	})
 	d.stop(t)
 
 	mfs := gather(t, d.reg)

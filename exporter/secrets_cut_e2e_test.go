@@ -87,10 +87,7 @@ targets:
 	var results resultLog
 	d := startDaemon(t, path, logger, probe.Options{Observer: &results, Tracer: tr.Tracer(), Propagator: tr.Propagator()})
 	d.reload(t)
-	deadline := time.Now().Add(20 * time.Second)
-	for n.Load() < 40 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitUntil(20*time.Second, 100*time.Millisecond, func() bool { return n.Load() >= 40 })
 	_, _, page := d.web.do(t, "GET", "/", nil)
 	d.stop(t, tr)
 	spans := spansJSON(recv)

@@ -109,10 +109,7 @@ targets:
 	}
 	d := startDaemon(t, path, logger, probe.Options{Tracer: tr.Tracer(), Propagator: tr.Propagator(), RecordContent: true})
 	d.reload(t)
-	deadline := time.Now().Add(20 * time.Second)
-	for n.Load() < 60 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitUntil(20*time.Second, 100*time.Millisecond, func() bool { return n.Load() >= 60 })
 	_, _, exposition := d.web.do(t, "GET", "/metrics", map[string]string{"Accept": "application/openmetrics-text;version=1.0.0"})
 	_, _, page := d.web.do(t, "GET", "/", nil)
 	_, _, cfgPage := d.web.do(t, "GET", "/config", nil)

@@ -231,22 +231,15 @@ tracing:
 		}
 		return n
 	}
-	for deadline := time.Now().Add(15 * time.Second); clientSpans() < 15 && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if n := clientSpans(); n < 15 {
-		t.Fatalf("%d request spans received over OTLP/HTTP within 15s", n)
+	if !waitUntil(15*time.Second, 50*time.Millisecond, func() bool { return clientSpans() >= 15 }) {
+		t.Fatalf("%d request spans received over OTLP/HTTP within 15s", clientSpans())
 	}
 
 	// The collector starts refusing: export errors are logged (rate
 	// limited), without the keys.
 	recv.RefuseWith(http.StatusUnauthorized)
 	failedBefore := tr.Stats().ExportFailures
-	deadline := time.Now().Add(10 * time.Second)
-	for tr.Stats().ExportFailures == failedBefore && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if tr.Stats().ExportFailures == failedBefore {
+	if !waitUntil(10*time.Second, 20*time.Millisecond, func() bool { return tr.Stats().ExportFailures != failedBefore }) {
 		t.Error("no export failure counted while the collector refused")
 	}
 	var pages []string

@@ -434,20 +434,15 @@ func TestTracingUnreachableCollector(t *testing.T) {
 	}
 
 	// Export attempts time out after 300 ms; wait for at least one.
-	deadline := time.Now().Add(5 * time.Second)
-	for tr.Stats().ExportFailures == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitUntil(5*time.Second, 20*time.Millisecond, func() bool { return tr.Stats().ExportFailures != 0 })
 	// Every span is accounted for: dropped because the queue was full,
 	// lost in a failed export, or still queued (read until the counters
 	// are not caught between an export's end and its accounting).
 	var s TracingStats
-	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	waitUntil(3*time.Second, 10*time.Millisecond, func() bool {
 		s = tr.Stats()
-		if s.DroppedFull+s.DroppedFailed+uint64(s.Queued) == uint64(traced) || time.Now().After(deadline) {
-			break
-		}
-	}
+		return s.DroppedFull+s.DroppedFailed+uint64(s.Queued) == uint64(traced)
+	})
 	if got := s.DroppedFull + s.DroppedFailed + uint64(s.Queued); got != uint64(traced) {
 		t.Errorf("stats %+v account for %d spans, %d were ended", s, got, traced)
 	}
