@@ -206,6 +206,19 @@ type Config struct {
 	SLOMinBadRequests int `yaml:"slo_min_bad_requests"`
 }
 
+// defaultLatencyAlert is a latency alert's default: the latency alerts
+// share their durations and regression factor, and differ in their SLO
+// (seconds) and the smallest regression worth an alert (seconds).
+func defaultLatencyAlert(slo, regressionMinDelta Seconds) LatencyAlert {
+	return LatencyAlert{
+		SLO:                slo,
+		For:                model.Duration(15 * time.Minute),
+		RegressionFactor:   1.5,
+		RegressionMinDelta: regressionMinDelta,
+		RegressionFor:      model.Duration(30 * time.Minute),
+	}
+}
+
 // DefaultConfig returns the configuration the committed rules and
 // dashboards are generated from.
 func DefaultConfig() Config {
@@ -229,20 +242,8 @@ func DefaultConfig() Config {
 		MinRequests:   20,
 		KeepFiringFor: model.Duration(10 * time.Minute),
 
-		TTFT: LatencyAlert{
-			SLO:                2,
-			For:                model.Duration(15 * time.Minute),
-			RegressionFactor:   1.5,
-			RegressionMinDelta: 0.25,
-			RegressionFor:      model.Duration(30 * time.Minute),
-		},
-		TPOT: LatencyAlert{
-			SLO:                0.1,
-			For:                model.Duration(15 * time.Minute),
-			RegressionFactor:   1.5,
-			RegressionMinDelta: 0.01,
-			RegressionFor:      model.Duration(30 * time.Minute),
-		},
+		TTFT: defaultLatencyAlert(2, 0.25),
+		TPOT: defaultLatencyAlert(0.1, 0.01),
 
 		ErrorRatio: 0.05,
 		ErrorFor:   model.Duration(10 * time.Minute),

@@ -222,6 +222,19 @@ func (c Config) annotations(alert, summary, description string) map[string]strin
 	return a
 }
 
+// raisedRule is a warning on a target's 0/1 gauge (a flag the daemon
+// raises): it fires when the gauge was 1 at some point of every window of
+// length d for d.
+func (c Config) raisedRule(alert, gauge string, d model.Duration, signal, summary, description string) Rule {
+	return Rule{
+		Alert:       alert,
+		Expr:        fmt.Sprintf("max"+c.by("target")+" (max_over_time(%s%s[%s])) > 0", gauge, c.Matchers(), win(d)),
+		For:         win(d),
+		Labels:      labels("warning", signal),
+		Annotations: c.annotations(alert, summary, description),
+	}
+}
+
 func labels(severity, signal string) map[string]string {
 	return map[string]string{"severity": severity, SignalLabel: signal}
 }
@@ -343,30 +356,18 @@ func (c Config) AlertingRules() RuleGroup {
 				"The measured latencies describe a lighter load than configured.", long, percent(c.AchievedRatio))),
 	})
 
-	rules = append(rules, Rule{
-		Alert:  AlertHarnessSaturated,
-		Expr:   fmt.Sprintf("max"+c.by("target")+" (max_over_time(llmprobe_harness_saturated%s[%s])) > 0", sel, win(c.SaturatedFor)),
-		For:    win(c.SaturatedFor),
-		Labels: labels("warning", "harness"),
-		Annotations: c.annotations(AlertHarnessSaturated,
-			"llmprobe cannot keep up with the schedule for {{ $labels.target }}: its numbers are not trustworthy.",
-			fmt.Sprintf("llmprobe_harness_saturated has been 1 for target {{ $labels.target }} repeatedly over the last %s: "+
-				"the harness itself sends late, falls short of its schedule or timestamps late because it is starved of CPU "+
-				"(llmprobe_harness_saturation_reason says which), so measured latency includes the harness's own delay. "+
-				"Latency and SLO burn-rate alerts for this target are inhibited while this fires.", win(c.SaturatedFor))),
-	})
+	rules = append(rules, c.raisedRule(AlertHarnessSaturated, "llmprobe_harness_saturated", c.SaturatedFor, "harness",
+		"llmprobe cannot keep up with the schedule for {{ $labels.target }}: its numbers are not trustworthy.",
+		fmt.Sprintf("llmprobe_harness_saturated has been 1 for target {{ $labels.target }} repeatedly over the last %s: "+
+			"the harness itself sends late, falls short of its schedule or timestamps late because it is starved of CPU "+
+			"(llmprobe_harness_saturation_reason says which), so measured latency includes the harness's own delay. "+
+			"Latency and SLO burn-rate alerts for this target are inhibited while this fires.", win(c.SaturatedFor))))
 
-	rules = append(rules, Rule{
-		Alert:  AlertTargetOverloaded,
-		Expr:   fmt.Sprintf("max"+c.by("target")+" (max_over_time(llmprobe_target_overloaded%s[%s])) > 0", sel, win(c.OverloadedFor)),
-		For:    win(c.OverloadedFor),
-		Labels: labels("warning", "load"),
-		Annotations: c.annotations(AlertTargetOverloaded,
-			"{{ $labels.target }} does not absorb the offered load: requests over max_inflight are dropped.",
-			fmt.Sprintf("llmprobe_target_overloaded has been 1 for target {{ $labels.target }} repeatedly over the last %s: "+
-				"so many requests were still running that arrivals over max_inflight were dropped. The target is too slow for the offered load; "+
-				"the latency llmprobe measures is right (its latency alerts stay armed) but describes less load than configured.", win(c.OverloadedFor))),
-	})
+	rules = append(rules, c.raisedRule(AlertTargetOverloaded, "llmprobe_target_overloaded", c.OverloadedFor, "load",
+		"{{ $labels.target }} does not absorb the offered load: requests over max_inflight are dropped.",
+		fmt.Sprintf("llmprobe_target_overloaded has been 1 for target {{ $labels.target }} repeatedly over the last %s: "+
+			"so many requests were still running that arrivals over max_inflight were dropped. The target is too slow for the offered load; "+
+			"the latency llmprobe measures is right (its latency alerts stay armed) but describes less load than configured.", win(c.OverloadedFor))))
 
 	rules = append(rules, Rule{
 		Alert: AlertPrefixCacheHitRatioLow,

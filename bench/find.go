@@ -91,30 +91,23 @@ type FindOptions struct {
 }
 
 func (f *FindOptions) defaults() {
-	if f.StartRate <= 0 {
-		f.StartRate = DefaultFindStartRate
-	}
+	orDefault(&f.StartRate, DefaultFindStartRate)
 	if f.Factor <= 1 {
 		f.Factor = DefaultFindFactor
 	}
-	if f.MinGain <= 0 {
-		f.MinGain = DefaultFindMinGain
-	}
-	if f.MinRequests <= 0 {
-		f.MinRequests = DefaultFindMinRequests
-	}
-	if f.MinWindow <= 0 {
-		f.MinWindow = DefaultFindMinWindow
-	}
-	if f.MaxWindow <= 0 {
-		f.MaxWindow = DefaultFindMaxWindow
-	}
+	orDefault(&f.MinGain, DefaultFindMinGain)
+	orDefault(&f.MinRequests, DefaultFindMinRequests)
+	orDefault(&f.MinWindow, DefaultFindMinWindow)
+	orDefault(&f.MaxWindow, DefaultFindMaxWindow)
 	f.MaxWindow = max(f.MaxWindow, f.MinWindow)
-	if f.Precision <= 0 {
-		f.Precision = DefaultFindPrecision
-	}
-	if f.MaxStages <= 0 {
-		f.MaxStages = DefaultFindMaxStages
+	orDefault(&f.Precision, DefaultFindPrecision)
+	orDefault(&f.MaxStages, DefaultFindMaxStages)
+}
+
+// orDefault sets *v to def unless *v is positive.
+func orDefault[T ~int | ~int64 | ~float64](v *T, def T) {
+	if *v <= 0 {
+		*v = def
 	}
 }
 
@@ -500,59 +493,54 @@ func (s *search) slo() error {
 	res := &SLOSearch{MinSamples: s.need}
 	s.find.SLO = res
 	var lo, hi *SLOProbe
+	budget := s.f.MaxStages
+	stopped := false // a stage did not run: the search was cancelled
+	// probe runs a stage at rate, spending one of the budget, and moves
+	// the bound of the bracket it falls on; nil (and no error) when the
+	// stage did not run.
 	probe := func(rate float64) (*SLOProbe, error) {
 		sr, err := s.stage(rate)
 		if err != nil || sr == nil {
+			stopped = sr == nil
 			return nil, err
 		}
 		if sr.SLO == nil {
 			return nil, fmt.Errorf("--find=slo: no SLO to judge by: give --slo or an slo: block of the target")
 		}
-		p := s.judgeSLO(sr)
-		res.Probes = append(res.Probes, p)
-		return &res.Probes[len(res.Probes)-1], nil
+		budget--
+		res.Probes = append(res.Probes, s.judgeSLO(sr))
+		p := &res.Probes[len(res.Probes)-1]
+		if p.Met {
+			lo = p
+		} else {
+			hi = p
+		}
+		return p, nil
 	}
 	rate := s.f.StartRate
 	if c := s.find.Capacity; c != nil && c.RequestsPerSecond > 0 {
 		rate = c.RequestsPerSecond
 	}
 	floor := rate / math.Pow(s.f.Factor, float64(s.f.MaxStages))
-	budget := s.f.MaxStages
 	// Bracket: step up from a met stage, or down from a failed one.
-	for budget > 0 && (lo == nil || hi == nil) {
+	for !stopped && budget > 0 && (lo == nil || hi == nil) {
 		p, err := probe(rate)
 		if err != nil {
 			return err
 		}
-		if p == nil {
+		if stopped || !p.Met && rate/s.f.Factor < floor {
 			break
 		}
-		budget--
 		if p.Met {
-			lo = p
 			rate *= s.f.Factor
 		} else {
-			hi = p
-			if rate/s.f.Factor < floor {
-				break
-			}
 			rate /= s.f.Factor
 		}
 	}
-	for budget > 0 && lo != nil && hi != nil && hi.Rate/lo.Rate-1 > s.f.Precision && s.ctx.Err() == nil {
-		mid := (lo.Rate + hi.Rate) / 2
-		p, err := probe(mid)
-		if err != nil {
+	// Bisect the bracket.
+	for !stopped && budget > 0 && lo != nil && hi != nil && hi.Rate/lo.Rate-1 > s.f.Precision && s.ctx.Err() == nil {
+		if _, err := probe((lo.Rate + hi.Rate) / 2); err != nil {
 			return err
-		}
-		if p == nil {
-			break
-		}
-		budget--
-		if p.Met {
-			lo = p
-		} else {
-			hi = p
 		}
 	}
 	// The probes slice may have grown: take copies.

@@ -185,28 +185,25 @@ func TestServerMetricsMatchSimulator(t *testing.T) {
 		}
 		return v / float64(len(snaps))
 	}
-	exact := func(what string, got *bench.Float, want float64) {
+	// check compares a report's figure with the simulator's: equal, or
+	// with a relative tolerance tol > 0 within it.
+	check := func(what string, got *bench.Float, want, tol float64) {
 		t.Helper()
 		if got == nil {
 			t.Errorf("%s: missing, want %g", what, want)
 			return
 		}
 		t.Logf("%s: report %g, simulator %g", what, *got, want)
-		if float64(*got) != want {
+		off := float64(*got) != want
+		if tol > 0 {
+			off = math.Abs(float64(*got)-want) > tol*math.Max(1, math.Abs(want))
+		}
+		if off {
 			t.Errorf("%s = %g, simulator's %g", what, *got, want)
 		}
 	}
-	near := func(what string, got *bench.Float, want float64) {
-		t.Helper()
-		if got == nil {
-			t.Errorf("%s: missing, want %g", what, want)
-			return
-		}
-		t.Logf("%s: report %g, simulator %g", what, *got, want)
-		if math.Abs(float64(*got)-want) > 1e-9*math.Max(1, math.Abs(want)) {
-			t.Errorf("%s = %g, simulator's %g", what, *got, want)
-		}
-	}
+	exact := func(what string, got *bench.Float, want float64) { t.Helper(); check(what, got, want, 0) }
+	near := func(what string, got *bench.Float, want float64) { t.Helper(); check(what, got, want, 1e-9) }
 	exact("prompt tokens", ss.PromptTokens, delta("vllm:prompt_tokens_total"))
 	exact("generation tokens", ss.GenerationTokens, delta("vllm:generation_tokens_total"))
 	exact("requests finished", ss.RequestsFinished, delta("vllm:request_success_total"))

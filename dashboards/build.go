@@ -141,16 +141,27 @@ func step(value *float64, color string) dashboard.Threshold {
 	return dashboard.Threshold{Value: value, Color: color}
 }
 
+// panelBuilder is what the SDK's panel builders (time series, stat,
+// table) have in common of what every panel of a board sets.
+type panelBuilder[B any] interface {
+	Id(uint32) B
+	Title(string) B
+	Description(string) B
+	Datasource(common.DataSourceRef) B
+	Span(uint32) B
+	Height(uint32) B
+}
+
+// panel sets what every panel sets: the board's next id, the title and
+// description, the data source and the size.
+func panel[B panelBuilder[B]](d *board, p B, ds common.DataSourceRef, title, description string, w, h uint32) B {
+	return p.Id(d.id()).Title(title).Description(description).Datasource(ds).Span(w).Height(h)
+}
+
 // ts builds a time-series panel.
 func (d *board) ts(title, description, unit string, w, h uint32, queries ...q) *timeseries.PanelBuilder {
-	p := timeseries.NewPanelBuilder().
-		Id(d.id()).
-		Title(title).
-		Description(description).
-		Datasource(promDS).
+	p := panel(d, timeseries.NewPanelBuilder(), promDS, title, description, w, h).
 		Unit(unit).
-		Span(w).
-		Height(h).
 		LineWidth(1).
 		FillOpacity(10).
 		ShowPoints(common.VisibilityModeNever).
@@ -169,14 +180,8 @@ func (d *board) ts(title, description, unit string, w, h uint32, queries ...q) *
 
 // stat builds a stat panel whose queries are instant.
 func (d *board) stat(title, description, unit string, w, h uint32, queries ...q) *stat.PanelBuilder {
-	p := stat.NewPanelBuilder().
-		Id(d.id()).
-		Title(title).
-		Description(description).
-		Datasource(promDS).
+	p := panel(d, stat.NewPanelBuilder(), promDS, title, description, w, h).
 		Unit(unit).
-		Span(w).
-		Height(h).
 		ColorMode(common.BigValueColorModeBackground).
 		GraphMode(common.BigValueGraphModeNone).
 		TextMode(common.BigValueTextModeValueAndName).
@@ -224,13 +229,7 @@ func thresholdLine(p *timeseries.PanelBuilder, value float64) *timeseries.PanelB
 }
 
 func tracesPanel(d *board, title, description, traceQL string, w, h uint32) *table.PanelBuilder {
-	return table.NewPanelBuilder().
-		Id(d.id()).
-		Title(title).
-		Description(description).
-		Datasource(traceDS).
-		Span(w).
-		Height(h).
+	return panel(d, table.NewPanelBuilder(), traceDS, title, description, w, h).
 		WithTarget(tempo.NewDataqueryBuilder().
 			RefId("A").
 			Datasource(traceDS).

@@ -9,13 +9,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/sim"
@@ -63,35 +60,19 @@ targets:
     arrival: {process: constant, rate: 40}
 `, l.Addr()))
 
-	reg := prometheus.NewRegistry()
-	metrics := NewMetrics(reg)
-	recent := NewRecent(logger)
-	engine := probe.NewEngine(probe.Options{Logger: logger, Observer: probe.Observers{metrics, recent}})
-	reg.MustRegister(NewStatusCollector(engine.Status))
-	reloader := NewReloader(fileLoader(path), logger, reg, Infallible(metrics.SetConfig), Infallible(recent.SetConfig), engine.Apply)
-	if err := reloader.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(NewHandler(WebOptions{Logger: logger, Gatherer: reg, Status: engine.Status, Recent: recent,
-		Metrics: metrics, Reloader: reloader, Ready: func() bool { return reloader.Current() != nil }}))
-	defer srv.Close()
-	f := &webFixture{srv: srv}
+	d := startDaemon(t, path, logger, probe.Options{})
+	d.reload(t)
 
 	// Wait (bounded) for a few dozen requests to end.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		mfs := gather(t, reg)
-		done := series(mfs, "llmprobe_requests_total", map[string]string{"target": "sim", "outcome": "success"}).GetCounter().GetValue()
-		if done >= 20 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %v successful requests after 20s", done)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var done float64
+	if !waitUntil(20*time.Second, 100*time.Millisecond, func() bool {
+		done = series(gather(t, d.reg), "llmprobe_requests_total", map[string]string{"target": "sim", "outcome": "success"}).GetCounter().GetValue()
+		return done >= 20
+	}) {
+		t.Fatalf("only %v successful requests after 20s", done)
 	}
 
-	_, _, body := f.do(t, "GET", "/metrics", map[string]string{"Accept": "application/openmetrics-text;version=1.0.0"})
+	_, _, body := d.web.do(t, "GET", "/metrics", map[string]string{"Accept": "application/openmetrics-text;version=1.0.0"})
 	for _, want := range []string{
 		`llmprobe_ttft_seconds_count{class="chat",model="sim-model",target="sim"}`,
 		`llmprobe_target_request_rate{target="sim"} 40`,
@@ -103,27 +84,23 @@ targets:
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	if ratio, ok := metrics.HitRatio("sim", "chat"); !ok || ratio <= 0 || ratio > 1 {
+	if ratio, ok := d.metrics.HitRatio("sim", "chat"); !ok || ratio <= 0 || ratio > 1 {
 		t.Errorf("observed hit ratio = %v (%v), want in (0, 1]: every prompt shares a 32-token prefix", ratio, ok)
 	}
-	_, _, page := f.do(t, "GET", "/", nil)
+	_, _, page := d.web.do(t, "GET", "/", nil)
 	for _, want := range []string{`id="target-sim"`, "Recent requests", "success", "sim-model"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("status page lacks %q", want)
 		}
 	}
-	if rec, _ := recent.Snapshot("sim"); len(rec) != 5 {
+	if rec, _ := d.recent.Snapshot("sim"); len(rec) != 5 {
 		t.Errorf("%d recent entries, want 5", len(rec))
 	}
 
 	// After a shutdown every scheduled arrival is accounted for: sent or
 	// dropped, and every sent request ended with an outcome.
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if err := engine.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	mfs := gather(t, reg)
+	d.stop(t)
+	mfs := gather(t, d.reg)
 	sum := func(name string) float64 { // every series is target="sim"
 		total := 0.0
 		for _, m := range mfs[name].GetMetric() {

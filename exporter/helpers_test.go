@@ -96,6 +96,16 @@ func mustConfig(t testing.TB, yml string) *config.Config {
 const testTraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 // successResult is a plain, successful 16-chunk streamed request.
+// configuredMetrics returns request metrics registered with a fresh
+// registry (returned too) and configured with testConfigYAML.
+func configuredMetrics(tb testing.TB) (*Metrics, *prometheus.Registry) {
+	tb.Helper()
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	m.SetConfig(mustConfig(tb, testConfigYAML))
+	return m, reg
+}
+
 func successResult(target, model, class string) *wire.Result {
 	start := time.Unix(1_700_000_000, 0)
 	itls := make([]time.Duration, 15)

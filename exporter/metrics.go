@@ -178,71 +178,51 @@ func counterOpts(name, help string) prometheus.CounterOpts {
 // event is ignored. llmprobe_build_info is not registered here: the daemon
 // registers client_golang's collectors/version.NewCollector("llmprobe").
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		ttft: prometheus.NewHistogramVec(histogramOpts("ttft_seconds",
-			"Time to first token: from the request being written to the first stream event carrying generated text. Warm-up excluded.",
-			ttftBuckets), targetModelClass),
-		ttfa: prometheus.NewHistogramVec(histogramOpts("ttfa_seconds",
-			"Time to first answer token: from the request being written to the first stream event carrying answer text or a tool call, after any reasoning (equal to TTFT without reasoning). Warm-up excluded.",
-			ttftBuckets), targetModelClass),
-		reasoningTokens: prometheus.NewCounterVec(counterOpts("reasoning_tokens_total",
-			"Reasoning tokens among the output tokens, as the server reported them (usage.completion_tokens_details.reasoning_tokens), of the requests counted in llmprobe_output_tokens_total."), targetModelClass),
-		tpot: prometheus.NewHistogramVec(histogramOpts("tpot_seconds",
-			"Time per output token after the first, (E2E - TTFT) / (output tokens - 1), of successful requests with at least 2 output tokens. Warm-up excluded.",
-			tokenLatencyBuckets), targetModelClass),
-		itl: prometheus.NewHistogramVec(histogramOpts("itl_seconds",
-			"Inter-token latency: gaps between consecutive stream events carrying generated text. Warm-up excluded.",
-			tokenLatencyBuckets), targetModelClass),
-		e2e: prometheus.NewHistogramVec(histogramOpts("e2e_seconds",
-			"End-to-end latency of successful requests: from the request being written to the last stream event carrying generated text. Warm-up excluded.",
-			e2eBuckets), targetModelClass),
-		scheduleLag: prometheus.NewHistogramVec(histogramOpts("schedule_lag_seconds",
-			"Delay between a request's planned instant on the open-loop arrival timeline and its hand-off to the HTTP client, for every sent request (warm-up included).",
-			harnessBuckets), targetLabels),
-		clientWait: prometheus.NewHistogramVec(histogramOpts("client_wait_seconds",
-			"Connection acquisition: from hand-off to the HTTP client until the request is written (dial and TLS when no idle connection is reused), for every request that got a connection (warm-up included).",
-			harnessBuckets), targetLabels),
-		scheduled: prometheus.NewCounterVec(counterOpts("requests_scheduled_total",
-			"Arrivals on the target's open-loop timeline."), targetClassLabels),
-		sent: prometheus.NewCounterVec(counterOpts("requests_sent_total",
-			"Requests handed to the HTTP client; scheduled minus sent minus dropped is the number waiting to be sent."), targetClassLabels),
-		requests: prometheus.NewCounterVec(counterOpts("requests_total",
-			"Requests that ended, by outcome (warm-up included)."), requestsLabels),
-		dropped: prometheus.NewCounterVec(counterOpts("requests_dropped_total",
-			"Scheduled requests that were never sent, by reason."), droppedLabels),
-		promptTokens: prometheus.NewCounterVec(counterOpts("prompt_tokens_total",
-			"Prompt tokens of requests the server processed (it reported usage or streamed a token): server-reported, else the planned length."), targetModelClass),
-		outputTokens: prometheus.NewCounterVec(counterOpts("output_tokens_total",
-			"Output tokens of requests the server processed: server-reported, else the number of token-bearing stream events."), targetModelClass),
-		cachedToks: prometheus.NewCounterVec(counterOpts("cached_prompt_tokens_total",
-			"Prompt tokens the server reported as served from its prefix cache (usage.prompt_tokens_details.cached_tokens)."), targetModelClass),
-		usageEstimated: prometheus.NewCounterVec(counterOpts("usage_estimated_total",
-			"Requests counted in the token counters with estimated lengths because the server reported no usage."), targetModelClass),
-		promptTokensHist: prometheus.NewHistogramVec(histogramOpts("prompt_tokens",
-			"Server-reported prompt tokens per request.",
-			tokenBuckets), targetClassLabels),
-		outputTokensHist: prometheus.NewHistogramVec(histogramOpts("output_tokens",
-			"Server-reported output tokens per request.",
-			tokenBuckets), targetClassLabels),
-		lengthError: prometheus.NewHistogramVec(histogramOpts("prompt_length_error_ratio",
-			"Relative error of the planned prompt length, (server-reported - planned) / planned, per request whose server reported usage.",
-			lengthErrorBuckets), targetClassLabels),
-		lengthMismatch: prometheus.NewCounterVec(counterOpts("prompt_length_mismatch_total",
-			"Requests whose server-reported prompt length differs from the planned one by more than 2%."), targetClassLabels),
-		conversations: prometheus.NewCounterVec(counterOpts("conversations_total",
-			"Multi-turn conversations that ended, by outcome: completed (every turn succeeded), failed (a turn did not succeed, or the history passed its bound), dropped (a turn could not be sent)."), conversationLabels),
-		retries: prometheus.NewCounterVec(counterOpts("client_retries_total",
-			"Requests re-sent on a new connection because the server closed or reset a reused kept-alive connection before any byte of the response arrived (the keep-alive race; never after a response byte, never for a fresh connection)."), targetLabels),
-		coalesced: prometheus.NewCounterVec(counterOpts("harness_coalesced_chunks_total",
-			"Token-bearing stream events that arrived in the same read as the previous one (an ITL of 0: the bytes had queued up). Over llmprobe_itl_seconds_count it is the share of gaps the client could not time; with a high llmprobe_harness_timestamp_inflation_seconds it means the client reads late, alone it may be the server or a proxy batching."), targetLabels),
-		anomalies: prometheus.NewCounterVec(counterOpts("server_anomalies_total",
-			"Responses whose server reported something that cannot be right, by kind: cached_exceeds_prompt (clamped), output_exceeds_max_tokens, invalid_usage (a count that is not one; ignored)."), anomalyLabels),
-		responses: prometheus.NewCounterVec(counterOpts("http_responses_total",
-			"Requests that got an HTTP response, by its status: 2xx, 3xx (a redirect llmprobe refused to follow), 400, 401, 403, 404, 408, 413, 422, 429, 500, 502, 503, 504, other 4xx and 5xx, other."), responseLabels),
-		finishReasons: prometheus.NewCounterVec(counterOpts("finish_reasons_total",
-			"Requests that got a response stream, by the server's finish_reason: stop, length, tool_calls, content_filter, function_call, other (any other value), none (the stream carried none)."), finishLabels),
-		slo: newSLOMetrics(),
-		now: time.Now,
+	m := &Metrics{slo: newSLOMetrics(), now: time.Now}
+	for _, h := range []struct {
+		vec     **prometheus.HistogramVec
+		name    string
+		buckets []float64
+		labels  []string
+		help    string
+	}{
+		{&m.ttft, "ttft_seconds", ttftBuckets, targetModelClass, "Time to first token: from the request being written to the first stream event carrying generated text. Warm-up excluded."},
+		{&m.ttfa, "ttfa_seconds", ttftBuckets, targetModelClass, "Time to first answer token: from the request being written to the first stream event carrying answer text or a tool call, after any reasoning (equal to TTFT without reasoning). Warm-up excluded."},
+		{&m.tpot, "tpot_seconds", tokenLatencyBuckets, targetModelClass, "Time per output token after the first, (E2E - TTFT) / (output tokens - 1), of successful requests with at least 2 output tokens. Warm-up excluded."},
+		{&m.itl, "itl_seconds", tokenLatencyBuckets, targetModelClass, "Inter-token latency: gaps between consecutive stream events carrying generated text. Warm-up excluded."},
+		{&m.e2e, "e2e_seconds", e2eBuckets, targetModelClass, "End-to-end latency of successful requests: from the request being written to the last stream event carrying generated text. Warm-up excluded."},
+		{&m.scheduleLag, "schedule_lag_seconds", harnessBuckets, targetLabels, "Delay between a request's planned instant on the open-loop arrival timeline and its hand-off to the HTTP client, for every sent request (warm-up included)."},
+		{&m.clientWait, "client_wait_seconds", harnessBuckets, targetLabels, "Connection acquisition: from hand-off to the HTTP client until the request is written (dial and TLS when no idle connection is reused), for every request that got a connection (warm-up included)."},
+		{&m.promptTokensHist, "prompt_tokens", tokenBuckets, targetClassLabels, "Server-reported prompt tokens per request."},
+		{&m.outputTokensHist, "output_tokens", tokenBuckets, targetClassLabels, "Server-reported output tokens per request."},
+		{&m.lengthError, "prompt_length_error_ratio", lengthErrorBuckets, targetClassLabels, "Relative error of the planned prompt length, (server-reported - planned) / planned, per request whose server reported usage."},
+	} {
+		*h.vec = prometheus.NewHistogramVec(histogramOpts(h.name, h.help, h.buckets), h.labels)
+	}
+	for _, c := range []struct {
+		vec    **prometheus.CounterVec
+		name   string
+		labels []string
+		help   string
+	}{
+		{&m.reasoningTokens, "reasoning_tokens_total", targetModelClass, "Reasoning tokens among the output tokens, as the server reported them (usage.completion_tokens_details.reasoning_tokens), of the requests counted in llmprobe_output_tokens_total."},
+		{&m.scheduled, "requests_scheduled_total", targetClassLabels, "Arrivals on the target's open-loop timeline."},
+		{&m.sent, "requests_sent_total", targetClassLabels, "Requests handed to the HTTP client; scheduled minus sent minus dropped is the number waiting to be sent."},
+		{&m.requests, "requests_total", requestsLabels, "Requests that ended, by outcome (warm-up included)."},
+		{&m.dropped, "requests_dropped_total", droppedLabels, "Scheduled requests that were never sent, by reason."},
+		{&m.promptTokens, "prompt_tokens_total", targetModelClass, "Prompt tokens of requests the server processed (it reported usage or streamed a token): server-reported, else the planned length."},
+		{&m.outputTokens, "output_tokens_total", targetModelClass, "Output tokens of requests the server processed: server-reported, else the number of token-bearing stream events."},
+		{&m.cachedToks, "cached_prompt_tokens_total", targetModelClass, "Prompt tokens the server reported as served from its prefix cache (usage.prompt_tokens_details.cached_tokens)."},
+		{&m.usageEstimated, "usage_estimated_total", targetModelClass, "Requests counted in the token counters with estimated lengths because the server reported no usage."},
+		{&m.lengthMismatch, "prompt_length_mismatch_total", targetClassLabels, "Requests whose server-reported prompt length differs from the planned one by more than 2%."},
+		{&m.conversations, "conversations_total", conversationLabels, "Multi-turn conversations that ended, by outcome: completed (every turn succeeded), failed (a turn did not succeed, or the history passed its bound), dropped (a turn could not be sent)."},
+		{&m.retries, "client_retries_total", targetLabels, "Requests re-sent on a new connection because the server closed or reset a reused kept-alive connection before any byte of the response arrived (the keep-alive race; never after a response byte, never for a fresh connection)."},
+		{&m.coalesced, "harness_coalesced_chunks_total", targetLabels, "Token-bearing stream events that arrived in the same read as the previous one (an ITL of 0: the bytes had queued up). Over llmprobe_itl_seconds_count it is the share of gaps the client could not time; with a high llmprobe_harness_timestamp_inflation_seconds it means the client reads late, alone it may be the server or a proxy batching."},
+		{&m.anomalies, "server_anomalies_total", anomalyLabels, "Responses whose server reported something that cannot be right, by kind: cached_exceeds_prompt (clamped), output_exceeds_max_tokens, invalid_usage (a count that is not one; ignored)."},
+		{&m.responses, "http_responses_total", responseLabels, "Requests that got an HTTP response, by its status: 2xx, 3xx (a redirect llmprobe refused to follow), 400, 401, 403, 404, 408, 413, 422, 429, 500, 502, 503, 504, other 4xx and 5xx, other."},
+		{&m.finishReasons, "finish_reasons_total", finishLabels, "Requests that got a response stream, by the server's finish_reason: stop, length, tool_calls, content_filter, function_call, other (any other value), none (the stream carried none)."},
+	} {
+		*c.vec = prometheus.NewCounterVec(counterOpts(c.name, c.help), c.labels)
 	}
 	m.state.Store(&metricsState{targets: map[string]*targetSeries{}, window: defaultRatioWindow})
 	if reg != nil {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -132,9 +133,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 }
 
 func TestSetConfigInitialisesEverySeries(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg)
-	m.SetConfig(mustConfig(t, testConfigYAML))
+	_, reg := configuredMetrics(t)
 	mfs := gather(t, reg)
 
 	// targets × their classes × outcomes.
@@ -169,9 +168,7 @@ func TestSetConfigInitialisesEverySeries(t *testing.T) {
 }
 
 func TestObserveSuccess(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg)
-	m.SetConfig(mustConfig(t, testConfigYAML))
+	m, reg := configuredMetrics(t)
 	for range 3 {
 		m.Scheduled("alpha", "chat")
 	}
@@ -305,9 +302,7 @@ func TestObserveRules(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			reg := prometheus.NewRegistry()
-			m := NewMetrics(reg)
-			m.SetConfig(mustConfig(t, testConfigYAML))
+			m, reg := configuredMetrics(t)
 			r := successResult("alpha", "model-a", "chat")
 			tc.mutate(r)
 			m.Observe(r)
@@ -490,9 +485,7 @@ func TestRatioWindowLongWindowIsBounded(t *testing.T) {
 // TestHostileResults feeds values a broken or hostile server could cause;
 // nothing may panic and counters never go backwards.
 func TestHostileResults(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg)
-	m.SetConfig(mustConfig(t, testConfigYAML))
+	m, reg := configuredMetrics(t)
 	r := successResult("alpha", "model-a", "chat")
 	r.PromptTokens, r.OutputTokens, r.CachedTokens = -5, -1, -100
 	r.TTFT, r.E2E, r.ScheduleLag = -time.Second, -time.Second, -time.Millisecond
@@ -576,8 +569,7 @@ func BenchmarkObserve(b *testing.B) {
 		traceID string
 	}{{"exemplar", testTraceID}, {"no-exemplar", ""}} {
 		b.Run(bc.name, func(b *testing.B) {
-			m := NewMetrics(prometheus.NewRegistry())
-			m.SetConfig(mustConfig(b, testConfigYAML))
+			m, _ := configuredMetrics(b)
 			r := successResult("alpha", "model-a", "chat")
 			r.TraceID = bc.traceID
 			b.ReportAllocs()
@@ -587,8 +579,7 @@ func BenchmarkObserve(b *testing.B) {
 		})
 	}
 	b.Run("exemplar-parallel", func(b *testing.B) {
-		m := NewMetrics(prometheus.NewRegistry())
-		m.SetConfig(mustConfig(b, testConfigYAML))
+		m, _ := configuredMetrics(b)
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			r := successResult("alpha", "model-a", "chat")
@@ -598,8 +589,7 @@ func BenchmarkObserve(b *testing.B) {
 		})
 	})
 	b.Run("events", func(b *testing.B) {
-		m := NewMetrics(prometheus.NewRegistry())
-		m.SetConfig(mustConfig(b, testConfigYAML))
+		m, _ := configuredMetrics(b)
 		b.ReportAllocs()
 		for b.Loop() {
 			m.Scheduled("alpha", "chat")
@@ -626,6 +616,22 @@ func BenchmarkSetConfig(b *testing.B) {
 	}
 }
 
+// readCatalogue reads testdata/catalogue.txt: every exported metric's
+// name -> "type {labels}".
+func readCatalogue(t *testing.T) map[string]string {
+	t.Helper()
+	cat, err := os.ReadFile("testdata/catalogue.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(cat)), "\n") {
+		name, rest, _ := strings.Cut(line, " ")
+		exported[name] = rest
+	}
+	return exported
+}
+
 // TestDesignContractTable: every metric of the contract table in
 // docs/design.md is exported with the type and (at least) the labels the
 // table names, so the contract dashboards and alerts are written against
@@ -635,15 +641,7 @@ func TestDesignContractTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, err := os.ReadFile("testdata/catalogue.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	exported := map[string]string{} // name -> "type {labels}"
-	for _, line := range strings.Split(strings.TrimSpace(string(cat)), "\n") {
-		name, rest, _ := strings.Cut(line, " ")
-		exported[name] = rest
-	}
+	exported := readCatalogue(t)
 	rows := 0
 	for _, line := range strings.Split(string(design), "\n") {
 		if !strings.HasPrefix(line, "| llmprobe_") {
@@ -685,12 +683,7 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, err := os.ReadFile("testdata/catalogue.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(cat)), "\n") {
-		name, _, _ := strings.Cut(line, " ")
+	for _, name := range slices.Sorted(maps.Keys(readCatalogue(t))) {
 		if !strings.Contains(string(doc), "`"+name+"`") {
 			t.Errorf("docs/metrics.md does not document %s", name)
 		}
@@ -701,9 +694,7 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 // (warm-up excluded, with the trace exemplar), reasoning tokens for those
 // whose server reported them.
 func TestObserveReasoning(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg)
-	m.SetConfig(mustConfig(t, testConfigYAML))
+	m, reg := configuredMetrics(t)
 	thinking := successResult("alpha", "model-a", "chat")
 	thinking.FirstAnswer, thinking.TTFA = true, 1200*time.Millisecond
 	thinking.ReasoningTokens, thinking.ReasoningReported = 9, true

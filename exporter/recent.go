@@ -177,14 +177,7 @@ func (r *Recent) SetConfig(cfg *config.Config) {
 
 // Scheduled implements probe.Observer: it counts the arrival in the
 // target's timeline.
-func (r *Recent) Scheduled(target, class string) {
-	if tr := (*r.rings.Load())[target]; tr != nil {
-		now := r.now()
-		tr.mu.Lock()
-		tr.window.scheduled(now)
-		tr.mu.Unlock()
-	}
-}
+func (r *Recent) Scheduled(target, class string) { r.count(target, (*targetWindow).scheduled) }
 
 // Dropped implements probe.Observer; it does nothing (drops are counted in
 // metrics and shown from the engine's status).
@@ -192,11 +185,14 @@ func (r *Recent) Dropped(target, class string, reason probe.DropReason) {}
 
 // Sent implements probe.Observer: it counts the send in the target's
 // timeline (the achieved rate).
-func (r *Recent) Sent(target, class string) {
+func (r *Recent) Sent(target, class string) { r.count(target, (*targetWindow).sent) }
+
+// count records an event (scheduled, sent) in target's timeline, now.
+func (r *Recent) count(target string, event func(*targetWindow, time.Time)) {
 	if tr := (*r.rings.Load())[target]; tr != nil {
 		now := r.now()
 		tr.mu.Lock()
-		tr.window.sent(now)
+		event(tr.window, now)
 		tr.mu.Unlock()
 	}
 }

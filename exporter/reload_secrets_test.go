@@ -4,16 +4,10 @@
 package exporter
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmprobe/llmprobe/internal/testio"
 	"github.com/llmprobe/llmprobe/probe"
@@ -44,23 +38,10 @@ targets:
 `
 	writeFile(t, path, fmt.Sprintf(good, "authorization: {credentials: OLD-secret-0a1b2c3d}"))
 	logs := &testio.Buffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	reg := prometheus.NewRegistry()
-	metrics := NewMetrics(reg)
-	recent := NewRecent(logger)
-	engine := probe.NewEngine(probe.Options{Logger: logger, Observer: probe.Observers{metrics, recent}})
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		engine.Shutdown(ctx)
-	}()
-	reloader := NewReloader(fileLoader(path), logger, reg, Infallible(metrics.SetConfig), Infallible(recent.SetConfig), engine.Apply)
-	srv := httptest.NewServer(NewHandler(WebOptions{Logger: logger, Gatherer: reg, Status: engine.Status, Recent: recent,
-		Metrics: metrics, Reloader: reloader, EnableLifecycle: true}))
-	defer srv.Close()
-	if err := reloader.Reload(); err != nil {
-		t.Fatal(err)
-	}
+	d := startDaemon(t, path, newTextLogger(logs), probe.Options{})
+	defer d.stop(t)
+	d.reload(t)
+	srv := d.web.srv
 	for _, bad := range []struct{ yml, field string }{
 		{`authorization: "Bearer NEWSECRET-r1x"`, "http_client_config.authorization"},
 		{`authorization: {Bearer NEWSECRET-r2x}`, "http_client_config.authorization"},

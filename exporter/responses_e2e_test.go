@@ -4,7 +4,6 @@
 package exporter
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,8 +13,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/wire"
@@ -75,32 +72,17 @@ targets:
     arrival: {process: constant, rate: 50}
     tokenize: "off"
 `, srv.URL))
-	logger := slog.New(slog.DiscardHandler)
-	reg := prometheus.NewRegistry()
-	metrics := NewMetrics(reg)
-	engine := probe.NewEngine(probe.Options{Logger: logger, Observer: metrics})
-	reloader := NewReloader(fileLoader(path), logger, reg, Infallible(metrics.SetConfig), engine.Apply)
-	if err := reloader.Reload(); err != nil {
-		t.Fatal(err)
-	}
+	d := startDaemon(t, path, slog.New(slog.DiscardHandler), probe.Options{})
+	d.reload(t)
 	want := 3 * len(codes) // every code three times
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitUntil(30*time.Second, 20*time.Millisecond, func() bool {
 		mu.Lock()
-		n := next
-		mu.Unlock()
-		if n >= want || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := engine.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
+		defer mu.Unlock()
+		return next >= want
+	})
+	d.stop(t)
 
-	mfs := gather(t, reg)
+	mfs := gather(t, d.reg)
 	mu.Lock()
 	defer mu.Unlock()
 	if next < want {

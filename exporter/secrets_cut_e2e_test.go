@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -16,9 +15,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/otlptest"
@@ -81,7 +77,7 @@ targets:
 `, srv.URL, cutBearer))
 
 	logs := &testio.Buffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := newTextLogger(logs)
 	recv := otlptest.Start(t)
 	insecure := true
 	tr, err := NewTracing(context.Background(), TracingOptions{Config: config.Tracing{Endpoint: recv.Addr, Insecure: &insecure}, ServiceName: "llmprobe", Logger: logger})
@@ -89,36 +85,12 @@ targets:
 		t.Fatalf("tracing: %v %v", tr, err)
 	}
 	var results resultLog
-	reg := prometheus.NewRegistry()
-	metrics := NewMetrics(reg)
-	recent := NewRecent(logger)
-	engine := probe.NewEngine(probe.Options{Logger: logger, Observer: probe.Observers{metrics, recent, &results},
-		Tracer: tr.Tracer(), Propagator: tr.Propagator()})
-	reloader := NewReloader(fileLoader(path), logger, reg, Infallible(metrics.SetConfig), Infallible(recent.SetConfig), engine.Apply)
-	web := httptest.NewServer(NewHandler(WebOptions{Logger: logger, Gatherer: reg, Status: engine.Status, Recent: recent,
-		Metrics: metrics, Reloader: reloader}))
-	defer web.Close()
-	f := &webFixture{srv: web}
-	if err := reloader.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for n.Load() < 40 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	_, _, page := f.do(t, "GET", "/", nil)
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := engine.Shutdown(sctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Shutdown(sctx); err != nil {
-		t.Fatal(err)
-	}
-	var spans strings.Builder
-	for _, s := range recv.Spans() {
-		spans.WriteString(protojson.Format(s.Span))
-	}
+	d := startDaemon(t, path, logger, probe.Options{Observer: &results, Tracer: tr.Tracer(), Propagator: tr.Propagator()})
+	d.reload(t)
+	waitUntil(20*time.Second, 100*time.Millisecond, func() bool { return n.Load() >= 40 })
+	_, _, page := d.web.do(t, "GET", "/", nil)
+	d.stop(t, tr)
+	spans := spansJSON(recv)
 	errs := results.errors()
 	if n.Load() < 20 || recv.Count() < 20 || len(errs) < 20 {
 		t.Fatalf("too little traffic to judge: %d requests, %d spans, %d results", n.Load(), recv.Count(), len(errs))
@@ -128,7 +100,7 @@ targets:
 			t.Errorf("the status page lacks %q", want)
 		}
 	}
-	for name, text := range map[string]string{"Result.Error": strings.Join(errs, "\n"), "/": page, "log": logs.String(), "spans": spans.String()} {
+	for name, text := range map[string]string{"Result.Error": strings.Join(errs, "\n"), "/": page, "log": logs.String(), "spans": spans} {
 		for i := 0; i+5 <= len(cutBearer); i++ {
 			piece := cutBearer[i : i+5]
 			if c := strings.Count(text, piece); c > 0 {

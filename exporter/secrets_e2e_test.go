@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -17,9 +16,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/otlptest"
@@ -104,46 +100,21 @@ targets:
 `, echo.URL, echoBearer, echoHeader, echoPassword))
 
 	logs := &testio.Buffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := newTextLogger(logs)
 	recv := otlptest.Start(t)
 	insecure := true
 	tr, err := NewTracing(context.Background(), TracingOptions{Config: config.Tracing{Endpoint: recv.Addr, Insecure: &insecure, RecordContent: true}, ServiceName: "llmprobe", Logger: logger})
 	if err != nil || tr == nil {
 		t.Fatalf("tracing: %v %v", tr, err)
 	}
-	reg := prometheus.NewRegistry()
-	metrics := NewMetrics(reg)
-	recent := NewRecent(logger)
-	engine := probe.NewEngine(probe.Options{Logger: logger, Observer: probe.Observers{metrics, recent},
-		Tracer: tr.Tracer(), Propagator: tr.Propagator(), RecordContent: true})
-	reg.MustRegister(NewStatusCollector(engine.Status))
-	reloader := NewReloader(fileLoader(path), logger, reg, Infallible(metrics.SetConfig), Infallible(recent.SetConfig), engine.Apply)
-	srv := httptest.NewServer(NewHandler(WebOptions{Logger: logger, Gatherer: reg, Status: engine.Status, Recent: recent,
-		Metrics: metrics, Reloader: reloader, EnableLifecycle: true}))
-	defer srv.Close()
-	f := &webFixture{srv: srv}
-	if err := reloader.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for n.Load() < 60 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	_, _, exposition := f.do(t, "GET", "/metrics", map[string]string{"Accept": "application/openmetrics-text;version=1.0.0"})
-	_, _, page := f.do(t, "GET", "/", nil)
-	_, _, cfgPage := f.do(t, "GET", "/config", nil)
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := engine.Shutdown(sctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Shutdown(sctx); err != nil {
-		t.Fatal(err)
-	}
-	var spans strings.Builder
-	for _, s := range recv.Spans() {
-		spans.WriteString(protojson.Format(s.Span))
-	}
+	d := startDaemon(t, path, logger, probe.Options{Tracer: tr.Tracer(), Propagator: tr.Propagator(), RecordContent: true})
+	d.reload(t)
+	waitUntil(20*time.Second, 100*time.Millisecond, func() bool { return n.Load() >= 60 })
+	_, _, exposition := d.web.do(t, "GET", "/metrics", map[string]string{"Accept": "application/openmetrics-text;version=1.0.0"})
+	_, _, page := d.web.do(t, "GET", "/", nil)
+	_, _, cfgPage := d.web.do(t, "GET", "/config", nil)
+	d.stop(t, tr)
+	spans := spansJSON(recv)
 	if n.Load() < 30 || recv.Count() < 30 {
 		t.Fatalf("too little traffic to judge: %d requests, %d spans", n.Load(), recv.Count())
 	}
@@ -156,7 +127,7 @@ targets:
 	if !strings.Contains(logs.String(), "[secret]") {
 		t.Error("the debug log shows no redacted failure")
 	}
-	for name, text := range map[string]string{"/metrics": exposition, "/": page, "/config": cfgPage, "log": logs.String(), "spans": spans.String()} {
+	for name, text := range map[string]string{"/metrics": exposition, "/": page, "/config": cfgPage, "log": logs.String(), "spans": spans} {
 		for _, sec := range []string{echoBearer, echoHeader, echoPassword, echoFileKey, "probe:" + echoPassword} {
 			for _, form := range []string{sec, sec[:16], base64.StdEncoding.EncodeToString([]byte(sec)), base64.StdEncoding.EncodeToString([]byte(sec))[:16]} {
 				if i := strings.Index(text, form); i >= 0 {

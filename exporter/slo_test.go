@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
@@ -16,9 +14,7 @@ import (
 // against its target's SLO, violations count once per broken bound, and
 // only (target, class) pairs with an SLO have series, all from 0.
 func TestSLOCounters(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg)
-	m.SetConfig(mustConfig(t, testConfigYAML)) // alpha: objective 0.99, TTFT ≤ 500ms, TPOT ≤ 60ms
+	m, reg := configuredMetrics(t) // alpha: objective 0.99, TTFT ≤ 500ms, TPOT ≤ 60ms
 
 	mfs := gather(t, reg)
 	for _, class := range []string{"chat", "agent"} {

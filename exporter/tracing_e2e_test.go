@@ -8,14 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/llmprobe/llmprobe/config"
@@ -45,18 +43,12 @@ func TestTracingEndToEnd(t *testing.T) {
 
 	// The simulator: real timing, some injected failures.
 	insecure := true
-	simTr, err := NewTracing(context.Background(), TracingOptions{
-		Config: config.Tracing{Endpoint: recv.Addr, Insecure: &insecure}, ServiceName: "llmprobe-sim", Logger: logger})
-	if err != nil || simTr == nil {
-		t.Fatalf("simulator tracing: %v %v", simTr, err)
-	}
 	simCfg := sim.DefaultConfig()
 	simCfg.Seed = 1
 	simCfg.Faults.HTTP500.Probability = 0.1
 	simCfg.Faults.Reset.Probability = 0.05
 	simCfg.Faults.Reset.AfterTokens = 2
-	simCfg.TracerProvider = simTr.TracerProvider()
-	base := loopbackSim(t, simCfg)
+	base, simTr := tracedSim(t, simCfg, TracingOptions{Config: config.Tracing{Endpoint: recv.Addr, Insecure: &insecure}, Logger: logger})
 
 	// The daemon, configured from its file.
 	path := filepath.Join(t.TempDir(), "llmprobe.yml")
@@ -84,24 +76,14 @@ tracing:
 	if err != nil || tr == nil {
 		t.Fatalf("daemon tracing: %v %v", tr, err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(tr)
-	metrics := NewMetrics(reg)
-	recent := NewRecent(logger)
-	engine := probe.NewEngine(probe.Options{Logger: logger, Observer: probe.Observers{metrics, recent}, Tracer: tr.Tracer(), Propagator: tr.Propagator()})
-	reloader := NewReloader(fileLoader(path), logger, reg, Infallible(metrics.SetConfig), Infallible(recent.SetConfig), engine.Apply)
-	srv := httptest.NewServer(NewHandler(WebOptions{Logger: logger, Gatherer: reg, Status: engine.Status, Recent: recent,
-		Metrics: metrics, Reloader: reloader, Ready: func() bool { return reloader.Current() != nil }}))
-	defer srv.Close()
-	f := &webFixture{srv: srv}
+	d := startDaemon(t, path, logger, probe.Options{Tracer: tr.Tracer(), Propagator: tr.Propagator()})
+	d.reg.MustRegister(tr)
 
 	prom := promtest.Start(t, promtest.Options{
-		Targets:        []promtest.ScrapeTarget{{JobName: "llmprobe", Address: srv.Listener.Addr().String()}},
+		Targets:        []promtest.ScrapeTarget{{JobName: "llmprobe", Address: d.web.srv.Listener.Addr().String()}},
 		ScrapeInterval: time.Second,
 	})
-	if err := reloader.Reload(); err != nil {
-		t.Fatal(err)
-	}
+	d.reload(t)
 	started := time.Now()
 
 	// Probe until Prometheus holds exemplars (bounded), then stop.
@@ -131,23 +113,10 @@ tracing:
 	}
 
 	// The OpenMetrics exposition and the status page, while running.
-	_, _, exposition := f.do(t, "GET", "/metrics", map[string]string{"Accept": "application/openmetrics-text;version=1.0.0"})
-	_, _, page := f.do(t, "GET", "/", nil)
+	_, _, exposition := d.web.do(t, "GET", "/metrics", map[string]string{"Accept": "application/openmetrics-text;version=1.0.0"})
+	_, _, page := d.web.do(t, "GET", "/", nil)
 
-	sctx, scancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer scancel()
-	if err := engine.Shutdown(sctx); err != nil {
-		t.Fatalf("engine shutdown: %v", err)
-	}
-	// The simulator's handlers end their spans as the responses end; give
-	// the last ones a moment, then flush both pipelines.
-	time.Sleep(100 * time.Millisecond)
-	if err := tr.Shutdown(sctx); err != nil {
-		t.Errorf("daemon tracing shutdown: %v", err)
-	}
-	if err := simTr.Shutdown(sctx); err != nil {
-		t.Errorf("simulator tracing shutdown: %v", err)
-	}
+	d.stop(t, tr, simTr) // flushes the daemon's pipeline, then the simulator's
 
 	// --- the spans ---
 	spans := recv.Spans()

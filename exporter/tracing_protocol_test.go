@@ -6,16 +6,13 @@ package exporter
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/funcr"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
@@ -190,19 +187,14 @@ func TestTracingOverHTTPDaemon(t *testing.T) {
 	t.Setenv(envEndpoint, "http://"+recv.Addr)
 	t.Setenv(envHeaders, "x-api-key="+envSecret)
 	logs := &testio.Buffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := newTextLogger(logs)
 	otelLogs := captureOTelLogger(t)
 	otel.SetErrorHandler(OTelErrorHandler(logger, time.Millisecond))
 
 	// The simulator: traced by the environment alone.
-	simTr, err := NewTracing(context.Background(), TracingOptions{ServiceName: "llmprobe-sim", Logger: logger})
-	if err != nil || simTr == nil {
-		t.Fatalf("simulator tracing: %v %v", simTr, err)
-	}
 	simCfg := sim.DefaultConfig()
 	simCfg.ZeroLatency = true
-	simCfg.TracerProvider = simTr.TracerProvider()
-	base := loopbackSim(t, simCfg)
+	base, simTr := tracedSim(t, simCfg, TracingOptions{Logger: logger})
 
 	path := filepath.Join(t.TempDir(), "llmprobe.yml")
 	writeFile(t, path, fmt.Sprintf(`
@@ -227,19 +219,9 @@ tracing:
 	if tr.Protocol() != "http/protobuf" || tr.Endpoint() != "http://"+recv.Addr {
 		t.Errorf("protocol %q endpoint %q", tr.Protocol(), tr.Endpoint())
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(tr)
-	metrics := NewMetrics(reg)
-	recent := NewRecent(logger)
-	engine := probe.NewEngine(probe.Options{Logger: logger, Observer: probe.Observers{metrics, recent}, Tracer: tr.Tracer(), Propagator: tr.Propagator()})
-	reloader := NewReloader(fileLoader(path), logger, reg, Infallible(metrics.SetConfig), Infallible(recent.SetConfig), engine.Apply)
-	srv := httptest.NewServer(NewHandler(WebOptions{Logger: logger, Gatherer: reg, Status: engine.Status, Recent: recent,
-		Metrics: metrics, Reloader: reloader, Ready: func() bool { return reloader.Current() != nil }}))
-	defer srv.Close()
-	f := &webFixture{srv: srv}
-	if err := reloader.Reload(); err != nil {
-		t.Fatal(err)
-	}
+	d := startDaemon(t, path, logger, probe.Options{Tracer: tr.Tracer(), Propagator: tr.Propagator()})
+	d.reg.MustRegister(tr)
+	d.reload(t)
 	clientSpans := func() int {
 		n := 0
 		for _, s := range recv.Spans() {
@@ -249,27 +231,20 @@ tracing:
 		}
 		return n
 	}
-	for deadline := time.Now().Add(15 * time.Second); clientSpans() < 15 && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if n := clientSpans(); n < 15 {
-		t.Fatalf("%d request spans received over OTLP/HTTP within 15s", n)
+	if !waitUntil(15*time.Second, 50*time.Millisecond, func() bool { return clientSpans() >= 15 }) {
+		t.Fatalf("%d request spans received over OTLP/HTTP within 15s", clientSpans())
 	}
 
 	// The collector starts refusing: export errors are logged (rate
 	// limited), without the keys.
 	recv.RefuseWith(http.StatusUnauthorized)
 	failedBefore := tr.Stats().ExportFailures
-	deadline := time.Now().Add(10 * time.Second)
-	for tr.Stats().ExportFailures == failedBefore && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if tr.Stats().ExportFailures == failedBefore {
+	if !waitUntil(10*time.Second, 20*time.Millisecond, func() bool { return tr.Stats().ExportFailures != failedBefore }) {
 		t.Error("no export failure counted while the collector refused")
 	}
 	var pages []string
 	for _, p := range []string{"/", "/config", "/metrics"} {
-		code, _, body := f.do(t, "GET", p, nil)
+		code, _, body := d.web.do(t, "GET", p, nil)
 		if code != http.StatusOK {
 			t.Errorf("GET %s: %d", p, code)
 		}
@@ -277,11 +252,11 @@ tracing:
 	}
 	recv.RefuseWith(0)
 
+	d.stop(t)
+	// The pipelines flush what they still hold; errors of the exports
+	// refused above may surface here.
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := engine.Shutdown(sctx); err != nil {
-		t.Fatalf("engine shutdown: %v", err)
-	}
 	time.Sleep(100 * time.Millisecond)
 	_ = tr.Shutdown(sctx)
 	_ = simTr.Shutdown(sctx)

@@ -283,6 +283,20 @@ func loopbackSim(t *testing.T, cfg sim.Config) string {
 	return base
 }
 
+// tracedSim starts the simulator (cfg) on loopback, tracing through a
+// pipeline of its own (opts, as service llmprobe-sim). It returns the
+// simulator's base URL and the pipeline, which the test shuts down.
+func tracedSim(t *testing.T, cfg sim.Config, opts TracingOptions) (string, *Tracing) {
+	t.Helper()
+	opts.ServiceName = "llmprobe-sim"
+	tr, err := NewTracing(context.Background(), opts)
+	if err != nil || tr == nil {
+		t.Fatalf("simulator tracing: %v %v", tr, err)
+	}
+	cfg.TracerProvider = tr.TracerProvider()
+	return loopbackSim(t, cfg), tr
+}
+
 func probeConfig(t *testing.T, base string, rate float64, extra string) *config.Config {
 	t.Helper()
 	cfg, err := config.Load([]byte(fmt.Sprintf(`
@@ -420,20 +434,15 @@ func TestTracingUnreachableCollector(t *testing.T) {
 	}
 
 	// Export attempts time out after 300 ms; wait for at least one.
-	deadline := time.Now().Add(5 * time.Second)
-	for tr.Stats().ExportFailures == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitUntil(5*time.Second, 20*time.Millisecond, func() bool { return tr.Stats().ExportFailures != 0 })
 	// Every span is accounted for: dropped because the queue was full,
 	// lost in a failed export, or still queued (read until the counters
 	// are not caught between an export's end and its accounting).
 	var s TracingStats
-	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	waitUntil(3*time.Second, 10*time.Millisecond, func() bool {
 		s = tr.Stats()
-		if s.DroppedFull+s.DroppedFailed+uint64(s.Queued) == uint64(traced) || time.Now().After(deadline) {
-			break
-		}
-	}
+		return s.DroppedFull+s.DroppedFailed+uint64(s.Queued) == uint64(traced)
+	})
 	if got := s.DroppedFull + s.DroppedFailed + uint64(s.Queued); got != uint64(traced) {
 		t.Errorf("stats %+v account for %d spans, %d were ended", s, got, traced)
 	}
@@ -490,14 +499,9 @@ func TestTracingSamplingRatioZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	simTr, err := NewTracing(context.Background(), TracingOptions{Config: config.Tracing{Endpoint: recv.Addr, Insecure: &insecure}, ServiceName: "llmprobe-sim"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	simCfg := sim.DefaultConfig()
 	simCfg.ZeroLatency = true
-	simCfg.TracerProvider = simTr.TracerProvider()
-	base := loopbackSim(t, simCfg)
+	base, simTr := tracedSim(t, simCfg, TracingOptions{Config: config.Tracing{Endpoint: recv.Addr, Insecure: &insecure}})
 
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()

@@ -22,7 +22,7 @@ import (
 // curl, PUT and a POST without the form's field keep the text answers and
 // codes; cross-origin and lifecycle-off refusals are unchanged.
 func TestReloadFormRedirectsToPage(t *testing.T) {
-	f := newPageFixture(t, nil)
+	f := newWebFixture(t, nil)
 	form := http.Header{"Content-Type": {"application/x-www-form-urlencoded"}, "Sec-Fetch-Site": {"same-origin"}}
 
 	resp, _ := fetch(t, "POST", f.srv.URL+"/-/reload", form, "from=status-page")
@@ -79,7 +79,7 @@ func TestReloadFormRedirectsToPage(t *testing.T) {
 	if resp, _ := fetch(t, "POST", f.srv.URL+"/-/reload", cross, "from=status-page"); resp.StatusCode != http.StatusForbidden || f.reloader.Current() != running {
 		t.Errorf("cross-site form POST = %d, want 403 and no reload", resp.StatusCode)
 	}
-	off := newPageFixture(t, func(o *WebOptions) { o.EnableLifecycle = false })
+	off := newWebFixture(t, func(o *WebOptions) { o.EnableLifecycle = false })
 	if resp, body := fetch(t, "POST", off.srv.URL+"/-/reload", form, "from=status-page"); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "--web.enable-lifecycle") {
 		t.Errorf("form POST without the lifecycle API = %d %q, want 403", resp.StatusCode, body)
 	}
@@ -92,7 +92,7 @@ func TestReloadFormRedirectsToPage(t *testing.T) {
 // scrubbed by probe's Redactor everywhere it goes: the returned error, the
 // HTTP answer, the log and the pages.
 func TestFailedReloadBanner(t *testing.T) {
-	f := newPageFixture(t, nil)
+	f := newWebFixture(t, nil)
 	if _, page := fetch(t, "GET", f.srv.URL+"/", nil, ""); strings.Contains(page, "RELOAD FAILED") {
 		t.Fatal("banner before any failure")
 	}
@@ -313,7 +313,7 @@ func TestRecentWindow(t *testing.T) {
 // quantiles with n over the stated window, and the timeline as inline SVG
 // with axes, tick labels and a legend; nothing needs a script.
 func TestStatusPageLatencyAndTimeline(t *testing.T) {
-	f := newPageFixture(t, nil)
+	f := newWebFixture(t, nil)
 	now := time.Now().Truncate(windowSlot).Add(-windowSlot) // a completed slot
 	f.recent.now = func() time.Time { return now }
 	for _, tr := range *f.recent.rings.Load() { // as if configured a slot earlier

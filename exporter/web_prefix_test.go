@@ -11,59 +11,11 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/llmprobe/llmprobe/internal/testio"
 )
-
-// pageFixture is the daemon's wiring (metrics, recent, reloader from a
-// file) behind NewHandler with the given web options, served on loopback.
-type pageFixture struct {
-	srv      *httptest.Server
-	reg      *prometheus.Registry
-	metrics  *Metrics
-	recent   *Recent
-	reloader *Reloader
-	path     string
-	logs     *testio.Buffer
-}
-
-func newPageFixture(t *testing.T, opts func(*WebOptions)) *pageFixture {
-	t.Helper()
-	f := &pageFixture{reg: prometheus.NewRegistry(), logs: &testio.Buffer{}}
-	f.path = filepath.Join(t.TempDir(), "llmprobe.yml")
-	writeFile(t, f.path, testConfigYAML)
-	logger := newTextLogger(f.logs)
-	f.metrics = NewMetrics(f.reg)
-	f.recent = NewRecent(logger)
-	f.reloader = NewReloader(fileLoader(f.path), logger, f.reg, Infallible(f.metrics.SetConfig), Infallible(f.recent.SetConfig))
-	if err := f.reloader.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	o := WebOptions{
-		Logger:          logger,
-		Gatherer:        f.reg,
-		Status:          testStatus,
-		Harness:         testHarness,
-		Recent:          f.recent,
-		Metrics:         f.metrics,
-		Reloader:        f.reloader,
-		Version:         "1.2.3-test",
-		EnableLifecycle: true,
-	}
-	if opts != nil {
-		opts(&o)
-	}
-	f.srv = httptest.NewServer(NewHandler(o))
-	t.Cleanup(f.srv.Close)
-	return f
-}
 
 // noRedirects is a client that returns redirects instead of following them.
 var noRedirects = &http.Client{
@@ -135,7 +87,7 @@ func TestRoutePrefixBehindReverseProxy(t *testing.T) {
 			if want := map[string]string{"pass-through": "/llmprobe", "strip": ""}[mode]; prefix != want {
 				t.Fatalf("route prefix = %q, want %q", prefix, want)
 			}
-			f := newPageFixture(t, func(o *WebOptions) { o.ExternalURL, o.RoutePrefix = ext, prefix })
+			f := newWebFixture(t, func(o *WebOptions) { o.ExternalURL, o.RoutePrefix = ext, prefix })
 			backend, _ := url.Parse(f.srv.URL)
 			proxy := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
 				pr.SetURL(backend) // rewrites Host to the backend's
@@ -282,7 +234,7 @@ func TestParseWebURLs(t *testing.T) {
 // The handler with a route prefix counts as wired only if nothing of it
 // answers outside the prefix.
 func TestRoutePrefixServesNothingElse(t *testing.T) {
-	f := newPageFixture(t, func(o *WebOptions) { o.RoutePrefix = "/llmprobe" })
+	f := newWebFixture(t, func(o *WebOptions) { o.RoutePrefix = "/llmprobe" })
 	for _, p := range []string{"/config", "/-/healthy", "/-/reload", "/llmprobex/metrics"} {
 		if resp, _ := fetch(t, "GET", f.srv.URL+p, nil, ""); resp.StatusCode != http.StatusNotFound {
 			t.Errorf("GET %s = %d, want 404", p, resp.StatusCode)

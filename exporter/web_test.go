@@ -11,13 +11,17 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/llmprobe/llmprobe/internal/testio"
 	"github.com/llmprobe/llmprobe/probe"
 )
 
+// webFixture is the daemon's wiring without an engine (the request
+// metrics, the recent-request log, the status collector over testStatus,
+// a reloader from a file holding testConfigYAML, loaded) behind
+// NewHandler, served on loopback.
 type webFixture struct {
 	srv      *httptest.Server
 	reg      *prometheus.Registry
@@ -25,69 +29,66 @@ type webFixture struct {
 	recent   *Recent
 	reloader *Reloader
 	path     string
-	ready    *atomic.Bool
+	logs     *testio.Buffer // the debug log
 }
 
-// newWebFixture serves NewHandler over loopback, wired as the daemon
-// wires it, with testConfigYAML loaded from a file.
-func newWebFixture(t *testing.T) *webFixture {
+// newWebFixture serves the fixture; opts, when not nil, adjusts the
+// handler's options (lifecycle endpoints on, testStatus and testHarness,
+// version 1.2.3-test).
+func newWebFixture(t *testing.T, opts func(*WebOptions)) *webFixture {
 	t.Helper()
-	f := &webFixture{reg: prometheus.NewRegistry(), ready: &atomic.Bool{}}
+	f := &webFixture{reg: prometheus.NewRegistry(), logs: &testio.Buffer{}}
 	f.path = filepath.Join(t.TempDir(), "llmprobe.yml")
 	writeFile(t, f.path, testConfigYAML)
+	logger := newTextLogger(f.logs)
 	f.metrics = NewMetrics(f.reg)
-	f.recent = NewRecent(nil)
+	f.recent = NewRecent(logger)
 	f.reg.MustRegister(NewStatusCollector(testStatus))
-	f.reloader = NewReloader(fileLoader(f.path), nil, f.reg, Infallible(f.metrics.SetConfig), Infallible(f.recent.SetConfig))
+	f.reloader = NewReloader(fileLoader(f.path), logger, f.reg, Infallible(f.metrics.SetConfig), Infallible(f.recent.SetConfig))
 	if err := f.reloader.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	f.srv = httptest.NewServer(NewHandler(WebOptions{
-		Gatherer: f.reg,
-		Status:   testStatus,
-		Recent:   f.recent,
-		Metrics:  f.metrics,
-		Reloader: f.reloader,
-		Ready:    f.ready.Load,
-		Version:  "1.2.3-test",
-
+	o := WebOptions{
+		Logger:          logger,
+		Gatherer:        f.reg,
+		Status:          testStatus,
+		Harness:         testHarness,
+		Recent:          f.recent,
+		Metrics:         f.metrics,
+		Reloader:        f.reloader,
+		Version:         "1.2.3-test",
 		EnableLifecycle: true,
-	}))
+	}
+	if opts != nil {
+		opts(&o)
+	}
+	f.srv = httptest.NewServer(NewHandler(o))
 	t.Cleanup(f.srv.Close)
 	return f
 }
 
+// do sends a request to the fixture's server (fetch: redirects are
+// returned, not followed).
 func (f *webFixture) do(t *testing.T, method, path string, header map[string]string) (int, http.Header, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, f.srv.URL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := http.Header{}
 	for k, v := range header {
-		req.Header.Set(k, v)
+		h.Set(k, v)
 	}
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, string(body)
+	resp, body := fetch(t, method, f.srv.URL+path, h, "")
+	return resp.StatusCode, resp.Header, body
 }
 
 func TestHealthyAndReady(t *testing.T) {
-	f := newWebFixture(t)
+	var ready atomic.Bool
+	f := newWebFixture(t, func(o *WebOptions) { o.Ready = ready.Load })
 	if code, _, body := f.do(t, "GET", "/-/healthy", nil); code != 200 || strings.TrimSpace(body) != "Healthy" {
 		t.Errorf("/-/healthy = %d %q", code, body)
 	}
 	if code, _, _ := f.do(t, "GET", "/-/ready", nil); code != http.StatusServiceUnavailable {
 		t.Errorf("/-/ready before ready = %d, want 503", code)
 	}
-	f.ready.Store(true)
+	ready.Store(true)
 	if code, _, body := f.do(t, "GET", "/-/ready", nil); code != 200 || strings.TrimSpace(body) != "Ready" {
 		t.Errorf("/-/ready = %d %q", code, body)
 	}
@@ -97,7 +98,7 @@ func TestHealthyAndReady(t *testing.T) {
 }
 
 func TestMetricsEndpoint(t *testing.T) {
-	f := newWebFixture(t)
+	f := newWebFixture(t, nil)
 	f.metrics.Observe(successResult("alpha", "model-a", "chat"))
 
 	code, h, body := f.do(t, "GET", "/metrics", map[string]string{"Accept": "application/openmetrics-text;version=1.0.0"})
@@ -129,7 +130,7 @@ func TestMetricsEndpoint(t *testing.T) {
 }
 
 func TestReloadRoute(t *testing.T) {
-	f := newWebFixture(t)
+	f := newWebFixture(t, nil)
 	running := f.reloader.Current()
 
 	if code, h, _ := f.do(t, "GET", "/-/reload", nil); code != http.StatusMethodNotAllowed || !strings.Contains(h.Get("Allow"), "POST") {
@@ -162,7 +163,7 @@ func TestReloadRoute(t *testing.T) {
 }
 
 func TestStatusPage(t *testing.T) {
-	f := newWebFixture(t)
+	f := newWebFixture(t, nil)
 	f.metrics.Observe(successResult("alpha", "model-a", "chat")) // hit ratio 40/100
 	f.recent.Observe(successResult("alpha", "model-a", "chat"))
 	hostile := failedResult("alpha", "model-a", "chat", 0)
@@ -216,7 +217,7 @@ func TestStatusPage(t *testing.T) {
 }
 
 func TestConfigPageHidesSecrets(t *testing.T) {
-	f := newWebFixture(t)
+	f := newWebFixture(t, nil)
 	code, _, body := f.do(t, "GET", "/config", nil)
 	if code != 200 {
 		t.Fatalf("/config = %d", code)
@@ -259,7 +260,7 @@ func TestHandlerWithoutOptionalParts(t *testing.T) {
 // enabled (Prometheus' --web.enable-lifecycle), and a browser on another
 // site cannot make it reload even then.
 func TestReloadNeedsLifecycleAndSameOrigin(t *testing.T) {
-	f := newWebFixture(t)
+	f := newWebFixture(t, nil)
 	off := httptest.NewServer(NewHandler(WebOptions{Gatherer: f.reg, Reloader: f.reloader}))
 	defer off.Close()
 	running := f.reloader.Current()

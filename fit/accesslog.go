@@ -198,29 +198,20 @@ func (c contextReader) Read(p []byte) (int, error) {
 // usable line is an error.
 func ReadAccessLog(r io.Reader, name string, opts LogOptions) (*Result, error) {
 	o := opts.withDefaults()
-	promptPaths, err := parsePaths(o.PromptFields)
-	if err != nil {
-		return nil, err
-	}
-	completionPaths, err := parsePaths(o.CompletionFields)
-	if err != nil {
-		return nil, err
-	}
-	cachedPaths, err := parsePaths(o.CachedFields)
-	if err != nil {
-		return nil, err
-	}
-	modelPaths, err := parsePaths(o.ModelFields)
-	if err != nil {
-		return nil, err
-	}
-	timePaths, err := parsePaths(o.TimeFields)
-	if err != nil {
-		return nil, err
-	}
-	var byPath [][]string
+	var promptPaths, completionPaths, cachedPaths, modelPaths, timePaths, byPath [][]string
+	var by []string
 	if o.By != "" {
-		if byPath, err = parsePaths([]string{o.By}); err != nil {
+		by = []string{o.By}
+	}
+	for _, f := range []struct {
+		paths  *[][]string
+		fields []string
+	}{
+		{&promptPaths, o.PromptFields}, {&completionPaths, o.CompletionFields}, {&cachedPaths, o.CachedFields},
+		{&modelPaths, o.ModelFields}, {&timePaths, o.TimeFields}, {&byPath, by},
+	} {
+		var err error
+		if *f.paths, err = parsePaths(f.fields); err != nil {
 			return nil, err
 		}
 	}
@@ -277,7 +268,7 @@ func ReadAccessLog(r io.Reader, name string, opts LogOptions) (*Result, error) {
 				break
 			}
 			obj := rec.obj
-			if byPath != nil {
+			if len(byPath) > 0 {
 				rec.r.group = groupValue(obj, byPath[0])
 			}
 			recs = append(recs, rec.r)

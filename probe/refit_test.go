@@ -5,16 +5,18 @@ package probe_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/promtest"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/wire"
@@ -147,27 +149,11 @@ func TestWorkloadFromHostilePrometheus(t *testing.T) {
 		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
 	}))
 	defer redirect.Close()
-	cfg := loadConfig(t, `
-global: {warmup: 0s}
-workloads:
-  small: {classes: [{name: c, prompt_tokens: 16, output_tokens: 4}]}
-targets:
-  - name: echoed
-    url: http://127.0.0.1:1/v1
-    model: m
-    workload: small
-    arrival: {rate: 0.1}
-    workload_from:
-      prometheus: {url: %[1]s, refresh: 1s, http_client_config: {authorization: {credentials: %[3]s}}}
-  - name: redirected
-    url: http://127.0.0.1:1/v1
-    model: m
-    workload: small
-    arrival: {rate: 0.1}
-    workload_from:
-      prometheus: {url: %[2]s, refresh: 1s, http_client_config: {authorization: {credentials: %[3]s}}}
-`, echo.URL, redirect.URL, secret)
-	for _, s := range refitFailures(t, cfg, 15*time.Second) {
+	auth := fmt.Sprintf("refresh: 1s, http_client_config: {authorization: {credentials: %s}}", secret)
+	for _, s := range refitFailures(t, 15*time.Second, map[string]string{
+		"echoed":     fmt.Sprintf("{prometheus: {url: %s, %s}}", echo.URL, auth),
+		"redirected": fmt.Sprintf("{prometheus: {url: %s, %s}}", redirect.URL, auth),
+	}) {
 		if strings.Contains(s.Refit.Error, secret) {
 			t.Fatalf("%s: the refit error shows the secret: %s", s.Name, s.Refit.Error)
 		}
@@ -195,19 +181,8 @@ func TestWorkloadFromLargeAnswer(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	cfg := loadConfig(t, `
-global: {warmup: 0s}
-workloads:
-  small: {classes: [{name: c, prompt_tokens: 16, output_tokens: 4}]}
-targets:
-  - name: t
-    url: http://127.0.0.1:1/v1
-    model: m
-    workload: small
-    arrival: {rate: 0.1}
-    workload_from: {prometheus: {url: %[1]s, refresh: 1h}}
-`, srv.URL)
-	if s := refitFailures(t, cfg, 60*time.Second)[0]; !strings.Contains(s.Refit.Error, "larger than 8 MiB") {
+	from := fmt.Sprintf("{prometheus: {url: %s, refresh: 1h}}", srv.URL)
+	if s := refitFailures(t, 60*time.Second, map[string]string{"t": from})[0]; !strings.Contains(s.Refit.Error, "larger than 8 MiB") {
 		t.Errorf("refit error %q, want the answer refused past 8 MiB", s.Refit.Error)
 	}
 	srv.CloseClientConnections()
@@ -216,10 +191,18 @@ targets:
 	}
 }
 
-// refitFailures runs the engine on cfg until every target's refit failed
-// at least once (at most d), stops it, and returns the targets' status.
-func refitFailures(t *testing.T, cfg *config.Config, d time.Duration) []probe.TargetStatus {
+// refitFailures runs the engine over targets that probe nothing (a
+// closed port, at 0.1 requests/s) and refit their workload from
+// workloadFrom[name] (a workload_from value), until every target's refit
+// failed at least once (at most d); it stops the engine and returns the
+// targets' status.
+func refitFailures(t *testing.T, d time.Duration, workloadFrom map[string]string) []probe.TargetStatus {
 	t.Helper()
+	yml := "global: {warmup: 0s}\nworkloads:\n  small: {classes: [{name: c, prompt_tokens: 16, output_tokens: 4}]}\ntargets:\n"
+	for _, name := range slices.Sorted(maps.Keys(workloadFrom)) {
+		yml += fmt.Sprintf("  - {name: %s, url: \"http://127.0.0.1:1/v1\", model: m, workload: small, arrival: {rate: 0.1}, workload_from: %s}\n", name, workloadFrom[name])
+	}
+	cfg := loadConfig(t, "%s", yml)
 	e := probe.NewEngine(probe.Options{Observer: newRecorder(), Logger: slog.New(slog.DiscardHandler)})
 	if err := e.Apply(cfg); err != nil {
 		t.Fatal(err)

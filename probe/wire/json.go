@@ -245,42 +245,37 @@ func (s *jsonScanner) number() error {
 	if i < len(b) && b[i] == '-' {
 		i++
 	}
-	switch {
-	case i < len(b) && b[i] == '0':
+	ok := true
+	if i < len(b) && b[i] == '0' {
 		i++
-	case i < len(b) && isDigit(b[i]):
-		for i < len(b) && isDigit(b[i]) {
-			i++
-		}
-	default:
-		s.i = i
-		return errMalformedJSON
+	} else {
+		i, ok = skipDigits(b, i)
 	}
-	if i < len(b) && b[i] == '.' {
-		i++
-		if i >= len(b) || !isDigit(b[i]) {
-			s.i = i
-			return errMalformedJSON
-		}
-		for i < len(b) && isDigit(b[i]) {
-			i++
-		}
+	if ok && i < len(b) && b[i] == '.' {
+		i, ok = skipDigits(b, i+1)
 	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+	if ok && i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		i++
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		if i >= len(b) || !isDigit(b[i]) {
-			s.i = i
-			return errMalformedJSON
-		}
-		for i < len(b) && isDigit(b[i]) {
-			i++
-		}
+		i, ok = skipDigits(b, i)
 	}
 	s.i = i
+	if !ok {
+		return errMalformedJSON
+	}
 	return nil
+}
+
+// skipDigits returns the index after the digits that start b[i:], and
+// false if there are none.
+func skipDigits(b []byte, i int) (int, bool) {
+	j := i
+	for j < len(b) && isDigit(b[j]) {
+		j++
+	}
+	return j, j > i
 }
 
 func (s *jsonScanner) literal(lit string) error {

@@ -367,35 +367,35 @@ func (t *tokenizer) post(ctx context.Context, u string, body map[string]any) ([]
 	return raw, resp.StatusCode, nil
 }
 
-// vllmCount counts a prompt or messages the vLLM way.
-func (t *tokenizer) vllmCount(ctx context.Context, body map[string]any) (tokenizeAnswer, error) {
-	raw, status, err := t.post(ctx, t.tokenizeURL, body)
+// ask posts body to u and parses the answer, which must come with a 200.
+// Errors start with what (the endpoint's name).
+func ask[A any](ctx context.Context, t *tokenizer, u string, body map[string]any, what string, parse func([]byte) (A, error)) (A, error) {
+	var zero A
+	raw, status, err := t.post(ctx, u, body)
 	if err != nil {
-		return tokenizeAnswer{}, fmt.Errorf("tokenize: %w", err)
+		return zero, fmt.Errorf("%s: %w", what, err)
 	}
 	if status != http.StatusOK {
-		return tokenizeAnswer{}, fmt.Errorf("tokenize: %w", statusError(status, raw))
+		return zero, fmt.Errorf("%s: %w", what, statusError(status, raw))
 	}
-	a, err := parseTokenizeResponse(raw)
+	a, err := parse(raw)
 	if err != nil {
-		return tokenizeAnswer{}, fmt.Errorf("tokenize: unexpected answer: %w", err)
+		return zero, fmt.Errorf("%s: unexpected answer: %w", what, err)
 	}
 	return a, nil
+}
+
+// vllmCount counts a prompt or messages the vLLM way.
+func (t *tokenizer) vllmCount(ctx context.Context, body map[string]any) (tokenizeAnswer, error) {
+	return ask(ctx, t, t.tokenizeURL, body, "tokenize", parseTokenizeResponse)
 }
 
 // llamaCount counts text the way llama-server's completion endpoints do:
 // with special tokens (begin-of-text) added.
 func (t *tokenizer) llamaCount(ctx context.Context, text string) (float64, error) {
-	raw, status, err := t.post(ctx, t.tokenizeURL, map[string]any{"content": text, "add_special": true})
+	a, err := ask(ctx, t, t.tokenizeURL, map[string]any{"content": text, "add_special": true}, "llama.cpp /tokenize", parseTokenizeResponse)
 	if err != nil {
-		return 0, fmt.Errorf("llama.cpp /tokenize: %w", err)
-	}
-	if status != http.StatusOK {
-		return 0, fmt.Errorf("llama.cpp /tokenize: %w", statusError(status, raw))
-	}
-	a, err := parseTokenizeResponse(raw)
-	if err != nil {
-		return 0, fmt.Errorf("llama.cpp /tokenize: unexpected answer: %w", err)
+		return 0, err
 	}
 	if a.n == 0 {
 		return 0, fmt.Errorf("llama.cpp /tokenize: no tokens for a %d-byte prompt", len(text))
@@ -406,16 +406,9 @@ func (t *tokenizer) llamaCount(ctx context.Context, text string) (float64, error
 // llamaChat counts chat messages the way llama-server's chat endpoint
 // does: the template applied by /apply-template, the prompt tokenized.
 func (t *tokenizer) llamaChat(ctx context.Context, msgs []wire.Message) (float64, error) {
-	raw, status, err := t.post(ctx, t.template, map[string]any{"messages": msgs, "add_generation_prompt": true})
+	prompt, err := ask(ctx, t, t.template, map[string]any{"messages": msgs, "add_generation_prompt": true}, "llama.cpp /apply-template", parseApplyTemplateResponse)
 	if err != nil {
-		return 0, fmt.Errorf("llama.cpp /apply-template: %w", err)
-	}
-	if status != http.StatusOK {
-		return 0, fmt.Errorf("llama.cpp /apply-template: %w", statusError(status, raw))
-	}
-	prompt, err := parseApplyTemplateResponse(raw)
-	if err != nil {
-		return 0, fmt.Errorf("llama.cpp /apply-template: unexpected answer: %w", err)
+		return 0, err
 	}
 	return t.llamaCount(ctx, prompt)
 }

@@ -71,25 +71,33 @@ func (p *PromptSynth) Prefix(group, tokens int) string {
 	if tokens <= 0 {
 		return ""
 	}
-	k := prefixKey{group, tokens}
-	p.mu.RLock()
-	s, ok := p.prefixes[k]
-	p.mu.RUnlock()
+	return cachedPrefix(&p.mu, p.prefixes, prefixKey{group, tokens}, func() string {
+		src := splitmix{state: splitmix64(p.seed) ^ splitmix64(uint64(group)^0x70726566697865)}
+		n := uint64(len(vocab))
+		first := int((splitmix64(p.seed^0x6669727374)%n + uint64(group)%n) % n)
+		return string(appendWords(make([]byte, 0, tokens*7), &src, tokens, first))
+	})
+}
+
+// cachedPrefix returns cache[k] (under mu), building it the first time;
+// it keeps at most maxCachedPrefixes (beyond, every call builds). Builds
+// are deterministic: of two racing ones the first stored is returned.
+func cachedPrefix[V any](mu *sync.RWMutex, cache map[prefixKey]V, k prefixKey, build func() V) V {
+	mu.RLock()
+	v, ok := cache[k]
+	mu.RUnlock()
 	if ok {
-		return s
+		return v
 	}
-	src := splitmix{state: splitmix64(p.seed) ^ splitmix64(uint64(group)^0x70726566697865)}
-	n := uint64(len(vocab))
-	first := int((splitmix64(p.seed^0x6669727374)%n + uint64(group)%n) % n)
-	s = string(appendWords(make([]byte, 0, tokens*7), &src, tokens, first))
-	p.mu.Lock()
-	if old, ok := p.prefixes[k]; ok {
-		s = old
-	} else if len(p.prefixes) < maxCachedPrefixes {
-		p.prefixes[k] = s
+	v = build()
+	mu.Lock()
+	if old, ok := cache[k]; ok {
+		v = old
+	} else if len(cache) < maxCachedPrefixes {
+		cache[k] = v
 	}
-	p.mu.Unlock()
-	return s
+	mu.Unlock()
+	return v
 }
 
 // Nonce returns NonceTokens random words separated by spaces. Put right
@@ -183,17 +191,11 @@ func CountTokens(text string) int {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f':
 			i++
 		case tokLetter(c):
-			j := i + 1
-			for j < len(text) && tokLetter(text[j]) {
-				j++
-			}
+			j := runEnd(text, i, tokLetter)
 			n += (j - i + 7) / 8
 			i = j
 		case tokDigit(c):
-			j := i + 1
-			for j < len(text) && tokDigit(text[j]) {
-				j++
-			}
+			j := runEnd(text, i, tokDigit)
 			n += (j - i + 2) / 3
 			i = j
 		case c < utf8.RuneSelf:
@@ -208,6 +210,16 @@ func CountTokens(text string) int {
 		}
 	}
 	return n
+}
+
+// runEnd returns the end of the run of bytes in the class that starts at
+// text[i].
+func runEnd(text string, i int, in func(byte) bool) int {
+	j := i + 1
+	for j < len(text) && in(text[j]) {
+		j++
+	}
+	return j
 }
 
 func tokLetter(c byte) bool { return (c|0x20) >= 'a' && (c|0x20) <= 'z' }

@@ -21,24 +21,14 @@ func (p *PromptSynth) PrefixIDs(group, n int) []int {
 	if n <= 0 {
 		return nil
 	}
-	k := prefixKey{group, n}
-	p.mu.RLock()
-	ids, ok := p.idPrefixes[k]
-	p.mu.RUnlock()
-	if ok {
+	return cachedPrefix(&p.mu, p.idPrefixes, prefixKey{group, n}, func() []int {
+		src := splitmix{state: splitmix64(p.seed^0x69647300) ^ splitmix64(uint64(group)^0x70726566697865)}
+		ids := make([]int, n)
+		for i := range ids {
+			ids[i] = TokenIDMin + pick(src.Uint64(), TokenIDMax-TokenIDMin)
+		}
 		return ids
-	}
-	src := splitmix{state: splitmix64(p.seed^0x69647300) ^ splitmix64(uint64(group)^0x70726566697865)}
-	ids = make([]int, n)
-	for i := range ids {
-		ids[i] = TokenIDMin + pick(src.Uint64(), TokenIDMax-TokenIDMin)
-	}
-	p.mu.Lock()
-	if len(p.idPrefixes) < maxCachedPrefixes {
-		p.idPrefixes[k] = ids
-	}
-	p.mu.Unlock()
-	return ids
+	})
 }
 
 // AppendTokenIDs appends n random ids (a nonce needs no special care:
