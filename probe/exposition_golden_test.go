@@ -155,6 +155,24 @@ targets:
 		}
 	}
 
+	// A request's result is observed before the runner counts it out of
+	// flight: wait until no engine has one in flight, or the gauge may
+	// still say 1 (it did in a hogged make test).
+	for _, status := range statuses {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			inflight := int64(0)
+			for _, st := range status() {
+				inflight += st.Inflight
+			}
+			if inflight == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d requests still in flight 30s after their results", inflight)
+			}
+		}
+	}
+
 	var buf bytes.Buffer
 	mfs, err := reg.Gather()
 	if err != nil {
