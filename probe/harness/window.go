@@ -60,9 +60,9 @@ type slot struct {
 	lag       [lagBuckets]uint32
 }
 
-// Window keeps per-second counts over a sliding Window for the harness'
+// Window keeps per-second counts over a sliding window for the harness'
 // self-judgement: scheduled vs sent vs dropped, and schedule-lag
-// quantiles. Memory is fixed (one slot per second of the Window).
+// quantiles. Memory is fixed (one slot per second of the window).
 type Window struct {
 	mu    sync.Mutex
 	slots []slot
