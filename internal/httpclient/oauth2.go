@@ -45,12 +45,21 @@ const (
 type TokenError struct {
 	Err      error
 	TokenURL string
+	// secret is the client secret (or key) the request was made with: a
+	// token endpoint's answer, which golang.org/x/oauth2 quotes in its
+	// error, may echo it, plain or form-encoded.
+	secret string
 }
 
 func (e *TokenError) Error() string {
 	msg := strings.TrimPrefix(e.Err.Error(), "oauth2: ")
 	if e.TokenURL != "" {
 		msg = strings.ReplaceAll(msg, e.TokenURL, RedactURL(e.TokenURL))
+	}
+	if e.secret != "" {
+		for _, s := range []string{e.secret, url.QueryEscape(e.secret), url.PathEscape(e.secret)} {
+			msg = strings.ReplaceAll(msg, s, "<secret>")
+		}
 	}
 	return "OAuth2 token request failed: " + msg
 }
@@ -113,26 +122,27 @@ func secretOf(key string, s commoncfg.Secret, file, ref string) (commoncfg.Secre
 }
 
 func (rt *oauth2RT) RoundTrip(req *http.Request) (*http.Response, error) {
-	tok, err := rt.token(req)
+	tok, secret, err := rt.token(req)
 	if err != nil {
 		if req.Body != nil {
 			req.Body.Close()
 		}
-		return nil, &TokenError{Err: err, TokenURL: rt.cfg.TokenURL}
+		return nil, &TokenError{Err: err, TokenURL: rt.cfg.TokenURL, secret: secret}
 	}
 	r2 := req.Clone(req.Context())
 	tok.SetAuthHeader(r2)
 	return rt.next.RoundTrip(r2)
 }
 
-// token returns a valid token, fetching one when there is none.
-func (rt *oauth2RT) token(req *http.Request) (*oauth2.Token, error) {
+// token returns a valid token, fetching one when there is none, and the
+// secret it was fetched with.
+func (rt *oauth2RT) token(req *http.Request) (*oauth2.Token, string, error) {
 	ctx := req.Context()
 	secret := rt.static
 	if !rt.fixed {
 		s, err := rt.secret.Fetch(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("reading the client secret: %w", err)
+			return nil, "", fmt.Errorf("reading the client secret: %w", err)
 		}
 		secret = s
 	}
@@ -140,12 +150,12 @@ func (rt *oauth2RT) token(req *http.Request) (*oauth2.Token, error) {
 	if rt.src == nil || (!rt.fixed && secret != rt.last) {
 		if err := rt.rebuild(req.UserAgent(), secret); err != nil {
 			rt.mu.Unlock()
-			return nil, err
+			return nil, secret, err
 		}
 	}
 	if tok := rt.tok; tok.Valid() {
 		rt.mu.Unlock()
-		return tok, nil
+		return tok, secret, nil
 	}
 	f := rt.fetch
 	if f == nil {
@@ -168,9 +178,9 @@ func (rt *oauth2RT) token(req *http.Request) (*oauth2.Token, error) {
 	rt.mu.Unlock()
 	select {
 	case <-f.done:
-		return f.tok, f.err
+		return f.tok, secret, f.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, secret, ctx.Err()
 	}
 }
 
