@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -30,15 +29,7 @@ func listenSim(t *testing.T) string {
 	cfg := sim.DefaultConfig()
 	cfg.Seed = 1
 	cfg.PrefillPerToken = 200 * time.Microsecond
-	srv, base, err := sim.Listen("127.0.0.1:0", cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
+	_, base := simtest.Listen(t, cfg)
 	return base + "/v1"
 }
 

@@ -6,11 +6,9 @@ package deploy_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net/http"
 	"os"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/proctest"
+	"github.com/llmprobe/llmprobe/internal/simtest"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -46,15 +45,7 @@ func runDeployed(t *testing.T, args []string, mounts map[string]map[string]strin
 	}
 	bin := proctest.LLMProbe.Path(t)
 
-	srv, base, err := sim.Listen("127.0.0.1:0", sim.DefaultConfig(), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
+	_, base := simtest.Listen(t, sim.DefaultConfig())
 
 	tmp := t.TempDir()
 	hostDirs := map[string]string{}
@@ -84,6 +75,7 @@ func runDeployed(t *testing.T, args []string, mounts map[string]map[string]strin
 		for name, content := range files {
 			data := []byte(content)
 			if dir+"/"+name == configFile {
+				var err error
 				if cfg, err = config.Load(data, configFile); err != nil {
 					t.Fatalf("%s does not load:\n%v", configFile, err)
 				}

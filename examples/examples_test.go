@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/examples"
+	"github.com/llmprobe/llmprobe/internal/simtest"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/sim"
@@ -52,11 +53,7 @@ func TestCatalog(t *testing.T) {
 	// at the default 0.0005 per token, one request in 2,000 would fail this
 	// test of the workloads, not of the server.
 	cfg.EOSProbability = 0
-	srv, base, err := sim.Listen("127.0.0.1:0", cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown(context.Background())
+	_, base := simtest.Listen(t, cfg)
 
 	// The shipped demo is a complete configuration as written (what
 	// check-config sees), and it is what the binary embeds.

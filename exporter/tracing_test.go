@@ -271,15 +271,7 @@ func (o *collectingObserver) quantile(q float64, endDelay bool) time.Duration {
 
 func loopbackSim(t *testing.T, cfg sim.Config) string {
 	t.Helper()
-	s, base, err := sim.Listen("127.0.0.1:0", cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-	})
+	_, base := simtest.Listen(t, cfg)
 	return base
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/internal/promtest"
+	"github.com/llmprobe/llmprobe/internal/simtest"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -169,15 +170,7 @@ func TestFromPrometheusEndToEnd(t *testing.T) {
 	cfg := sim.DefaultConfig()
 	cfg.ZeroLatency = true
 	cfg.Seed = 1
-	srv, baseURL, err := sim.Listen("127.0.0.1:0", cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer scancel()
-		_ = srv.Shutdown(sctx)
-	})
+	_, baseURL := simtest.Listen(t, cfg)
 
 	// The same lengths as native histograms (exponential buckets, factor
 	// 1.1), under custom names.

@@ -104,15 +104,7 @@ func startSim(t *testing.T, mutate func(*sim.Config)) (*sim.Server, string) {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	srv, base, err := sim.Listen("127.0.0.1:0", cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatalf("sim.Listen: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
+	srv, base := simtest.Listen(t, cfg)
 	return srv, base + "/v1"
 }
 

@@ -4,7 +4,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/internal/proctest"
+	"github.com/llmprobe/llmprobe/internal/simtest"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -269,11 +269,7 @@ func TestReloadRefusesMissingFiles(t *testing.T) {
 	bin := binary(t)
 	simCfg := sim.DefaultConfig()
 	simCfg.ZeroLatency = true
-	srv, simBase, err := sim.Listen("127.0.0.1:0", simCfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown(context.Background())
+	_, simBase := simtest.Listen(t, simCfg)
 
 	dir := t.TempDir()
 	file := filepath.Join(dir, "llmprobe.yml")

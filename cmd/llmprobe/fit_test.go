@@ -20,6 +20,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/promtest"
+	"github.com/llmprobe/llmprobe/internal/simtest"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -201,11 +202,7 @@ func TestFitCommandPrometheus(t *testing.T) {
 	cfg := sim.DefaultConfig()
 	cfg.ZeroLatency = true
 	cfg.Models = []string{"fit-model"}
-	srv, base, err := sim.Listen("127.0.0.1:0", cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown(context.Background())
+	_, base := simtest.Listen(t, cfg)
 	prom := promtest.Start(t, promtest.Options{
 		Targets:        []promtest.ScrapeTarget{{JobName: "sim", Address: strings.TrimPrefix(base, "http://")}},
 		ScrapeInterval: time.Second,

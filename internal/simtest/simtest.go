@@ -57,6 +57,15 @@ type Server struct {
 func Start(t testing.TB, cfg sim.Config) *Server {
 	t.Helper()
 	cfg.RequestLog = filepath.Join(t.TempDir(), "sim-requests.jsonl")
+	srv, base := Listen(t, cfg)
+	return &Server{Sim: srv, Base: base, LogPath: cfg.RequestLog}
+}
+
+// Listen serves cfg as it is on 127.0.0.1 until the test ends, and
+// returns the server and its base URL (http://127.0.0.1:PORT): the
+// simulator of a test that needs no request log of its own.
+func Listen(t testing.TB, cfg sim.Config) (*sim.Server, string) {
+	t.Helper()
 	srv, base, err := sim.Listen("127.0.0.1:0", cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +75,7 @@ func Start(t testing.TB, cfg sim.Config) *Server {
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	})
-	return &Server{Sim: srv, Base: base, LogPath: cfg.RequestLog}
+	return srv, base
 }
 
 // URL is the OpenAI base URL, Base + "/v1".
