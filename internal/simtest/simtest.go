@@ -7,7 +7,8 @@
 // what a client measured of a request against that record, a watch on
 // how late this process' goroutines wake up (which bounds how far the two
 // may honestly differ), and a bounded retry for measurements the harness
-// itself says not to trust.
+// itself says not to trust. Listen is the one in-process start of the
+// simulator for any test, with or without a request log.
 //
 // A machine that is busy slows the simulator and the client alike; a
 // test that compares the client with the configured timing model fails
