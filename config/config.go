@@ -144,6 +144,9 @@ type Class struct {
 	// SLO refines the objective of the targets that run this class: the
 	// fields it sets replace the target's (see Config.SLO).
 	SLO *slo.Objective `yaml:"slo,omitempty"`
+	// Regression refines the regression detection of the targets that run
+	// this class (see Config.Regression).
+	Regression *Regression `yaml:"regression,omitempty"`
 
 	// ReasoningEffort is sent as reasoning_effort (OpenAI's and vLLM's
 	// key for reasoning models): one of ReasoningEfforts.
@@ -403,6 +406,9 @@ type Target struct {
 	// class may refine it (Class.SLO); nil with no class SLO: the target
 	// has no SLO series.
 	SLO *slo.Objective `yaml:"slo,omitempty"`
+	// Regression configures the daemon's regression detection for this
+	// target's classes (on by default; see Config.Regression).
+	Regression *Regression `yaml:"regression,omitempty"`
 
 	decodeErrs []string // see Config.takeDecodeErrors
 }
@@ -625,6 +631,7 @@ func (w *Workload) validate(errs *fieldErrors, path string) {
 			cl.Turns.validate(errs, cp+".turns")
 		}
 		validateSLO(errs, cp+".slo", cl.SLO)
+		validateRegression(errs, cp+".regression", cl.Regression)
 		cl.validateBody(errs, cp)
 	}
 }
@@ -736,6 +743,7 @@ func (c *Config) SLO(t *Target, class *Class) *slo.Objective {
 
 func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 	validateSLO(errs, path+".slo", t.SLO)
+	validateRegression(errs, path+".regression", t.Regression)
 	switch {
 	case t.Name == "":
 		errs.add(path+".name", "required")

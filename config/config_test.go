@@ -167,6 +167,14 @@ func TestLoadBadConfigs(t *testing.T) {
 			`testdata/slo.bad.yml:18:7: targets[0].slo.tpot: not a valid duration "soon" (a number and a unit, e.g. 500ms, 30s, 5m, 1h)`,
 			`testdata/slo.bad.yml:19:7: targets[0].slo.window: must be from 3d (the longest burn-rate window) to 92d, got 1h`,
 		}, "\n"),
+		"regression.bad.yml": strings.Join([]string{
+			`testdata/regression.bad.yml:7:35: workloads.w.classes[0].regression.min_effect.median: must be a relative rise in (0, 10], e.g. 0.2 for 20%, got -0.1`,
+			`testdata/regression.bad.yml:7:60: workloads.w.classes[0].regression.min_samplez: unknown field "min_samplez"`,
+			`testdata/regression.bad.yml:11:35: workloads.w.classes[1].regression.min_effect.errors: must be a rise of the error ratio in (0, 1), e.g. 0.02 for two points, got 1.5`,
+			`testdata/regression.bad.yml:11:49: workloads.w.classes[1].regression.min_samples: must be in [5, 4096], got 2`,
+			`testdata/regression.bad.yml:20:7: targets[0].regression.accept_after: must be at least 1h (a regression must be seen before it is accepted), got 10m`,
+			`testdata/regression.bad.yml:21:20: targets[0].regression.min_effect.tail: unknown field "tail"`,
+		}, "\n"),
 		"turns.bad.yml": strings.Join([]string{
 			`testdata/turns.bad.yml:8:11: workloads.w.classes[0].turns.count: must be at least 1 turn, got 0`,
 			`testdata/turns.bad.yml:9:11: workloads.w.classes[0].turns.think_time: can draw negative durations; set min: 0s`,
