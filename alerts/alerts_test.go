@@ -440,7 +440,7 @@ func TestInhibitRule(t *testing.T) {
 	if !slices.Equal(sources, []string{alerts.AlertHarnessSaturated}) {
 		t.Errorf("inhibit sources = %v, want [%s]", sources, alerts.AlertHarnessSaturated)
 	}
-	wantTargets := []string{alerts.AlertTTFTOverSLO, alerts.AlertTTFTRegressed, alerts.AlertTPOTOverSLO, alerts.AlertTPOTRegressed,
+	wantTargets := []string{alerts.AlertTTFTOverSLO, alerts.AlertTTFTRegressed, alerts.AlertTPOTOverSLO, alerts.AlertTPOTRegressed, alerts.AlertLatencyRegressed,
 		alerts.AlertSLOBurnRateFast, alerts.AlertSLOBurnRateSlow}
 	if !slices.Equal(targets, wantTargets) {
 		t.Errorf("inhibit targets = %v, want %v", targets, wantTargets)

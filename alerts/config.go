@@ -181,6 +181,17 @@ type Config struct {
 	// ReloadFor is the for-duration of LLMProbeConfigReloadFailed.
 	ReloadFor model.Duration `yaml:"reload_for"`
 
+	// DetectedRegressionFor is the for-duration of LLMProbeLatencyRegressed
+	// and LLMProbeErrorsRegressed, which read the daemon's own regression
+	// detector (llmprobe_regression): its decision already carries the
+	// evidence and the stated false-alarm rate, so this only rides out a
+	// scrape or two.
+	DetectedRegressionFor model.Duration `yaml:"detected_regression_for"`
+	// CauseLookback is how far back the regression alerts look for a change
+	// of the target's identity (llmprobe_target_changes_total) to name as
+	// the suspected cause.
+	CauseLookback model.Duration `yaml:"cause_lookback"`
+
 	// SLOWindow is the error-budget period of the SLO rules and panels
 	// (the budget remaining is computed over it). It must equal the
 	// daemon configuration's slo.window (default 28d), which llmprobe
@@ -264,6 +275,9 @@ func DefaultConfig() Config {
 
 		ReloadFor: model.Duration(5 * time.Minute),
 
+		DetectedRegressionFor: model.Duration(time.Minute),
+		CauseLookback:         model.Duration(24 * time.Hour),
+
 		SLOWindow: model.Duration(28 * 24 * time.Hour),
 		SLOFast: BurnRateAlert{
 			Windows: []BurnRateWindows{
@@ -325,6 +339,7 @@ func (c Config) Validate() error {
 	}{
 		{"long_window", c.LongWindow}, {"short_window", c.ShortWindow}, {"not_probed_window", c.NotProbedWindow},
 		{"saturated_for", c.SaturatedFor}, {"overloaded_for", c.OverloadedFor},
+		{"cause_lookback", c.CauseLookback},
 	} {
 		if d.d <= 0 {
 			errs = append(errs, fieldErr(d.name, "must be positive, got %s", d.d))
@@ -332,6 +347,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShortWindow > 0 && c.ShortWindow >= c.LongWindow {
 		errs = append(errs, fieldErr("short_window", "%s must be shorter than long_window (%s)", c.ShortWindow, c.LongWindow))
+	}
+	if c.DetectedRegressionFor < 0 {
+		errs = append(errs, fieldErr("detected_regression_for", "must not be negative, got %s", c.DetectedRegressionFor))
 	}
 	if c.MinRequests < 1 {
 		errs = append(errs, fieldErr("min_requests", "must be at least 1, got %d", c.MinRequests))

@@ -40,6 +40,8 @@ const (
 	AlertTTFTRegressed              = "LLMProbeTTFTRegressed"
 	AlertTPOTOverSLO                = "LLMProbeTPOTOverSLO"
 	AlertTPOTRegressed              = "LLMProbeTPOTRegressed"
+	AlertLatencyRegressed           = "LLMProbeLatencyRegressed"
+	AlertErrorsRegressed            = "LLMProbeErrorsRegressed"
 	AlertErrorRatioHigh             = "LLMProbeErrorRatioHigh"
 	AlertDown                       = "LLMProbeDown"
 	AlertTargetNotProbed            = "LLMProbeTargetNotProbed"
@@ -296,6 +298,8 @@ func (c Config) AlertingRules() RuleGroup {
 	var rules []Rule
 	rules = append(rules, c.latencyAlerts("ttft", "TTFT", "time to first token", c.TTFT, AlertTTFTOverSLO, AlertTTFTRegressed)...)
 	rules = append(rules, c.latencyAlerts("tpot", "TPOT", "time per output token", c.TPOT, AlertTPOTOverSLO, AlertTPOTRegressed)...)
+
+	rules = append(rules, c.regressionAlerts()...)
 
 	er := FormatFloat(c.ErrorRatio)
 	rules = append(rules, Rule{
