@@ -63,6 +63,10 @@ type Global struct {
 	Saturation Saturation `yaml:"saturation"`
 	// HitRatioWindow is the sliding window of llmprobe_prefix_cache_hit_ratio.
 	HitRatioWindow model.Duration `yaml:"hit_ratio_window"`
+	// RegressionInterval is how often the regression detectors decide
+	// (docs/design.md "Regression detection"): the stated false-alarm rate
+	// holds for the default, 1m; deciding more often tests more often.
+	RegressionInterval model.Duration `yaml:"regression_interval"`
 	// RecentRequests is how many requests the status page keeps per target;
 	// failures are kept in a separate ring of the same size.
 	RecentRequests int `yaml:"recent_requests"`
@@ -107,6 +111,7 @@ var DefaultGlobal = Global{
 	RequestTimeout:      model.Duration(120 * time.Second),
 	LateAfter:           model.Duration(time.Second),
 	HitRatioWindow:      model.Duration(5 * time.Minute),
+	RegressionInterval:  model.Duration(time.Minute),
 	RecentRequests:      50,
 	ShutdownGracePeriod: model.Duration(25 * time.Second),
 	Saturation: Saturation{
@@ -531,6 +536,9 @@ func (c *Config) validate(errs *fieldErrors) {
 	positiveDuration(errs, "global.request_timeout", g.RequestTimeout, false)
 	positiveDuration(errs, "global.late_after", g.LateAfter, false)
 	positiveDuration(errs, "global.hit_ratio_window", g.HitRatioWindow, false)
+	if d := time.Duration(g.RegressionInterval); d < time.Second || d > time.Hour {
+		errs.add("global.regression_interval", "must be from 1s to 1h, got %s", g.RegressionInterval)
+	}
 	positiveDuration(errs, "global.shutdown_grace_period", g.ShutdownGracePeriod, true)
 	positiveDuration(errs, "global.saturation.window", g.Saturation.Window, false)
 	positiveDuration(errs, "global.saturation.max_lag", g.Saturation.MaxLag, false)
