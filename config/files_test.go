@@ -183,8 +183,8 @@ func TestTargetHTTPDefaults(t *testing.T) {
 // identity section that leaves the key out keeps the default.
 func TestIdentityPollInterval(t *testing.T) {
 	for doc, want := range map[string]time.Duration{
-		"":                                    DefaultVersionPollInterval,
-		"    identity: {}\n":                  DefaultVersionPollInterval,
+		"":                                     DefaultVersionPollInterval,
+		"    identity: {}\n":                   DefaultVersionPollInterval,
 		"    identity: {poll_interval: 30s}\n": 30 * time.Second,
 		"    identity: {poll_interval: 0s}\n":  0,
 	} {
