@@ -166,7 +166,9 @@ func TestVersionHostileAnswers(t *testing.T) {
 		{"HTTP 500", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) }, "/version: HTTP 500", ""},
 		{"secret", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"version":"1.0 `+hostileBearer+`"}`) }, "", "1.0 [secret]"},
 		{"control characters", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"version":"1.0\n\u001b[2J"}`) }, "", "1.0  [2J"},
-		{"long", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"version":"`+strings.Repeat("v", 300)+`"}`) }, "", strings.Repeat("v", MaxIdentityValue) + "…"},
+		{"long", func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, `{"version":"`+strings.Repeat("v", 300)+`"}`)
+		}, "", strings.Repeat("v", MaxIdentityValue) + "…"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
