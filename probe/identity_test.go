@@ -192,11 +192,11 @@ func TestEngineFollowsTargetIdentity(t *testing.T) {
 }
 
 // roundRobin is a reverse proxy over backends, one after the other, or
-// only to the last one once alone is set.
+// only to backend alone-1 once alone is set.
 type roundRobin struct {
 	proxies []*httputil.ReverseProxy
 	next    atomic.Uint64
-	alone   atomic.Bool
+	alone   atomic.Int64
 }
 
 func newRoundRobin(t *testing.T, bases ...string) *roundRobin {
@@ -215,8 +215,8 @@ func newRoundRobin(t *testing.T, bases ...string) *roundRobin {
 
 func (rr *roundRobin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	i := int(rr.next.Add(1) % uint64(len(rr.proxies)))
-	if rr.alone.Load() {
-		i = len(rr.proxies) - 1
+	if a := rr.alone.Load(); a > 0 {
+		i = int(a - 1)
 	}
 	rr.proxies[i].ServeHTTP(w, r)
 }
@@ -252,11 +252,12 @@ func TestIdentityRoundRobinDoesNotFlap(t *testing.T) {
 	if cur := st.Identity.Current; cur.Fingerprint != "fp-a" && cur.Fingerprint != "fp-b" {
 		t.Fatalf("identity %+v", cur)
 	}
+	// Everything to the build that is not current.
 	first := st.Identity.Current.Fingerprint
-	rr.alone.Store(true)
-	if first == "fp-b" {
-		// The balancer's first answer came from b: send everything to a.
-		rr.proxies[0], rr.proxies[1] = rr.proxies[1], rr.proxies[0]
+	if first == "fp-a" {
+		rr.alone.Store(2)
+	} else {
+		rr.alone.Store(1)
 	}
 	n := st.Outcomes["success"]
 	st = waitStatus(t, e, "the new build's identity", func(s probe.TargetStatus) bool {
