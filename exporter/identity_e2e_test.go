@@ -91,7 +91,10 @@ tracing:
 		t.Errorf("last change %v before any change, want 0", v)
 	}
 	var now map[string]string
-	if !waitUntil(60*time.Second, 50*time.Millisecond, func() bool { now = info(); return now["version"] == "0.2.0" && now["fingerprint"] == "fp-b" && now["server"] == "sim/2" }) {
+	if !waitUntil(60*time.Second, 50*time.Millisecond, func() bool {
+		now = info()
+		return now["version"] == "0.2.0" && now["fingerprint"] == "fp-b" && now["server"] == "sim/2"
+	}) {
 		t.Fatalf("identity never changed: %v", now)
 	}
 	mfs := gather(t, d.reg)

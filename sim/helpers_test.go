@@ -90,7 +90,7 @@ type chunk struct {
 	Created           int64  `json:"created"`
 	Model             string `json:"model"`
 	SystemFingerprint string `json:"system_fingerprint"`
-	Choices []struct {
+	Choices           []struct {
 		Index int `json:"index"`
 		Delta *struct {
 			Role             *string         `json:"role"`
