@@ -406,6 +406,9 @@ type Target struct {
 	// WorkloadFrom refits the workload's length distributions from the
 	// served model's own histograms (nil: the workload as configured).
 	WorkloadFrom *WorkloadFrom `yaml:"workload_from,omitempty"`
+	// Identity configures how llmprobe learns what the target is
+	// (docs/config.md "identity"): how often its version endpoint is asked.
+	Identity TargetIdentity `yaml:"identity"`
 	// SLO is the target's service-level objective: the share of requests
 	// that must be good and the latency bounds a good request meets. Each
 	// class may refine it (Class.SLO); nil with no class SLO: the target
@@ -417,6 +420,26 @@ type Target struct {
 
 	decodeErrs []string // see Config.takeDecodeErrors
 }
+
+// TargetIdentity is a target's identity section.
+type TargetIdentity struct {
+	// PollInterval is how often the server's version endpoint (vLLM's
+	// /version, TGI's /info, llama.cpp's /props, SGLang's
+	// /get_server_info) is asked, the first time soon after the target
+	// starts; 0 turns the polling off. Default DefaultVersionPollInterval.
+	PollInterval model.Duration `yaml:"poll_interval"`
+}
+
+// Bounds and default of identity.poll_interval.
+const (
+	DefaultVersionPollInterval = 5 * time.Minute
+	MinVersionPollInterval     = time.Second
+	MaxVersionPollInterval     = 24 * time.Hour
+)
+
+// VersionPollInterval is how often the target's version endpoint is
+// asked; 0: never.
+func (t *Target) VersionPollInterval() time.Duration { return time.Duration(t.Identity.PollInterval) }
 
 // Tokenize and prompt format values.
 const (
@@ -457,6 +480,7 @@ func (t *Target) UnmarshalYAML(unmarshal func(any) error) error {
 		MaxInflight:      DefaultMaxInflight,
 		IdleTimeout:      model.Duration(DefaultIdleConnTimeout),
 		HTTPClientConfig: DefaultTargetHTTPClientConfig,
+		Identity:         TargetIdentity{PollInterval: model.Duration(DefaultVersionPollInterval)},
 	}
 	type plain Target
 	t.decodeErrs = typeErrorLines(decodePlain(unmarshal, (*plain)(t)))
@@ -842,6 +866,9 @@ func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 	}
 	if t.RequestTimeout < 0 {
 		errs.add(path+".request_timeout", "must not be negative")
+	}
+	if d := t.VersionPollInterval(); d != 0 && (d < MinVersionPollInterval || d > MaxVersionPollInterval) {
+		errs.add(path+".identity.poll_interval", "must be 0s (no polling) or between %v and %v, got %v", model.Duration(MinVersionPollInterval), model.Duration(MaxVersionPollInterval), t.Identity.PollInterval)
 	}
 	if d := t.IdleConnTimeout(); d <= 0 || d > MaxIdleConnTimeout {
 		errs.add(path+".idle_conn_timeout", "must be more than 0s and at most %v, got %v", model.Duration(MaxIdleConnTimeout), t.IdleTimeout)

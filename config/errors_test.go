@@ -148,6 +148,14 @@ func TestDecodeErrorMessages(t *testing.T) {
 			`x.yml:12:5: targets[0].arival: unknown field "arival"`,
 		}, "\n")},
 
+		// identity.poll_interval bounds.
+		{"poll_interval too short", withTarget("    identity: {poll_interval: 500ms}\n"),
+			`x.yml:13:16: targets[0].identity.poll_interval: must be 0s (no polling) or between 1s and 1d, got 500ms`},
+		{"poll_interval negative", withTarget("    identity:\n      poll_interval: -1s\n"),
+			`x.yml:14:7: targets[0].identity.poll_interval: not a valid duration "-1s" (a number and a unit, e.g. 500ms, 30s, 5m, 1h)`},
+		{"identity unknown key", withTarget("    identity: {poll: 1m}\n"),
+			`x.yml:13:16: targets[0].identity.poll: unknown field "poll"`},
+
 		// idle_conn_timeout bounds.
 		{"idle_conn_timeout zero", withTarget("    idle_conn_timeout: 0s\n"),
 			`x.yml:13:5: targets[0].idle_conn_timeout: must be more than 0s and at most 10m, got 0s`},

@@ -177,3 +177,23 @@ func TestTargetHTTPDefaults(t *testing.T) {
 		t.Errorf("idle_conn_timeout = %v, follow_redirects = %v", tg.IdleConnTimeout(), tg.HTTPClientConfig.FollowRedirects)
 	}
 }
+
+// TestIdentityPollInterval: the version endpoint is asked every 5m by
+// default; identity.poll_interval changes it, 0s turns it off, and an
+// identity section that leaves the key out keeps the default.
+func TestIdentityPollInterval(t *testing.T) {
+	for doc, want := range map[string]time.Duration{
+		"":                                     DefaultVersionPollInterval,
+		"    identity: {}\n":                   DefaultVersionPollInterval,
+		"    identity: {poll_interval: 30s}\n": 30 * time.Second,
+		"    identity: {poll_interval: 0s}\n":  0,
+	} {
+		cfg, err := Load([]byte(validBase+doc), "x.yml")
+		if err != nil {
+			t.Fatalf("%q: %v", doc, err)
+		}
+		if got := cfg.Targets[0].VersionPollInterval(); got != want {
+			t.Errorf("%q: poll interval %v, want %v", doc, got, want)
+		}
+	}
+}

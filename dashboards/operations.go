@@ -204,8 +204,9 @@ func selfRow(d *board, s sels) {
 	).AxisLabel("tokens"))
 }
 
-// annotations marks config reloads, failed reloads, warm-up and harness
-// saturation on every time-series panel.
+// annotations marks config reloads, failed reloads, warm-up, harness
+// saturation and changes of a target's identity (a new model, build
+// fingerprint, Server or version: a deploy) on every time-series panel.
 func (d *board) annotations(s sels) {
 	add := func(name, color, expr, title, text string) {
 		d.b.Annotation(dashboard.NewAnnotationQueryBuilder().
@@ -230,6 +231,9 @@ func (d *board) annotations(s sels) {
 	add("Harness saturated", "orange",
 		fmt.Sprintf("max by (target) (llmprobe_harness_saturated%s) == 1", s.target),
 		"harness saturated", "{{target}}: latency includes llmprobe's own delay")
+	add("Target identity changes", "yellow",
+		fmt.Sprintf("sum by (target, what) (changes(llmprobe_target_changes_total%s[2m])) > 0", s.target),
+		"target build changed", "{{target}}: its {{what}} changed (llmprobe_target_info holds the new identity); a latency shift from here is the new build's")
 }
 
 // statusPageLink links the dashboard to llmprobe's status page when the

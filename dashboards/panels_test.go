@@ -118,6 +118,7 @@ func newContractExposition() *contractExposition {
 	refits := counter("llmprobe_workload_refits_total", "target", "result")
 	refitTS := gauge("llmprobe_workload_refit_success_timestamp_seconds", "target")
 	fitted := gauge("llmprobe_workload_fitted_tokens", "target", "kind", "percentile")
+	identityChanges := counter("llmprobe_target_changes_total", "target", "what")
 	// llmprobe's own process, as the daemon registers it.
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -161,6 +162,9 @@ func newContractExposition() *contractExposition {
 	spansDropped.WithLabelValues("export_failed")
 	traceQueueCap.WithLabelValues().Set(2048)
 	refitTS.WithLabelValues(simTarget).SetToCurrentTime()
+	for _, w := range []string{"model", "fingerprint", "server", "version"} {
+		identityChanges.WithLabelValues(simTarget, w)
+	}
 	for _, k := range []string{"prompt", "output"} {
 		for _, pc := range []string{"p50", "p99"} {
 			fitted.WithLabelValues(simTarget, k, pc).Set(100)
@@ -254,6 +258,9 @@ func newContractExposition() *contractExposition {
 		// saturation.
 		if i%50 == 0 {
 			reloadTS.WithLabelValues().SetToCurrentTime()
+		}
+		if i%50 == 25 { // a new build every 5s
+			identityChanges.WithLabelValues(simTarget, "fingerprint").Inc()
 		}
 		flag := 0.0
 		if i%100 < 30 {

@@ -60,8 +60,8 @@ func dumpDOM(t *testing.T, chromium, url string) string {
 // route prefix (--web.external-url=http://<addr>/llmprobe/), lets it
 // measure, makes a reload fail, and loads the status page in headless
 // Chromium: the rendered DOM has the failed-reload banner with the error,
-// each target's latency summary with numbers and n, and the timeline SVG
-// charts.
+// each target's latency summary with numbers and n, its identity line,
+// and the timeline SVG charts.
 func TestStatusPageInChromium(t *testing.T) {
 	chromium := chromiumBinary(t)
 	_, simURL := startSim(t)
@@ -110,6 +110,14 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	if n := strings.Count(dom, "<svg"); n != 4 {
 		t.Errorf("%d SVG charts in the rendered DOM, want 4 (rate and TTFT per target)", n)
+	}
+	// Each target's identity line, learned from its answers (the
+	// simulator names its model and sends no fingerprint).
+	for _, target := range []string{"keep", "drop"} {
+		id := regexp.MustCompile(`(?s)<p class="identity" id="identity-` + target + `">.*?</p>`).FindString(dom)
+		if !strings.Contains(id, "Serving: model <code>meta-llama/Llama-3.1-8B-Instruct</code> · fingerprint <code>–</code>") {
+			t.Errorf("the rendered identity line of %s: %q", target, id)
+		}
 	}
 	for _, want := range []string{"keep: requested vs achieved rate", "drop: TTFT p50 and p99", "requests per second", `href="/llmprobe/metrics"`, `action="/llmprobe/-/reload"`} {
 		if !strings.Contains(dom, want) {

@@ -44,7 +44,8 @@ type statusCollector struct {
 
 // NewStatusCollector returns a collector of the gauges that describe the
 // engine's state (llmprobe_inflight_requests, _target_request_rate,
-// _harness_saturated, _warmup, _prefix_reuse_target_ratio), read from
+// _harness_saturated, _warmup, _prefix_reuse_target_ratio, _target_info,
+// _target_changes_total, _target_last_change_timestamp_seconds), read from
 // status (typically (*probe.Engine).Status) at every scrape.
 func NewStatusCollector(status func() []probe.TargetStatus) prometheus.Collector {
 	return statusCollector{status: status}
@@ -62,6 +63,7 @@ func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- refitsDesc
 	ch <- refitTimeDesc
 	ch <- fittedTokensDesc
+	describeIdentity(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -84,6 +86,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		if rf := s.Refit; rf != nil {
 			collectRefit(ch, s.Name, rf)
 		}
+		collectIdentity(ch, s.Name, s.Identity)
 	}
 }
 

@@ -110,6 +110,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"rate":    fmtRate,
 	"percent": fmtPercent,
 	"time":    func(t time.Time) string { return t.Format("15:04:05.000") },
+	"clock":   func(t time.Time) string { return t.Format("15:04:05") },
 	"date":    func(t time.Time) string { return t.Format(time.RFC3339) },
 }).ParseFS(templateFS, "templates/*.html"))
 

@@ -65,7 +65,10 @@ type Engine struct {
 	// budgets are the targets' in-flight counters, kept across reloads:
 	// a replaced runner's requests still count against max_inflight.
 	budgets map[string]*atomic.Int64
-	closed  bool
+	// identities are the targets' identity trackers, kept across reloads
+	// like budgets (identity.go).
+	identities map[string]*identityTracker
+	closed     bool
 
 	// harness samples the process' measurement-inflation figures once a
 	// second for every runner's verdict; started by the first Apply.
@@ -87,7 +90,7 @@ func NewEngine(opts Options) *Engine {
 	if opts.UserAgent == "" {
 		opts.UserAgent = "llmprobe"
 	}
-	return &Engine{opts: opts, runners: map[string]*runner{}, budgets: map[string]*atomic.Int64{}}
+	return &Engine{opts: opts, runners: map[string]*runner{}, budgets: map[string]*atomic.Int64{}, identities: map[string]*identityTracker{}}
 }
 
 // Apply reconciles the running targets with cfg: new targets start,
@@ -114,7 +117,7 @@ func (e *Engine) Apply(cfg *config.Config) error {
 		if budget == nil {
 			budget = new(atomic.Int64)
 		}
-		r, err := e.newRunner(spec, budget)
+		r, err := e.newRunner(spec, budget, e.identityFor(t.Name))
 		if err != nil {
 			return fmt.Errorf("target %q: %w", t.Name, err)
 		}
@@ -132,6 +135,7 @@ func (e *Engine) Apply(cfg *config.Config) error {
 		budgets[name] = r.inflight
 	}
 	e.budgets = budgets
+	e.keepIdentities(next)
 	for _, r := range fresh {
 		e.opts.Logger.Info("probing target", "target", r.name, "url", r.url, "model", r.model, "api", r.api,
 			"arrivals", r.arrivals.String(), "max_inflight", r.maxInflight, "warmup", r.warmupUntil.Sub(r.start))
@@ -192,7 +196,7 @@ func (e *Engine) retire(r *runner) {
 	r.httpClient.CloseIdleConnections()
 }
 
-func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64) (*runner, error) {
+func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64, identity *identityTracker) (*runner, error) {
 	t := &spec.Target
 	g := spec.Global
 	arr, err := NewArrivals(t.Arrival.Process, t.Arrival.Rate/float64(spec.Replicas), t.Arrival.Burstiness)
@@ -221,6 +225,7 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64) (*runner, erro
 		Tracer:            e.opts.Tracer,
 		Propagator:        e.opts.Propagator,
 		Redactor:          redactor,
+		Inspect:           identity.inspect(t.Model),
 	})
 	if err != nil {
 		return nil, err
@@ -255,6 +260,7 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64) (*runner, erro
 		maxInflight: int64(t.MaxInflight),
 		inflight:    budget,
 		redactor:    redactor,
+		identity:    identity,
 		judgement:   harness.NewJudgement(g.Saturation),
 		harness:     e.harness,
 		win:         harness.NewWindow(time.Duration(g.Saturation.Window), time.Duration(g.Saturation.MaxLag)),

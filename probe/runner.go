@@ -61,6 +61,8 @@ type runner struct {
 
 	historyWarned atomic.Bool // a conversation passed MaxHistoryBytes (logged once)
 
+	identity *identityTracker // the target's, kept across reloads (identity.go)
+
 	// arrivalHook, when set (tests), runs when an arrival's planned instant
 	// has come, before it is admitted: a stall of the arrival loop.
 	arrivalHook func(planned time.Time)
@@ -118,6 +120,13 @@ func (r *runner) run(ctx context.Context) {
 		go func() {
 			defer r.loops.Done()
 			r.refitLoop(ctx)
+		}()
+	}
+	if interval := r.spec.Target.VersionPollInterval(); interval > 0 {
+		r.loops.Add(1)
+		go func() {
+			defer r.loops.Done()
+			r.versionLoop(ctx, interval)
 		}()
 	}
 	r.loops.Add(2)
@@ -363,9 +372,12 @@ type TargetStatus struct {
 	OverloadReason string
 	LateSends      uint64 // sends later than max_lag, over the window
 	// Refit is set for targets that follow production (workload_from).
-	Refit  *RefitStatus
-	Warmup bool
-	Since  time.Time
+	Refit *RefitStatus
+	// Identity is what the target says it is, and its changes
+	// (identity.go).
+	Identity IdentityStatus
+	Warmup   bool
+	Since    time.Time
 }
 
 // ClassStatus describes one class of a target's workload.
@@ -415,6 +427,7 @@ func (r *runner) status(now time.Time) TargetStatus {
 	if r.spec.Target.WorkloadFrom != nil {
 		s.Refit = r.refits.snapshot()
 	}
+	s.Identity = r.identity.status()
 	for i, o := range wire.Outcomes {
 		s.Outcomes[o] = r.outcomes[i].Load()
 	}

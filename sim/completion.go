@@ -347,6 +347,7 @@ func (c *completionExchange) admitted() {
 	p = strconv.AppendInt(p, c.lc.arrival.Unix(), 10)
 	p = append(p, `,"model":`...)
 	p = append(p, c.s.modelJSON[c.model]...)
+	p = append(p, c.s.identity.at(c.lc.arrival).fingerprint...)
 	p = append(p, `,"choices":[`...)
 	ev.prefix = p
 }
@@ -553,12 +554,13 @@ type textChoiceJSON struct {
 }
 
 type completionJSON struct {
-	ID      string    `json:"id"`
-	Object  string    `json:"object"`
-	Created int64     `json:"created"`
-	Model   string    `json:"model"`
-	Choices any       `json:"choices"`
-	Usage   usageJSON `json:"usage"`
+	ID                string    `json:"id"`
+	Object            string    `json:"object"`
+	Created           int64     `json:"created"`
+	Model             string    `json:"model"`
+	SystemFingerprint string    `json:"system_fingerprint,omitempty"`
+	Choices           any       `json:"choices"`
+	Usage             usageJSON `json:"usage"`
 }
 
 // unaryBody renders a non-streaming chat.completion or text_completion.
@@ -586,6 +588,7 @@ func (c *completionExchange) unaryBody(gen, fin int) ([]byte, *apiError) {
 		Created: c.lc.arrival.Unix(),
 		Model:   c.s.modelName(c.model),
 	}
+	resp.SystemFingerprint = c.s.identity.at(c.lc.arrival).id.Fingerprint
 	resp.Usage.PromptTokens = c.sq.promptTokens
 	resp.Usage.CompletionTokens = gen
 	resp.Usage.TotalTokens = c.sq.promptTokens + gen

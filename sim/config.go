@@ -62,6 +62,14 @@ type Config struct {
 	// incompatible with ZeroLatency.
 	TimingSteps []TimingStep `yaml:"timing_steps"`
 
+	// Identity is what the server says of its build: the
+	// system_fingerprint of chat and completions answers, GET /version's
+	// answer and the Server header (identity.go); empty fields are not
+	// sent. IdentitySteps change it at known instants after the start, in
+	// increasing After order, to reproduce a rollout.
+	Identity      Identity       `yaml:"identity"`
+	IdentitySteps []IdentityStep `yaml:"identity_steps"`
+
 	// EnablePrefixCaching turns on the block-hashed prefix cache.
 	EnablePrefixCaching bool `yaml:"enable_prefix_caching"`
 	// BlockSize is the number of tokens per KV block (the unit of the
@@ -283,6 +291,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.validateTimingSteps()...)
+	errs = append(errs, c.validateIdentity()...)
 	if strings.ContainsRune(c.RequestLog, 0) {
 		bad("request_log", "path must not contain a NUL byte")
 	}
@@ -479,6 +488,9 @@ func parseConfig(data []byte) (Config, error) {
 	}
 	if len(cfg.Adapters) == 0 {
 		cfg.Adapters = nil // `adapters: []` is the default, none
+	}
+	if len(cfg.IdentitySteps) == 0 {
+		cfg.IdentitySteps = nil // `identity_steps: []` is the default, none
 	}
 	if err := cfg.Validate(); err != nil {
 		var root yaml.Node

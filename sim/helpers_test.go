@@ -85,11 +85,12 @@ func post(t testing.TB, url string, body any, headers ...string) *http.Response 
 
 // chunk is a streamed chat.completion.chunk or text_completion event.
 type chunk struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	Model   string `json:"model"`
-	Choices []struct {
+	ID                string `json:"id"`
+	Object            string `json:"object"`
+	Created           int64  `json:"created"`
+	Model             string `json:"model"`
+	SystemFingerprint string `json:"system_fingerprint"`
+	Choices           []struct {
 		Index int `json:"index"`
 		Delta *struct {
 			Role             *string         `json:"role"`

@@ -58,6 +58,7 @@ type Server struct {
 	tracing     *tracing    // nil when Config.TracerProvider is nil
 	reqlog      *requestLog // nil when Config.RequestLog is empty
 	tok         tokenizer
+	identity    identitySchedule // read-only after New
 
 	// reasoningDelta opens a reasoning token's choice, in the configured
 	// reasoning_field: `{"index":0,"delta":{"reasoning_content":"`.
@@ -76,6 +77,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	cfg.Models = append([]string(nil), cfg.Models...)
 	cfg.TimingSteps = append([]TimingStep(nil), cfg.TimingSteps...)
 	cfg.Adapters = append([]AdapterConfig(nil), cfg.Adapters...)
+	cfg.IdentitySteps = append([]IdentityStep(nil), cfg.IdentitySteps...)
 	s := &Server{
 		cfg:    cfg,
 		logger: logger,
@@ -95,6 +97,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		s.idPrefix[i] = hexdigits[s.rng.IntN(16)]
 	}
 	s.created = time.Now().Unix()
+	s.identity = newIdentitySchedule(cfg.Identity, cfg.IdentitySteps, time.Now())
 	s.adapters = newAdapters(&cfg)
 	s.modelNames = append([]string(nil), cfg.Models...)
 	for _, a := range s.adapters {
@@ -185,6 +188,7 @@ func (s *Server) Config() Config {
 	c.Models = append([]string(nil), s.cfg.Models...)
 	c.TimingSteps = append([]TimingStep(nil), s.cfg.TimingSteps...)
 	c.Adapters = append([]AdapterConfig(nil), s.cfg.Adapters...)
+	c.IdentitySteps = append([]IdentityStep(nil), s.cfg.IdentitySteps...)
 	return c
 }
 
@@ -241,11 +245,15 @@ func (s *Server) routes() http.Handler {
 		"/v1/embeddings":       {http.MethodPost, s.handleEmbeddings},
 		"/v1/models":           {http.MethodGet, s.handleModels},
 		"/tokenize":            {http.MethodPost, s.handleTokenize},
+		"/version":             {http.MethodGet, s.handleVersion},
 		"/health":              {http.MethodGet, handleHealth},
 		"/metrics":             {http.MethodGet, metricsHandler.ServeHTTP},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer s.recoverPanic(w, r)
+		if sv := s.identity.at(time.Now()).server; sv != nil {
+			w.Header()["Server"] = sv
+		}
 		rt, ok := table[r.URL.Path]
 		if !ok {
 			writeError(w, &apiError{status: http.StatusNotFound, typ: "invalid_request_error", code: "not_found",

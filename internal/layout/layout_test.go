@@ -60,7 +60,7 @@ var layers = map[string]rule{
 
 	// The probe, bottom up: one request over the wire; the harness'
 	// judgement of itself; what to send; the engine that wires them.
-	"probe/wire":     {imports: []string{"slo", "internal/httpclient"}},
+	"probe/wire":     {imports: []string{"slo", "internal/httpclient", "internal/bounded"}},
 	"probe/harness":  {imports: []string{"config"}},
 	"probe/workload": {imports: []string{"probe/wire", "config", "dist", "fit"}},
 	"fit":            {imports: []string{"config", "dist", "internal/bounded", "internal/httpclient"}},

@@ -20,6 +20,9 @@ type tokenUsage struct {
 // payload (or the decoder) and are valid until the next decode.
 type streamChunk struct {
 	id, model jsonString
+	// fingerprint is the top-level system_fingerprint (OpenAI, llama.cpp,
+	// TGI; vLLM sends null), a name of the serving build.
+	fingerprint jsonString
 	// tokens is true when a choice carries generated text: delta.content,
 	// delta.reasoning_content or delta.reasoning, a delta.tool_calls
 	// arguments fragment (chat), or text (completions), non-empty.
@@ -131,6 +134,8 @@ func (d *chunkDecoder) top() error {
 			c.id, err = s.stringValue(1)
 		case "model":
 			c.model, err = s.stringValue(1)
+		case "system_fingerprint":
+			c.fingerprint, err = s.stringValue(1)
 		case "choices":
 			c.tokens, c.texts, c.finish, c.tokenBytes = false, c.texts[:0], jsonString{}, 0
 			err = d.choices()

@@ -134,6 +134,12 @@ type ClientConfig struct {
 	// sets (its transport adds them): the protocol's own defaults of the
 	// same name (anthropic-version) are left out, so none is sent twice.
 	ConfiguredHeaders []string
+	// Inspect, when set, is called with every result once its response
+	// has been read and cleaned, before its span ends: the span is the
+	// request's (nil without a Tracer), for events that only the result
+	// can reveal (a change of the target's identity). It runs on the
+	// request's goroutine, on the hot path: it must be quick.
+	Inspect func(span trace.Span, res *Result)
 }
 
 // Client sends streamed completion requests and measures them. It is safe
@@ -154,6 +160,8 @@ type Client struct {
 	serverAddress string
 	serverPort    int
 	redactor      *Redactor
+	inspect       func(trace.Span, *Result)
+	identity      identityCleaner
 }
 
 // NewClient validates cfg and returns a Client.
@@ -190,6 +198,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		propagator:    cfg.Propagator,
 		serverAddress: u.Hostname(),
 		redactor:      cfg.Redactor,
+		inspect:       cfg.Inspect,
 	}
 	for api, p := range protocols {
 		c.urls[api] = endpoint(p.path())
@@ -294,6 +303,9 @@ func (c *Client) Do(ctx context.Context, req *Request, res *Result) {
 	res.MaxTokens, res.Sampling = req.MaxTokens, req.Sampling
 	spanCtx, span := c.startSpan(ctx, req, res)
 	c.do(ctx, spanCtx, span, req, res)
+	if c.inspect != nil {
+		c.inspect(span, res)
+	}
 	c.endSpan(span, res)
 }
 
@@ -309,6 +321,7 @@ func resetMeasurements(r *Result) {
 	r.ReasoningTokens, r.ReasoningReported = 0, false
 	r.UsageReported, r.CachedTokensReported, r.Anomalies = false, false, 0
 	r.FinishReason, r.ResponseModel, r.ResponseID, r.TraceID, r.Completion = "", "", "", "", ""
+	r.SystemFingerprint, r.Server = "", ""
 }
 
 // do runs the request. parent is the caller's context (its cancellation
@@ -346,7 +359,12 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 	// Whatever the server sends is scrubbed of the secrets this request
 	// carried before anything downstream sees it.
 	var auth [2]string
-	defer func() { c.scrubResult(res, c.redactor.requestSet(auth)) }()
+	var rawServer string
+	defer func() {
+		forms := c.redactor.requestSet(auth)
+		c.identity.clean(res, rawServer, forms, req)
+		c.scrubResult(res, forms)
+	}()
 	for attempt := 0; ; attempt++ {
 		ct = newConnTrace()
 		actx := httptrace.WithClientTrace(ctx, &ct.hooks)
@@ -398,6 +416,7 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 	}
 	start := res.Start
 	res.StatusCode = resp.StatusCode
+	rawServer = resp.Header.Get("Server")
 	txt := &serverText{secrets: c.redactor.requestSet(auth), req: req}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		httpFailed(resp, txt, res)
@@ -739,6 +758,9 @@ loop:
 		}
 		if ch.model.ok {
 			setResponseString(&res.ResponseModel, ch.model, &dec.keyBuf)
+		}
+		if ch.fingerprint.ok {
+			setResponseString(&res.SystemFingerprint, ch.fingerprint, &dec.keyBuf)
 		}
 		if ch.isError {
 			end = ev.Time

@@ -262,6 +262,13 @@ type Result struct {
 	FinishReason  string
 	ResponseModel string
 	ResponseID    string
+	// What the response said of the serving stack (identity.go): the
+	// chunks' system_fingerprint (chat and completions) and the HTTP
+	// Server header, of any response. Each is cut to MaxIdentityValue
+	// bytes, control characters replaced, the target's secrets and any
+	// echo of the prompt removed; empty when the response carried none.
+	SystemFingerprint string
+	Server            string
 
 	// TraceID is the hex trace id when the request's span was sampled
 	// (used for exemplars); empty otherwise.

@@ -32,6 +32,8 @@ import (
 //	           llmprobe.class, llmprobe.turn, llmprobe.planned_time,
 //	           llmprobe.schedule_lag_seconds, llmprobe.warmup
 //	at the end gen_ai.response.model, .id, .finish_reasons,
+//	           openai.response.system_fingerprint,
+//	           http.response.header.server (identity.go),
 //	           gen_ai.response.time_to_first_chunk, llmprobe.ttft_seconds,
 //	           llmprobe.ttfa_seconds (the first answer token),
 //	           gen_ai.usage.input_tokens, .output_tokens,
@@ -192,6 +194,12 @@ func (c *Client) endSpan(span trace.Span, res *Result) {
 	}
 	if res.ResponseID != "" {
 		kv = append(kv, semconv.GenAIResponseID(res.ResponseID))
+	}
+	if res.SystemFingerprint != "" {
+		kv = append(kv, semconv.OpenAIResponseSystemFingerprint(res.SystemFingerprint))
+	}
+	if res.Server != "" {
+		kv = append(kv, semconv.HTTPResponseHeader("server", res.Server))
 	}
 	if res.FinishReason != "" {
 		kv = append(kv, semconv.GenAIResponseFinishReasons(res.FinishReason))

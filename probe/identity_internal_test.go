@@ -1,0 +1,102 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package probe
+
+import (
+	"log/slog"
+	"testing"
+
+	"github.com/llmprobe/llmprobe/probe/wire"
+)
+
+// changeLog is an IdentityObserver that keeps the changes.
+type changeLog []IdentityChange
+
+func (c *changeLog) IdentityChanged(ch IdentityChange) { *c = append(*c, ch) }
+
+// TestIdentityDebounce: the first value is learned; a new one becomes
+// current after IdentityConfirmations responses in a row carry it;
+// interleaved values (a load balancer over two builds) never do; a
+// response that leaves a value out changes nothing.
+func TestIdentityDebounce(t *testing.T) {
+	var log changeLog
+	tr := newIdentityTracker("t", slog.New(slog.DiscardHandler), &log, "")
+	fp := func(v string, n int) {
+		for range n {
+			tr.observe(nil, "", v, "")
+		}
+	}
+	fp("fp-a", 1)
+	if st := tr.status(); st.Current.Fingerprint != "fp-a" || st.Changes[IdentityFingerprint] != 0 || len(log) != 0 {
+		t.Fatalf("after the first value: %+v, %v", st, log)
+	}
+	for range 100 { // round-robin over two builds
+		fp("fp-b", 1)
+		fp("fp-a", 1)
+	}
+	fp("fp-b", IdentityConfirmations-1)
+	fp("fp-a", 1)
+	fp("", 50)
+	if st := tr.status(); st.Current.Fingerprint != "fp-a" || st.Changes[IdentityFingerprint] != 0 || len(log) != 0 {
+		t.Fatalf("after interleaving: %+v, %v", st, log)
+	}
+	fp("fp-b", IdentityConfirmations)
+	st := tr.status()
+	if st.Current.Fingerprint != "fp-b" || st.Changes[IdentityFingerprint] != 1 || len(log) != 1 || st.LastChange.IsZero() {
+		t.Fatalf("after %d in a row: %+v, %v", IdentityConfirmations, st, log)
+	}
+	if ch := log[0]; ch.Target != "t" || ch.What != IdentityFingerprint || ch.From != "fp-a" || ch.To != "fp-b" || !ch.At.Equal(st.LastChange) {
+		t.Errorf("change %+v", ch)
+	}
+	if len(st.Recent) != 1 || st.Recent[0] != log[0] {
+		t.Errorf("recent %+v", st.Recent)
+	}
+	// Versions need VersionConfirmations polls in a row.
+	tr.observeVersion(wire.VersionInfo{Endpoint: "/version", Version: "0.1.0"})
+	tr.observeVersion(wire.VersionInfo{Endpoint: "/version", Version: "0.2.0"})
+	tr.observeVersion(wire.VersionInfo{Endpoint: "/version", Version: "0.1.0"})
+	if st := tr.status(); st.Current.Version != "0.1.0" || st.Changes[IdentityVersion] != 0 || st.VersionEndpoint != "/version" {
+		t.Fatalf("versions: %+v", st)
+	}
+	for range VersionConfirmations {
+		tr.observeVersion(wire.VersionInfo{Endpoint: "/version", Version: "0.2.0"})
+	}
+	if st := tr.status(); st.Current.Version != "0.2.0" || st.Changes[IdentityVersion] != 1 {
+		t.Fatalf("versions: %+v", st)
+	}
+	// The recent list is bounded, newest first.
+	for i := range 3 * MaxRecentIdentityChanges {
+		tr.observe(nil, "", "", []string{"s1", "s2"}[i%2])
+		for range IdentityConfirmations - 1 {
+			tr.observe(nil, "", "", []string{"s1", "s2"}[i%2])
+		}
+	}
+	st = tr.status()
+	if len(st.Recent) != MaxRecentIdentityChanges || st.Recent[0].At.Before(st.Recent[1].At) || st.Changes[IdentityServer] != uint64(3*MaxRecentIdentityChanges-1) {
+		t.Errorf("recent %d, newest %v, server changes %d", len(st.Recent), st.Recent[0].At, st.Changes[IdentityServer])
+	}
+}
+
+// TestIdentityObserveSettledAllocatesNothing: a response that repeats the
+// current identity takes the lock-free path.
+func TestIdentityObserveSettledAllocatesNothing(t *testing.T) {
+	tr := newIdentityTracker("t", slog.New(slog.DiscardHandler), nil, "")
+	hook := tr.inspect("m")
+	res := &wire.Result{Outcome: wire.OutcomeSuccess, Model: "m", ResponseModel: "m-served", SystemFingerprint: "fp", Server: "uvicorn"}
+	hook(nil, res)
+	if n := testing.AllocsPerRun(1000, func() { hook(nil, res) }); n != 0 {
+		t.Errorf("observing a settled identity allocates %v times", n)
+	}
+	if st := tr.status(); st.Current != (TargetIdentity{Model: "m-served", Fingerprint: "fp", Server: "uvicorn"}) {
+		t.Errorf("identity %+v", st.Current)
+	}
+	// Failures and other models' answers are not the target's identity.
+	hook(nil, &wire.Result{Outcome: wire.OutcomeHTTPError, Model: "m", ResponseModel: "x", Server: "nginx"})
+	for range IdentityConfirmations {
+		hook(nil, &wire.Result{Outcome: wire.OutcomeSuccess, Model: "other", ResponseModel: "other-served"})
+	}
+	if st := tr.status(); st.Current.Model != "m-served" || st.Current.Server != "uvicorn" {
+		t.Errorf("identity %+v", st.Current)
+	}
+}
