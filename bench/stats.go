@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/dist"
+	"github.com/llmprobe/llmprobe/regression"
 	"github.com/llmprobe/llmprobe/slo"
 )
 
@@ -105,68 +106,12 @@ func sloBounds(cfg *config.Config, targets []*config.Target, spec *slo.Spec) []S
 }
 
 // MannWhitney tests whether a and b come from distributions with the same
-// median location (two-sided Mann–Whitney U test, normal approximation
-// with tie correction and continuity correction). It returns the U of a
-// and the p-value; p is 1 when either side is empty or every value ties.
-func MannWhitney(a, b []float64) (u, p float64) {
-	n1, n2 := len(a), len(b)
-	if n1 == 0 || n2 == 0 {
-		return 0, 1
-	}
-	type obs struct {
-		v     float64
-		fromA bool
-	}
-	all := make([]obs, 0, n1+n2)
-	for _, v := range a {
-		all = append(all, obs{v, true})
-	}
-	for _, v := range b {
-		all = append(all, obs{v, false})
-	}
-	slices.SortFunc(all, func(x, y obs) int { return cmpFloat(x.v, y.v) })
-	var rankA, ties float64
-	for i := 0; i < len(all); {
-		j := i + 1
-		for j < len(all) && all[j].v == all[i].v {
-			j++
-		}
-		rank := float64(i+j+1) / 2 // mean of the 1-based ranks i+1..j
-		for k := i; k < j; k++ {
-			if all[k].fromA {
-				rankA += rank
-			}
-		}
-		if t := float64(j - i); t > 1 {
-			ties += t*t*t - t
-		}
-		i = j
-	}
-	f1, f2 := float64(n1), float64(n2)
-	n := f1 + f2
-	u = rankA - f1*(f1+1)/2
-	mean := f1 * f2 / 2
-	variance := f1 * f2 / 12 * ((n + 1) - ties/(n*(n-1)))
-	if !(variance > 0) {
-		return u, 1
-	}
-	z := math.Abs(u-mean) - 0.5
-	if z < 0 {
-		z = 0
-	}
-	z /= math.Sqrt(variance)
-	return u, math.Erfc(z / math.Sqrt2) // 2 × (1 − Φ(z))
-}
-
-func cmpFloat(x, y float64) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
-}
+// median location: regression.MannWhitney (two-sided Mann–Whitney U test,
+// normal approximation with tie correction and continuity correction),
+// the statistics code the daemon's regression detection shares. It
+// returns the U of a and the p-value; p is 1 when either side is empty or
+// every value ties.
+func MannWhitney(a, b []float64) (u, p float64) { return regression.MannWhitney(a, b) }
 
 // BootstrapQuantileDiff is a percentile-bootstrap confidence interval, at
 // level conf (e.g. 0.99), for quantile q of b minus quantile q of a: both

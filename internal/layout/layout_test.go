@@ -34,7 +34,7 @@ type rule struct {
 // Groups of the table.
 var (
 	// leaves import no llmprobe package.
-	leaves = []string{"dist", "slo", "internal/bounded", "internal/httpclient"}
+	leaves = []string{"dist", "slo", "regression", "internal/bounded", "internal/httpclient"}
 	// engine is what the probe engine is made of.
 	engine = []string{"probe", "probe/wire", "probe/workload", "probe/harness"}
 	// support is what tests share; no production code imports it.
@@ -47,9 +47,11 @@ func join(groups ...[]string) []string { return slices.Concat(groups...) }
 // below it. docs/architecture.md ("Packages and the direction of their
 // imports") draws the same table.
 var layers = map[string]rule{
-	// The leaves: pure math, objectives, bounded reading, HTTP clients.
+	// The leaves: pure math, objectives, regression detection, bounded
+	// reading, HTTP clients.
 	"dist":                {},
 	"slo":                 {},
+	"regression":          {},
 	"internal/bounded":    {},
 	"internal/httpclient": {},
 	"config":              {imports: []string{"dist", "slo", "internal/bounded"}},

@@ -1,0 +1,145 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package regression
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Kind is what a series' values are.
+type Kind int
+
+const (
+	// Latency values are durations in seconds (positive): compared by rank
+	// (the median test) and by exceedances of the baseline's p99 (the tail
+	// test).
+	Latency Kind = iota
+	// Ratio values are 0 (success) or 1 (an error): compared by the error
+	// ratio (the errors test).
+	Ratio
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Latency:
+		return "latency"
+	case Ratio:
+		return "ratio"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Defaults of [Options] (WithDefaults fills a zero field with its default).
+const (
+	DefaultMedianEffect = 0.20
+	DefaultTailEffect   = 0.50
+	DefaultErrorEffect  = 0.02
+	DefaultMinSamples   = 20
+	DefaultMinBaseline  = 100
+	DefaultAcceptAfter  = 24 * time.Hour
+	// DefaultLevel is the per-test significance level: one test of one
+	// window at one evaluation rejects a true null with probability at
+	// most this. docs/design.md ("Regression detection") gives the union
+	// bound it implies (under 0.07 false alarms per series per 30 days)
+	// and the rate measured over simulated years (none).
+	DefaultLevel = 1e-7
+)
+
+// Fixed parts of the method (docs/design.md, "Regression detection").
+const (
+	// TailMinSamples is the fewest current samples the tail test runs on:
+	// below 100 a window has no p99 of its own.
+	TailMinSamples = 100
+	// ExitLevel is the laxer level a held regression must stay below to
+	// go on holding (hysteresis), with half the effect gate; a test below
+	// it with half the gate also makes the detector "suspicious", which
+	// stops samples moving into the baseline.
+	ExitLevel = 1e-3
+	// BaselineCapacity is the most baseline values a detector keeps, and
+	// CurrentCapacity the most current samples.
+	BaselineCapacity = 4096
+	CurrentCapacity  = 4096
+)
+
+// Options tune a [Detector]. The zero value, through WithDefaults, is the
+// recommended setting.
+type Options struct {
+	// MedianEffect is the least relative rise of the median that alarms
+	// (current median / baseline median ≥ 1 + MedianEffect): a 3% shift
+	// is real at a few thousand samples but must not page. Default 0.20.
+	MedianEffect float64
+	// TailEffect is the least relative rise of the p99 that alarms.
+	// Default 0.50.
+	TailEffect float64
+	// ErrorEffect is the least absolute rise of the error ratio that
+	// alarms; the ratio must also at least double. Default 0.02.
+	ErrorEffect float64
+	// MinSamples is the fewest current samples the median and errors
+	// tests run on (default 20); the tail test needs TailMinSamples (100).
+	MinSamples int
+	// MinBaseline is the fewest baseline samples any test runs against
+	// (default 100).
+	MinBaseline int
+	// AcceptAfter is how long a regression may hold before it is accepted
+	// as the new baseline (Result.Accepted). Default 24h.
+	AcceptAfter time.Duration
+	// Level is the per-test significance level (default DefaultLevel).
+	Level float64
+}
+
+// WithDefaults returns o with every zero field set to its default.
+func (o Options) WithDefaults() Options {
+	if o.MedianEffect == 0 {
+		o.MedianEffect = DefaultMedianEffect
+	}
+	if o.TailEffect == 0 {
+		o.TailEffect = DefaultTailEffect
+	}
+	if o.ErrorEffect == 0 {
+		o.ErrorEffect = DefaultErrorEffect
+	}
+	if o.MinSamples == 0 {
+		o.MinSamples = DefaultMinSamples
+	}
+	if o.MinBaseline == 0 {
+		o.MinBaseline = DefaultMinBaseline
+	}
+	if o.AcceptAfter == 0 {
+		o.AcceptAfter = DefaultAcceptAfter
+	}
+	if o.Level == 0 {
+		o.Level = DefaultLevel
+	}
+	return o
+}
+
+// Validate reports every field of o (after WithDefaults) that is out of
+// range, each message naming its field.
+func (o Options) Validate() error {
+	var errs []error
+	effect := func(name string, v, hi float64) {
+		if math.IsNaN(v) || v < 0 || v > hi {
+			errs = append(errs, fmt.Errorf("regression: %s must be between 0 and %g, got %g", name, hi, v))
+		}
+	}
+	effect("MedianEffect", o.MedianEffect, 100)
+	effect("TailEffect", o.TailEffect, 100)
+	effect("ErrorEffect", o.ErrorEffect, 1)
+	if o.MinSamples < 5 || o.MinSamples > CurrentCapacity/2 {
+		errs = append(errs, fmt.Errorf("regression: MinSamples must be between 5 and %d, got %d", CurrentCapacity/2, o.MinSamples))
+	}
+	if o.MinBaseline < 20 || o.MinBaseline > BaselineCapacity/2 {
+		errs = append(errs, fmt.Errorf("regression: MinBaseline must be between 20 and %d, got %d", BaselineCapacity/2, o.MinBaseline))
+	}
+	if o.AcceptAfter < time.Minute {
+		errs = append(errs, fmt.Errorf("regression: AcceptAfter must be at least 1m, got %v", o.AcceptAfter))
+	}
+	if math.IsNaN(o.Level) || o.Level <= 0 || o.Level >= ExitLevel {
+		errs = append(errs, fmt.Errorf("regression: Level must be above 0 and below the exit level %g, got %g", ExitLevel, o.Level))
+	}
+	return errors.Join(errs...)
+}

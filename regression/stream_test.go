@@ -1,0 +1,197 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package regression
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+)
+
+// The simulated stream: TTFT = 25 ms + 0.12 ms per prompt token, prompt
+// tokens log-normal with median 120 and p99 2048 (the simulator's prefill
+// and llmprobe's default chat lengths), times a log-normal jitter of σ
+// 0.15; Poisson arrivals. With rho > 0 both normal scores follow an AR(1)
+// from request to request, so log TTFT is autocorrelated about rho (a
+// queueing server).
+type stream struct {
+	rng    *rand.Rand
+	rate   float64 // requests per second
+	rho    float64
+	z1, z2 float64
+	// errRate is the error ratio of a Ratio stream.
+	errRate float64
+	// change maps a TTFT after the step (nil: none).
+	change func(float64) float64
+}
+
+var tokSigma = math.Log(2048.0/120) / 2.326347874
+
+func newStream(seed uint64, rate, rho float64) *stream {
+	return &stream{rng: rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15+1)), rate: rate, rho: rho}
+}
+
+func (s *stream) gap() time.Duration {
+	return time.Duration(s.rng.ExpFloat64() / s.rate * 1e9)
+}
+
+func (s *stream) score(z *float64) float64 {
+	e := s.rng.NormFloat64()
+	if s.rho == 0 {
+		*z = e
+	} else {
+		*z = s.rho**z + math.Sqrt(1-s.rho*s.rho)*e
+	}
+	return *z
+}
+
+// ttft draws one TTFT in seconds.
+func (s *stream) ttft() float64 {
+	tokens := max(1, math.Round(120*math.Exp(tokSigma*s.score(&s.z1))))
+	return (0.025 + 0.00012*tokens) * math.Exp(0.15*s.score(&s.z2))
+}
+
+// errorSample draws one 0/1 outcome.
+func (s *stream) errorSample() float64 {
+	if s.rng.Float64() < s.errRate {
+		return 1
+	}
+	return 0
+}
+
+// ttftQuantiles are the stream's p90 and p99, from a large sample.
+var ttftQuantiles = sync.OnceValues(func() (p90, p99 float64) {
+	s := newStream(99, 1, 0)
+	v := make([]float64, 400000)
+	for i := range v {
+		v[i] = s.ttft()
+	}
+	slices.Sort(v)
+	return v[int(0.90*float64(len(v)))], v[int(0.99*float64(len(v)))]
+})
+
+// tailChange doubles the p99 and leaves the median alone: values above
+// the p90 are stretched away from it, linearly, so that the p99 lands at
+// twice its place.
+func tailChange(p90, p99 float64) func(float64) float64 {
+	k := (2*p99 - p90) / (p99 - p90)
+	return func(v float64) float64 {
+		if v <= p90 {
+			return v
+		}
+		return p90 + (v-p90)*k
+	}
+}
+
+var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// run feeds d the stream from start for dur, with an Evaluate every
+// minute from start+phase, calling onEval with each Result (stop when
+// it returns false). At change (when not zero) the stream's change
+// begins (Latency) or its error ratio becomes errAfter (Ratio).
+func run(d *Detector, s *stream, start time.Time, phase, dur time.Duration, kind Kind, change time.Time, errAfter float64,
+	onEval func(now time.Time, r Result) bool) {
+	end := start.Add(dur)
+	t := start.Add(s.gap())
+	next := start.Add(phase)
+	changed := false
+	for {
+		for !next.After(t) {
+			if next.After(end) {
+				return
+			}
+			if !onEval(next, d.Evaluate(next)) {
+				return
+			}
+			next = next.Add(time.Minute)
+		}
+		if !change.IsZero() && !changed && !t.Before(change) {
+			changed = true
+			if kind == Ratio {
+				s.errRate = errAfter
+			}
+		}
+		if kind == Latency {
+			v := s.ttft()
+			if changed && s.change != nil {
+				v = s.change(v)
+			}
+			d.Add(t, v)
+		} else {
+			d.Add(t, s.errorSample())
+		}
+		t = t.Add(s.gap())
+	}
+}
+
+// trial is the outcome of one simulated step.
+type trial struct {
+	detected bool          // an alarm rose at or after the step, before the horizon
+	early    bool          // an alarm rose before the step (a false alarm)
+	delay    time.Duration // from the step to the alarm
+	test     string
+	cpErr    time.Duration // ChangePoint − step
+	res      Result
+}
+
+// stepTrial runs a fresh detector over hist of steady stream, then the
+// change (mutate sets it up on the stream; Ratio streams go from 1% to
+// errAfter errors), until an alarm or hist+horizon. The evaluations'
+// phase against the step is drawn from the seed.
+func stepTrial(kind Kind, o Options, rate float64, hist, horizon time.Duration, seed uint64, mutate func(*stream), errAfter float64) trial {
+	d := NewDetector(kind, o)
+	s := newStream(seed, rate, 0)
+	s.errRate = 0.01
+	if mutate != nil {
+		mutate(s)
+	}
+	step := epoch.Add(hist)
+	phase := time.Duration(seed*7919%60000) * time.Millisecond
+	var tr trial
+	run(d, s, epoch, phase, hist+horizon, kind, step, errAfter, func(now time.Time, r Result) bool {
+		if !r.Regressed {
+			return true
+		}
+		if now.Before(step) {
+			tr.early = true
+		} else {
+			tr.detected = true
+		}
+		tr.delay, tr.test, tr.cpErr, tr.res = now.Sub(step), r.Test, r.ChangePoint.Sub(step), r
+		return false
+	})
+	return tr
+}
+
+// nullRun feeds a fresh detector dur of a stationary stream and counts
+// the alarms that rose; minP is the smallest p-value any evaluation
+// reported (whatever its effect).
+func nullRun(kind Kind, o Options, rate, rho float64, dur time.Duration, seed uint64) (alarms int, minP float64, d *Detector) {
+	d = NewDetector(kind, o)
+	s := newStream(seed, rate, rho)
+	s.errRate = 0.01
+	minP = 1
+	prev := false
+	run(d, s, epoch, 17*time.Second, dur, kind, time.Time{}, 0, func(now time.Time, r Result) bool {
+		if r.Regressed && !prev {
+			alarms++
+		}
+		prev = r.Regressed
+		minP = min(minP, r.P)
+		return true
+	})
+	return alarms, minP, d
+}
+
+func scale(f float64) func(*stream) {
+	return func(s *stream) { s.change = func(v float64) float64 { return v * f } }
+}
+
+func tail() func(*stream) {
+	p90, p99 := ttftQuantiles()
+	c := tailChange(p90, p99)
+	return func(s *stream) { s.change = c }
+}
