@@ -68,7 +68,10 @@ type Engine struct {
 	// identities are the targets' identity trackers, kept across reloads
 	// like budgets (identity.go).
 	identities map[string]*identityTracker
-	closed     bool
+	// banks are the targets' regression detectors, kept across reloads
+	// (regression.go).
+	banks  map[string]*regressionBank
+	closed bool
 
 	// harness samples the process' measurement-inflation figures once a
 	// second for every runner's verdict; started by the first Apply.
@@ -106,9 +109,18 @@ func (e *Engine) Apply(cfg *config.Config) error {
 	}
 	e.startHarness(time.Duration(cfg.Global.Saturation.Window))
 	next := map[string]*runner{}
+	banks := map[string]*regressionBank{}
+	plans := map[*regressionBank]bankPlan{}
 	var fresh []*runner
 	for _, t := range cfg.Targets {
 		spec := runnerSpec{Target: *t, Workload: *cfg.Workload(t), Global: newRunnerGlobal(cfg.Global), Timeout: t.Timeout(cfg.Global), Replicas: e.opts.Replicas}
+		bank := e.banks[t.Name]
+		if bank == nil {
+			bank = &regressionBank{}
+		}
+		banks[t.Name] = bank
+		plan := bank.plan(cfg, t, &spec.Workload)
+		plans[bank] = plan
 		if old := e.runners[t.Name]; old != nil && reflect.DeepEqual(old.spec, spec) {
 			next[t.Name] = old
 			continue
@@ -117,10 +129,13 @@ func (e *Engine) Apply(cfg *config.Config) error {
 		if budget == nil {
 			budget = new(atomic.Int64)
 		}
-		r, err := e.newRunner(spec, budget, e.identityFor(t.Name))
+		identity := e.identityFor(t.Name)
+		identity.bank.Store(bank)
+		r, err := e.newRunner(spec, budget, identity)
 		if err != nil {
 			return fmt.Errorf("target %q: %w", t.Name, err)
 		}
+		r.bank, r.detectors = bank, plan.classes
 		next[t.Name] = r
 		fresh = append(fresh, r)
 	}
@@ -136,6 +151,10 @@ func (e *Engine) Apply(cfg *config.Config) error {
 	}
 	e.budgets = budgets
 	e.keepIdentities(next)
+	for bank, p := range plans {
+		bank.commit(p)
+	}
+	e.banks = banks
 	for _, r := range fresh {
 		e.opts.Logger.Info("probing target", "target", r.name, "url", r.url, "model", r.model, "api", r.api,
 			"arrivals", r.arrivals.String(), "max_inflight", r.maxInflight, "warmup", r.warmupUntil.Sub(r.start))

@@ -170,7 +170,8 @@ type IdentityStatus struct {
 type identityPart struct {
 	current   string
 	candidate string
-	run       int // responses (polls) in a row that carried candidate
+	run       int       // responses (polls) in a row that carried candidate
+	since     time.Time // when the first of them came: the change's instant
 }
 
 // identityTracker follows one target's identity; it outlives the runners
@@ -180,6 +181,9 @@ type identityTracker struct {
 	logger    *slog.Logger
 	obs       IdentityObserver // nil: none
 	userAgent string
+	// bank is the target's regression detectors, cut at every change
+	// (set by Engine.Apply).
+	bank atomic.Pointer[regressionBank]
 
 	// settled is set while no part has a candidate and cur holds the
 	// current values: a response that repeats them needs no lock.
@@ -304,15 +308,18 @@ func (t *identityTracker) step(i int, v string, need int, now time.Time) (Identi
 	case v == p.candidate:
 		p.run++
 	default:
-		p.candidate, p.run = v, 1
+		p.candidate, p.run, p.since = v, 1, now
 	}
 	if p.run < need {
 		return IdentityChange{}, false
 	}
-	ch := IdentityChange{Target: t.target, At: now, What: IdentityParts[i], From: p.current, To: v}
+	// The change happened with the first response that carried the new
+	// value, not with the one that settled it: the regression detectors
+	// cut their baseline there.
+	ch := IdentityChange{Target: t.target, At: p.since, What: IdentityParts[i], From: p.current, To: v}
 	p.current, p.candidate, p.run = v, "", 0
 	t.changes[i]++
-	t.last = now
+	t.last = p.since
 	t.recent = append([]IdentityChange{ch}, t.recent[:min(len(t.recent), MaxRecentIdentityChanges-1)]...)
 	return ch, true
 }
@@ -339,6 +346,9 @@ func (t *identityTracker) announce(span trace.Span, ch IdentityChange) {
 	if span != nil && span.IsRecording() {
 		span.AddEvent(IdentityChangedEvent, trace.WithTimestamp(ch.At), trace.WithAttributes(
 			attrIdentityWhat.String(ch.What), attrIdentityFrom.String(ch.From), attrIdentityTo.String(ch.To)))
+	}
+	if b := t.bank.Load(); b != nil {
+		b.cut(ch.At)
 	}
 	if t.obs != nil {
 		t.obs.IdentityChanged(ch)

@@ -70,6 +70,14 @@ type runner struct {
 	satMu   sync.Mutex
 	verdict harness.Verdict
 	last    harness.WindowStats
+	// saturated mirrors verdict.Saturated() for the request path: the
+	// regression detectors leave out what the harness cannot vouch for.
+	saturated atomic.Bool
+
+	// bank holds the target's regression detectors (kept across reloads);
+	// detectors are this runner's, by class name.
+	bank      *regressionBank
+	detectors map[string]*classDetectors
 
 	stopSched  context.CancelFunc // stops the arrival loop and the judge
 	reqCtx     context.Context    // in-flight requests; cancelled after the grace period
@@ -95,6 +103,8 @@ type runnerGlobal struct {
 	LateAfter  time.Duration
 	Saturation config.Saturation
 	Seed       uint64
+	// RegressionEvery is how often the regression detectors decide.
+	RegressionEvery time.Duration
 }
 
 func newRunnerGlobal(g config.Global) runnerGlobal {
@@ -103,6 +113,8 @@ func newRunnerGlobal(g config.Global) runnerGlobal {
 		LateAfter:  time.Duration(g.LateAfter),
 		Saturation: g.Saturation,
 		Seed:       g.Seed,
+
+		RegressionEvery: time.Duration(g.RegressionInterval),
 	}
 }
 
@@ -269,6 +281,7 @@ func (r *runner) exchange(p *workload.Prepared, planned time.Time) *wire.Result 
 	}
 	p.Learn(res)
 	r.obs.Observe(res)
+	r.bank.observe(r.detectors[p.Class.Name], res, r.saturated.Load())
 	return res
 }
 
@@ -317,6 +330,8 @@ func (r *runner) judge(now time.Time) {
 	was := r.verdict
 	r.verdict, r.last = v, st
 	r.satMu.Unlock()
+	r.saturated.Store(v.Saturated())
+	r.bank.evaluate(now, r.spec.Global.RegressionEvery, r.name, r.logger)
 	switch {
 	case v.Saturated() && !was.Saturated():
 		r.logger.Warn("harness cannot deliver or time the requested load; its numbers for this target are flagged", "target", r.name, "reasons", v.Reasons, "reason", v.Detail)
@@ -378,6 +393,10 @@ type TargetStatus struct {
 	Identity IdentityStatus
 	Warmup   bool
 	Since    time.Time
+	// Regressions are the latest decisions of the target's regression
+	// detectors, by class then metric (none for classes with detection
+	// off).
+	Regressions []RegressionStatus
 }
 
 // ClassStatus describes one class of a target's workload.
@@ -417,6 +436,7 @@ func (r *runner) status(now time.Time) TargetStatus {
 		LateSends:         st.Late,
 		Warmup:            now.Before(r.warmupUntil),
 		Since:             r.start,
+		Regressions:       r.bank.status(),
 	}
 	if st.Span > 0 {
 		s.AchievedRate = float64(st.Sent) / st.Span.Seconds()
