@@ -16,6 +16,7 @@ import (
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/harness"
 	"github.com/llmprobe/llmprobe/probe/wire"
+	"github.com/llmprobe/llmprobe/regression"
 )
 
 // Secrets planted in the test configuration; they must never be shown.
@@ -218,7 +219,8 @@ func testStatus() []probe.TargetStatus {
 			Dropped:  map[probe.DropReason]uint64{probe.DropInflightLimit: 2, probe.DropLate: 1},
 			Outcomes: map[wire.Outcome]uint64{wire.OutcomeSuccess: 90, wire.OutcomeHTTPError: 5},
 			Inflight: 2, MaxInflight: 64, LagP50: 300 * time.Microsecond, LagP99: 4 * time.Millisecond, Window: time.Minute,
-			Since: time.Now().Add(-time.Hour),
+			Since:       time.Now().Add(-time.Hour),
+			Regressions: testRegressions(),
 		},
 		{
 			Name: "beta", Model: "model-b", API: wire.APICompletions, URL: "http://127.0.0.1:2/v1", Workload: "tiny", Process: "constant(2/s)",
@@ -236,6 +238,26 @@ func testStatus() []probe.TargetStatus {
 			},
 		},
 	}
+}
+
+// testRegressions are alpha's detectors: TTFT of chat held regressed
+// since a change point, the rest quiet.
+func testRegressions() []probe.RegressionStatus {
+	nan := math.NaN()
+	quiet := regression.Result{MedianRatio: 1.02, P99Ratio: nan, BaselineRatio: nan, CurrentRatio: nan, BaselineN: 400, CurrentN: 60, P: 0.4}
+	out := make([]probe.RegressionStatus, 0, len(probe.RegressionMetrics))
+	for _, m := range probe.RegressionMetrics {
+		r := quiet
+		switch m {
+		case probe.RegressionTTFT:
+			r = regression.Result{Regressed: true, Test: "median", Onset: time.Unix(1700000600, 0), ChangePoint: time.Unix(1700000300, 0),
+				MedianRatio: 1.45, P99Ratio: 1.3, BaselineRatio: nan, CurrentRatio: nan, BaselineN: 900, CurrentN: 240, P: 1e-9}
+		case probe.RegressionErrors:
+			r = regression.Result{MedianRatio: nan, P99Ratio: nan, BaselineRatio: 0.01, CurrentRatio: 0.0125, BaselineN: 1000, CurrentN: 80, P: 0.3}
+		}
+		out = append(out, probe.RegressionStatus{Class: "chat", Metric: m, Result: r})
+	}
+	return out
 }
 
 // testHarness reports inflation figures from a machine with schedstat and

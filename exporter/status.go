@@ -64,6 +64,7 @@ func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- refitTimeDesc
 	ch <- fittedTokensDesc
 	describeIdentity(ch)
+	describeRegression(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -87,6 +88,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 			collectRefit(ch, s.Name, rf)
 		}
 		collectIdentity(ch, s.Name, s.Identity)
+		collectRegression(ch, s.Name, s.Regressions)
 	}
 }
 
