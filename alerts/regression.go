@@ -82,8 +82,8 @@ func (c Config) causeText() string {
 // regression (llmprobe_regression is 1).
 func (c Config) regressionAlerts() []Rule {
 	sel := func(extra string) string { return c.Matchers(extra) }
-	effect := func(q string) string {
-		return "{{ with " + c.regressionQuery(RegressionEffectMetric, `quantile=\"`+q+`\"`, byTargetClassMetric) + " | query }}{{ . | first | value | printf \"%.2f\" }}{{ end }}"
+	effect := func(stat string) string {
+		return "{{ with " + c.regressionQuery(RegressionEffectMetric, `statistic=\"`+stat+`\"`, byTargetClassMetric) + " | query }}{{ . | first | value | printf \"%.2f\" }}{{ end }}"
 	}
 	samples := func(metric, window string) string {
 		labels := byTargetClassMetric
@@ -110,7 +110,7 @@ func (c Config) regressionAlerts() []Rule {
 		Annotations: c.annotations(AlertLatencyRegressed,
 			"{{ $labels.metric | toUpper }} of {{ $labels.target }} ({{ $labels.class }}) got worse than its baseline.",
 			"llmprobe's regression detector holds that the {{ $labels.metric }} of target {{ $labels.target }}, class {{ $labels.class }}, "+
-				"got worse since "+since(byTargetClassMetric, "")+": the median is "+effect("0.5")+"× and the p99 "+effect("0.99")+"× the baseline's "+
+				"got worse since "+since(byTargetClassMetric, "")+": the median is "+effect("median")+"× and the p99 "+effect("p99")+"× the baseline's "+
 				"("+samples("", "current")+" requests since the change against "+samples("", "baseline")+" before it; "+
 				"the tests and their false-alarm rate are in docs/design.md, \"Regression detection\"). "+c.causeText()),
 	}

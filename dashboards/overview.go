@@ -177,6 +177,8 @@ func Overview(cfg alerts.Config) (dashboard.Dashboard, error) {
 	sloPanel(d, cfg, "ttft", "TTFT p99: alerting view", cfg.TTFT)
 	sloPanel(d, cfg, "tpot", "TPOT p99: alerting view", cfg.TPOT)
 
+	regressionRow(d, cfg, s)
+
 	d.row("Requests and errors")
 	d.add(d.ts("Completed requests by outcome",
 		"Requests that ended, per second, by outcome: success, http_error, timeout, stream_error, connect_error, invalid_response.",

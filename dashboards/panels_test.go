@@ -119,6 +119,10 @@ func newContractExposition() *contractExposition {
 	refitTS := gauge("llmprobe_workload_refit_success_timestamp_seconds", "target")
 	fitted := gauge("llmprobe_workload_fitted_tokens", "target", "kind", "percentile")
 	identityChanges := counter("llmprobe_target_changes_total", "target", "what")
+	regressed := gauge("llmprobe_regression", "target", "class", "metric")
+	regEffect := gauge("llmprobe_regression_effect_ratio", "target", "class", "metric", "statistic")
+	regErrors := gauge("llmprobe_regression_error_ratio", "target", "class", "window")
+	regSamples := gauge("llmprobe_regression_samples", "target", "class", "metric", "window")
 	// llmprobe's own process, as the daemon registers it.
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -140,6 +144,20 @@ func newContractExposition() *contractExposition {
 		}
 		sloObjective.WithLabelValues(simTarget, c).Set(0.99)
 		sloWindow.WithLabelValues(simTarget, c).Set((28 * 24 * time.Hour).Seconds())
+		// The regression detector's series, as the daemon exports them
+		// for every class from the start.
+		for _, m := range []string{"ttft", "tpot", "e2e", "errors"} {
+			regressed.WithLabelValues(simTarget, c, m)
+			for _, w := range []string{"baseline", "current"} {
+				regSamples.WithLabelValues(simTarget, c, m, w).Set(100)
+			}
+			if m != "errors" {
+				regEffect.WithLabelValues(simTarget, c, m, "median").Set(1.02)
+				regEffect.WithLabelValues(simTarget, c, m, "p99").Set(1.1)
+			}
+		}
+		regErrors.WithLabelValues(simTarget, c, "baseline").Set(0.01)
+		regErrors.WithLabelValues(simTarget, c, "current").Set(0.01)
 	}
 	for _, r := range []string{"inflight_limit", "late", "shutdown"} {
 		dropped.WithLabelValues(simTarget, r)
