@@ -58,8 +58,8 @@ type classDetectors struct {
 	// judged says which metrics apply: an embeddings answer is not
 	// streamed, so it has no TTFT or TPOT to judge.
 	judged [len(RegressionMetrics)]bool
-	det  [len(RegressionMetrics)]*regression.Detector
-	last [len(RegressionMetrics)]regression.Result
+	det    [len(RegressionMetrics)]*regression.Detector
+	last   [len(RegressionMetrics)]regression.Result
 }
 
 // regressionSpec is what a class's latencies depend on besides the
