@@ -109,6 +109,8 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"dur":     fmtDuration,
 	"rate":    fmtRate,
 	"percent": fmtPercent,
+	"ratio":   fmtRatio,
+	"pvalue":  func(p float64) string { return fmt.Sprintf("%.2g", p) },
 	"time":    func(t time.Time) string { return t.Format("15:04:05.000") },
 	"clock":   func(t time.Time) string { return t.Format("15:04:05") },
 	"date":    func(t time.Time) string { return t.Format(time.RFC3339) },
@@ -462,6 +464,14 @@ func fmtRate(r float64) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.3g/s", r)
+}
+
+// fmtRatio renders a current/baseline ratio: "1.45×".
+func fmtRatio(r float64) string {
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", r)
 }
 
 func fmtPercent(r float64) string {

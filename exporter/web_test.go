@@ -199,6 +199,9 @@ func TestStatusPage(t *testing.T) {
 		"&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;",
 		"http_&lt;b&gt;500&lt;/b&gt;",
 		"Follows production", "prompt p50/p90/p99 700/1500/4000", "The last refit failed", "no samples for vllm:request_prompt_tokens",
+		// alpha's TTFT detector holds a regression.
+		`id="regression-alpha-chat-ttft"`, "REGRESSION: the ttft of class <code>chat</code> got worse than its baseline",
+		"the median is 1.45× and the p99 1.30× the baseline's (240 requests against 900); median test, p = 1e-09.",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("status page lacks %q", want)
@@ -213,6 +216,10 @@ func TestStatusPage(t *testing.T) {
 	alpha := body[strings.Index(body, `id="target-alpha"`):strings.Index(body, `id="target-beta"`)]
 	if strings.Contains(alpha, "HARNESS SATURATED") || strings.Contains(alpha, "Warming up") {
 		t.Error("alpha shows the saturation banner or warm-up note")
+	}
+	// Only held regressions have a banner: one, alpha's TTFT.
+	if n := strings.Count(body, "REGRESSION:"); n != 1 {
+		t.Errorf("%d regression banners, want 1 (alpha's ttft)", n)
 	}
 }
 
