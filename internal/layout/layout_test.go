@@ -74,7 +74,10 @@ var layers = map[string]rule{
 	// What reads the engine: the exporter (metrics, status page, reloads)
 	// and bench (finite stages, reports). Neither imports cmd; the
 	// exporter never imports bench, bench's tests use the exporter.
-	"exporter": {imports: join(engine, []string{"config", "slo", "dist", "internal/bounded"})},
+	"exporter": {
+		imports: join(engine, []string{"config", "slo", "dist", "internal/bounded"}),
+		tests:   []string{"regression"}, // the detector's results in the test status (helpers_test.go)
+	},
 	"bench":    {imports: join(engine, leaves, []string{"config", "fit"}), tests: []string{"exporter"}},
 
 	// The monitoring mixin and its dashboards.
