@@ -46,11 +46,12 @@ type Result struct {
 	// since ChangePoint that hold it; else every current sample).
 	BaselineN, CurrentN int
 	// P is the p-value of the deciding test (while regressed, of its hold
-	// test), else the smallest p-value of this evaluation; 1 when no test
-	// ran. TestN is the window that p-value is of.
+	// test), else of the test closest to deciding (the smallest p over its
+	// level); 1 when no test ran. TestN is the window that p-value is of.
 	P     float64
 	TestN int
-	// Threshold is the per-test level in force: Options.Level, or
+	// Threshold is the per-test level in force for Test:
+	// Options.MedianLevel, TailLevel or ErrorLevel, or
 	// ExitLevel while a regression holds.
 	Threshold float64
 	// Accepted is true on the evaluation that accepted a regression held
@@ -83,6 +84,11 @@ const (
 	slack = int64(time.Hour)
 	// holdMin is the least window a held regression is judged on.
 	holdMin = 256
+	// promotionGap is the least time between two promotions of a full
+	// window into a full baseline: above 2.3 req/s the window would fill
+	// faster, and the baseline would follow the series within minutes
+	// (a slow rise would never differ from it).
+	promotionGap = int64(15 * time.Minute)
 )
 
 // Detector decides whether one series (a target, class and metric) got
@@ -98,22 +104,29 @@ const (
 // and placements. Evaluate tests the last n current samples for n =
 // MinSamples, 2×, 4×, … and all of them, each against the baseline: the
 // median test is the one-sided Mann–Whitney U (the sum of placements),
-// the tail test counts exceedances of the baseline's p99 (exact), the
-// errors test compares error counts (Fisher's exact test). A test alarms
-// below Options.Level when its effect passes the gate. The older half
-// of the current samples moves into the baseline as they come to outnumber
-// it, never while an alarm holds or a test is suspicious.
+// the tail test counts exceedances of the p99 of a larger tail baseline
+// (exact), the errors test compares error counts (Fisher's exact test).
+// A test alarms below its level (Options.MedianLevel, TailLevel,
+// ErrorLevel) when its effect passes the gate. Current samples move into
+// the baseline as it grows and then, the older half, whenever the window
+// is full; never while an alarm holds or a test is suspicious.
 type Detector struct {
 	kind Kind
 	o    Options
 
 	// The baseline: ref (Latency) sorted ascending; refN values, refK of
 	// them above the tail threshold ref[tailJ] (Latency) or errors
-	// (Ratio); its median and p99.
-	ref            []float32
-	refN, refK     int
-	tailJ          int
-	refMed, refP99 float64
+	// (Ratio); its median.
+	ref        []float32
+	refN, refK int
+	tailJ      int
+	refMed     float64
+	// The tail test's baseline (Latency), and its threshold: thetaK of
+	// the thetaM samples it stands for exceed theta (from tb, else from
+	// the baseline: ref[tailJ], refK, refN).
+	tb             tailBaseline
+	theta          float32
+	thetaK, thetaM int
 
 	// The current window, a ring of n samples from head: values (Latency),
 	// times (ms since base) and placements.
@@ -123,6 +136,9 @@ type Detector struct {
 	head, n int
 	base    int64 // unix ns
 	started bool
+
+	// lastPromotion is when the last promotion happened (unix ns).
+	lastPromotion int64
 
 	// The last Cut; fromCut: the current window began at it.
 	cutNs   int64
@@ -156,14 +172,17 @@ func NewDetector(kind Kind, o Options) *Detector {
 	if kind != Latency && kind != Ratio {
 		panic("regression: unknown kind " + kind.String())
 	}
-	return &Detector{kind: kind, o: o, rng: 0x6c6c6d70726f6265, inflate: 1}
+	d := &Detector{kind: kind, o: o, rng: 0x6c6c6d70726f6265, inflate: 1}
+	d.tb.reset()
+	return d
 }
 
-// MemoryBytes is what the detector holds: at most about 57 KiB for
-// Latency (the baseline's 4096 values, the current window's 4096 values,
-// times and placements) and 25 KiB for Ratio.
+// MemoryBytes is what the detector holds: at most about 61 KiB for
+// Latency (the baseline's 4096 values, the tail baseline's 1024, the
+// current window's 4096 values, times and placements) and 25 KiB for
+// Ratio.
 func (d *Detector) MemoryBytes() int {
-	return int(unsafe.Sizeof(*d)) + 4*cap(d.ref) + 4*cap(d.val) + 4*cap(d.at) + 2*cap(d.plc)
+	return int(unsafe.Sizeof(*d)) + 4*cap(d.ref) + 4*cap(d.tb.top) + 4*cap(d.val) + 4*cap(d.at) + 2*cap(d.plc)
 }
 
 // Add records one request's value at t: seconds (Latency; negative
@@ -230,7 +249,7 @@ func (d *Detector) Evaluate(now time.Time) Result {
 	}
 	res := d.result()
 	if d.refN < d.o.MinBaseline || d.n < d.o.MinSamples {
-		d.maybePromote(false)
+		d.maybePromote(now.UnixNano(), false)
 		return res
 	}
 	s := d.scratch()
@@ -245,10 +264,10 @@ func (d *Detector) Evaluate(now time.Time) Result {
 	fire.p = 1
 	d.windows(func(w window) {
 		for _, v := range d.tests(w, s) {
-			if v.p < best.p {
+			if v.p/d.level(v.test) < best.p/d.level(best.test) {
 				best = v
 			}
-			if v.p < d.o.Level && v.gate >= 1 && v.p < fire.p {
+			if v.p < d.level(v.test) && v.gate >= 1 && v.p/d.level(v.test) < fire.p/d.level(fire.test) {
 				fire = v
 			}
 			if v.p < ExitLevel && v.gate >= 0.5 {
@@ -261,35 +280,52 @@ func (d *Detector) Evaluate(now time.Time) Result {
 		d.cpNs = d.changePoint(fire.test)
 		res = d.describe(fire.w, s)
 		d.describeShift(&res, fire.w, s)
-		res.Regressed, res.Test, res.P, res.TestN = true, fire.test, fire.p, fire.w.c
+		res.Regressed, res.Test, res.P, res.TestN, res.Threshold = true, fire.test, fire.p, fire.w.c, d.level(fire.test)
 		res.Onset, res.ChangePoint = now, time.Unix(0, d.cpNs)
 		return res
 	}
 	if best.test != "" {
-		res.Test, res.P, res.TestN = best.test, best.p, best.w.c
+		res.Test, res.P, res.TestN, res.Threshold = best.test, best.p, best.w.c, d.level(best.test)
 	}
-	d.maybePromote(suspicious)
+	d.maybePromote(now.UnixNano(), suspicious)
 	return res
 }
 
 // result describes every current sample against the baseline.
 func (d *Detector) result() Result {
-	w := window{c: d.n}
-	for i := range d.n {
-		if d.plc[d.idx(i)]&exceedBit != 0 {
-			w.se++
-		}
+	var w window
+	for i := d.n - 1; i >= 0; i-- {
+		w.add(d.plc[d.idx(i)], false)
 	}
 	s := d.scratch()
 	defer scratchPool.Put(s)
 	return d.describe(w, s)
 }
 
+// level is test's per-test level.
+func (d *Detector) level(test string) float64 {
+	switch test {
+	case TestMedian:
+		return d.o.MedianLevel
+	case TestErrors:
+		return d.o.ErrorLevel
+	}
+	return d.o.TailLevel
+}
+
+// firstTest is the test every window of the kind runs.
+func (d *Detector) firstTest() string {
+	if d.kind == Ratio {
+		return TestErrors
+	}
+	return TestMedian
+}
+
 // describe fills a Result's ratios and counts for window w.
 func (d *Detector) describe(w window, s *[]float32) Result {
 	res := Result{
 		MedianRatio: math.NaN(), P99Ratio: math.NaN(), Shift: math.NaN(), BaselineRatio: math.NaN(), CurrentRatio: math.NaN(),
-		BaselineN: d.refN, CurrentN: w.c, P: 1, Threshold: d.o.Level,
+		BaselineN: d.refN, CurrentN: w.c, P: 1, Threshold: d.level(d.firstTest()),
 	}
 	if d.refN < d.o.MinBaseline || w.c < d.o.MinSamples {
 		return res
@@ -302,7 +338,7 @@ func (d *Detector) describe(w window, s *[]float32) Result {
 	med, p99 := d.quantiles(w, s)
 	res.MedianRatio = med / d.refMed
 	if w.c >= TailMinSamples {
-		res.P99Ratio = p99 / d.refP99
+		res.P99Ratio = p99 / float64(d.theta)
 	}
 	return res
 }
@@ -315,21 +351,39 @@ func (d *Detector) describeShift(res *Result, w window, s *[]float32) {
 }
 
 // window is the last c current samples: their placements summed (sp,
-// doubled) and their exceedances (se).
-type window struct{ c, sp, se int }
+// doubled) and their exceedances (se); last is c at the last exceedance
+// added.
+type window struct{ c, sp, se, last int }
+
+// tailRun declusters the tail test's exceedances: one within tailRun
+// samples of a newer one is the same cluster and counts once. Under
+// independence that only lowers the count (the exact test stays valid,
+// a little conservative: about 2% of exceedances at a 1% rate); a server
+// that queues sends its slow requests in bursts, and counting a burst
+// once keeps the test near its level (runs declustering, as for the
+// extremal index).
+const tailRun = 1
+
+// add extends w by one older sample with placement p.
+func (w *window) add(p uint16, decluster bool) {
+	w.c++
+	w.sp += int(p & placeMask)
+	if p&exceedBit != 0 {
+		if !decluster || w.last == 0 || w.c-w.last > tailRun {
+			w.se++
+		}
+		w.last = w.c
+	}
+}
 
 // windows calls f for the last n current samples, n = MinSamples, 2×, 4×,
 // …, and for all of them.
 func (d *Detector) windows(f func(window)) {
 	var w window
 	next := d.o.MinSamples
+	decluster := d.kind == Latency
 	for i := d.n - 1; i >= 0; i-- {
-		p := d.plc[d.idx(i)]
-		w.c++
-		w.sp += int(p & placeMask)
-		if p&exceedBit != 0 {
-			w.se++
-		}
+		w.add(d.plc[d.idx(i)], decluster)
 		if w.c == next || i == 0 {
 			f(w)
 			for next <= w.c {
@@ -364,14 +418,14 @@ func (d *Detector) tests(w window, s *[]float32) []verdict {
 	med := verdict{test: TestMedian, w: w, p: RankSumGreater(float64(w.sp)/2, w.c, d.refN, d.inflate)}
 	var tail verdict
 	if w.c >= TailMinSamples {
-		tail = verdict{test: TestTail, w: w, p: ExceedanceGreater(w.se, w.c, d.refK+1, d.refN)}
+		tail = verdict{test: TestTail, w: w, p: ExceedanceGreater(w.se, w.c, d.thetaK+1, d.thetaM)}
 	}
 	if med.p < ExitLevel {
 		med.gate = (d.shift(w, s) - 1) / d.o.MedianEffect
 	}
 	if tail.test != "" && tail.p < ExitLevel {
 		_, p99 := d.quantiles(w, s)
-		tail.gate = (p99/d.refP99 - 1) / d.o.TailEffect
+		tail.gate = (p99/float64(d.theta) - 1) / d.o.TailEffect
 	}
 	out[k] = med
 	k++
@@ -504,12 +558,7 @@ func (d *Detector) hold(now int64) Result {
 	w := window{}
 	limit := min(max(4*d.fireN, holdMin), CurrentCapacity)
 	for i := d.n - 1; i >= d.n-since && w.c < limit; i-- {
-		p := d.plc[d.idx(i)]
-		w.c++
-		w.sp += int(p & placeMask)
-		if p&exceedBit != 0 {
-			w.se++
-		}
+		w.add(d.plc[d.idx(i)], d.kind == Latency)
 	}
 	s := d.scratch()
 	defer scratchPool.Put(s)
@@ -567,6 +616,7 @@ func (d *Detector) accept(since int) {
 	}
 	d.ref = d.ref[:0]
 	d.refN, d.refK = 0, 0
+	d.tb.reset()
 	first := d.n - since
 	d.moveToBaseline(func(i int) bool { return i >= first })
 	d.drop(d.n)
@@ -585,7 +635,7 @@ func (d *Detector) changePoint(test string) int64 {
 	mu := 0.5
 	switch test {
 	case TestTail:
-		mu = float64(d.refK+1) / float64(d.refN+1)
+		mu = float64(d.thetaK+1) / float64(d.thetaM+1)
 	case TestErrors:
 		mu = max(float64(d.refK), 0.5) / float64(d.refN)
 	}
@@ -645,8 +695,9 @@ func klBernoulli(q, p float64) float64 {
 // firstPromotion, so that a fresh detector soon has a baseline worth
 // testing against; then, or when the current window began at a Cut with
 // a testable baseline before it (the new target is judged against the
-// old one on a full window), the older half whenever the window is full.
-func (d *Detector) maybePromote(suspicious bool) {
+// old one on a full window), the older half whenever the window is full,
+// at most once per promotionGap.
+func (d *Detector) maybePromote(now int64, suspicious bool) {
 	if suspicious {
 		return
 	}
@@ -655,13 +706,14 @@ func (d *Detector) maybePromote(suspicious bool) {
 	switch {
 	case growing && d.n >= 2*firstPromotion:
 		h = d.n - max(firstPromotion, d.n/4)
-	case d.n >= CurrentCapacity:
+	case d.n >= CurrentCapacity && now-d.lastPromotion >= promotionGap:
 		h = d.n / 2
 	default:
 		return
 	}
 	d.moveToBaseline(func(i int) bool { return i < h })
 	d.fromCut = false
+	d.lastPromotion = now
 }
 
 // moveToBaseline moves the current samples whose logical index satisfies
@@ -727,8 +779,11 @@ func (d *Detector) moveToBaseline(move func(int) bool) {
 		copy(grown, d.ref)
 		d.ref = grown
 	}
-	// Merge the sorted moved values in from the back.
 	slices.Sort(moved)
+	merge := d.scratch()
+	defer scratchPool.Put(merge)
+	d.tb.add(moved, (*merge)[:0:cap(*merge)], d.randN)
+	// Merge the sorted moved values in from the back.
 	i, j := len(d.ref)-1, len(moved)-1
 	d.ref = d.ref[:len(d.ref)+len(moved)]
 	for k := len(d.ref) - 1; j >= 0; k-- {
@@ -744,7 +799,10 @@ func (d *Detector) moveToBaseline(move func(int) bool) {
 	d.tailJ = min(int(0.99*float64(d.refN)), d.refN-1)
 	d.refK = d.refN - upperBound(d.ref, d.ref[d.tailJ])
 	d.refMed = sortedQuantile(d.ref, 0.5)
-	d.refP99 = sortedQuantile(d.ref, 0.99)
+	var ok bool
+	if d.theta, d.thetaK, d.thetaM, ok = d.tb.threshold(); !ok {
+		d.theta, d.thetaK, d.thetaM = d.ref[d.tailJ], d.refK, d.refN
+	}
 	for i := range d.n {
 		j := d.idx(i)
 		d.plc[j] = d.place(d.val[j])
@@ -763,7 +821,7 @@ func (d *Detector) place(v float32) uint16 {
 		hi++
 	}
 	p := uint16(lo + hi)
-	if lo > d.tailJ {
+	if v > d.theta {
 		p |= exceedBit
 	}
 	return p
@@ -868,7 +926,7 @@ func (d *Detector) randN(n int) int {
 // scratchPool lends the buffer the quantiles and promotions work in, so
 // that a detector does not hold it.
 var scratchPool = sync.Pool{New: func() any {
-	s := make([]float32, max(BaselineCapacity, CurrentCapacity))
+	s := make([]float32, max(BaselineCapacity, CurrentCapacity)+tailKeep)
 	return &s
 }}
 

@@ -19,8 +19,9 @@
 // Mann–Whitney U of the placements (the median test, with its variance
 // corrected for serial correlation), an exact exceedance count above the
 // baseline's p99 (the tail test) and Fisher's exact test of error counts
-// (the errors test) — each at a per-test level of 1e-7 and behind an
-// effect gate, so that a real but small shift does not page. An alarm
+// (the errors test) — each at a per-test level (1e-7 for the tail test,
+// 1e-8 for the others) and behind an effect gate, so that a real but
+// small shift does not page. An alarm
 // holds at a laxer level, is dated by a change-point estimate (or the
 // deploy, [Detector.Cut]) and becomes the baseline after a day.
 //

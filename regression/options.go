@@ -41,12 +41,18 @@ const (
 	DefaultMinSamples   = 20
 	DefaultMinBaseline  = 100
 	DefaultAcceptAfter  = 24 * time.Hour
-	// DefaultLevel is the per-test significance level: one test of one
-	// window at one evaluation rejects a true null with probability at
-	// most this. docs/design.md ("Regression detection") gives the union
-	// bound it implies (under 0.07 false alarms per series per 30 days)
-	// and the rate measured over simulated years (none).
-	DefaultLevel = 1e-7
+	// The per-test significance levels: one test of one window at one
+	// evaluation rejects a true null with probability at most this. The
+	// median and errors tests have power to spare, and their small windows
+	// are all new samples at every evaluation above a few requests per
+	// second, so the tail test, the one short of power, gets the larger
+	// share of the budget. docs/design.md ("Regression detection") gives
+	// the union bound they imply (0.03 false alarms per latency series per
+	// 30 days, 0.004 per errors series) and the rate measured over
+	// simulated years.
+	DefaultMedianLevel = 1e-8
+	DefaultTailLevel   = 1e-7
+	DefaultErrorLevel  = 1e-8
 )
 
 // Fixed parts of the method (docs/design.md, "Regression detection").
@@ -87,8 +93,10 @@ type Options struct {
 	// AcceptAfter is how long a regression may hold before it is accepted
 	// as the new baseline (Result.Accepted). Default 24h.
 	AcceptAfter time.Duration
-	// Level is the per-test significance level (default DefaultLevel).
-	Level float64
+	// MedianLevel, TailLevel and ErrorLevel are the tests' per-test
+	// significance levels (defaults DefaultMedianLevel, DefaultTailLevel,
+	// DefaultErrorLevel).
+	MedianLevel, TailLevel, ErrorLevel float64
 }
 
 // WithDefaults returns o with every zero field set to its default.
@@ -111,8 +119,14 @@ func (o Options) WithDefaults() Options {
 	if o.AcceptAfter == 0 {
 		o.AcceptAfter = DefaultAcceptAfter
 	}
-	if o.Level == 0 {
-		o.Level = DefaultLevel
+	if o.MedianLevel == 0 {
+		o.MedianLevel = DefaultMedianLevel
+	}
+	if o.TailLevel == 0 {
+		o.TailLevel = DefaultTailLevel
+	}
+	if o.ErrorLevel == 0 {
+		o.ErrorLevel = DefaultErrorLevel
 	}
 	return o
 }
@@ -138,8 +152,13 @@ func (o Options) Validate() error {
 	if o.AcceptAfter < time.Minute {
 		errs = append(errs, fmt.Errorf("regression: AcceptAfter must be at least 1m, got %v", o.AcceptAfter))
 	}
-	if math.IsNaN(o.Level) || o.Level <= 0 || o.Level >= ExitLevel {
-		errs = append(errs, fmt.Errorf("regression: Level must be above 0 and below the exit level %g, got %g", ExitLevel, o.Level))
+	level := func(name string, v float64) {
+		if math.IsNaN(v) || v <= 0 || v >= ExitLevel {
+			errs = append(errs, fmt.Errorf("regression: %s must be above 0 and below the exit level %g, got %g", name, ExitLevel, v))
+		}
 	}
+	level("MedianLevel", o.MedianLevel)
+	level("TailLevel", o.TailLevel)
+	level("ErrorLevel", o.ErrorLevel)
 	return errors.Join(errs...)
 }

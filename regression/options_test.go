@@ -11,7 +11,7 @@ import (
 
 func TestOptionsDefaults(t *testing.T) {
 	o := Options{}.WithDefaults()
-	want := Options{MedianEffect: 0.20, TailEffect: 0.50, ErrorEffect: 0.02, MinSamples: 20, MinBaseline: 100, AcceptAfter: 24 * time.Hour, Level: 1e-7}
+	want := Options{MedianEffect: 0.20, TailEffect: 0.50, ErrorEffect: 0.02, MinSamples: 20, MinBaseline: 100, AcceptAfter: 24 * time.Hour, MedianLevel: 1e-8, TailLevel: 1e-7, ErrorLevel: 1e-8}
 	if o != want {
 		t.Errorf("defaults %+v, want %+v", o, want)
 	}
@@ -36,8 +36,9 @@ func TestOptionsValidate(t *testing.T) {
 		{Options{MinSamples: 3}, []string{"MinSamples must be between 5 and 2048, got 3"}},
 		{Options{MinBaseline: 5000}, []string{"MinBaseline must be between 20 and 2048, got 5000"}},
 		{Options{AcceptAfter: time.Second}, []string{"AcceptAfter must be at least 1m, got 1s"}},
-		{Options{Level: 0.5}, []string{"Level must be above 0 and below the exit level 0.001, got 0.5"}},
-		{Options{MinSamples: -1, Level: -1}, []string{"MinSamples", "Level"}},
+		{Options{TailLevel: 0.5}, []string{"TailLevel must be above 0 and below the exit level 0.001, got 0.5"}},
+		{Options{MedianLevel: 1}, []string{"MedianLevel must be above 0"}},
+		{Options{MinSamples: -1, ErrorLevel: -1}, []string{"MinSamples", "ErrorLevel"}},
 	} {
 		err := c.o.WithDefaults().Validate()
 		if err == nil {

@@ -167,23 +167,26 @@ func stepTrial(kind Kind, o Options, rate float64, hist, horizon time.Duration, 
 }
 
 // nullRun feeds a fresh detector dur of a stationary stream and counts
-// the alarms that rose; minP is the smallest p-value any evaluation
-// reported (whatever its effect).
-func nullRun(kind Kind, o Options, rate, rho float64, dur time.Duration, seed uint64) (alarms int, minP float64, d *Detector) {
+// the alarms that rose; margin is the smallest ratio of a p-value to its
+// level that any evaluation reported (whatever its effect: below 1, a
+// test rejected and only the gate kept it quiet).
+func nullRun(kind Kind, o Options, rate, rho float64, dur time.Duration, seed uint64) (alarms int, margin float64, d *Detector) {
 	d = NewDetector(kind, o)
 	s := newStream(seed, rate, rho)
 	s.errRate = 0.01
-	minP = 1
+	margin = math.Inf(1)
 	prev := false
 	run(d, s, epoch, 17*time.Second, dur, kind, time.Time{}, 0, func(now time.Time, r Result) bool {
 		if r.Regressed && !prev {
 			alarms++
 		}
+		if !r.Regressed || !prev { // not the hold tests of a (false) alarm
+			margin = min(margin, r.P/r.Threshold)
+		}
 		prev = r.Regressed
-		minP = min(minP, r.P)
 		return true
 	})
-	return alarms, minP, d
+	return alarms, margin, d
 }
 
 func scale(f float64) func(*stream) {

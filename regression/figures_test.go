@@ -1,0 +1,300 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package regression
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestFigures measures what docs/design.md ("Regression detection")
+// states: false alarms over simulated years, detection delays and misses
+// over hundreds of simulated steps, the trade-off of the level, memory and
+// CPU. It takes minutes, so it runs only with LLMPROBE_FIGURES=1:
+//
+//	LLMPROBE_FIGURES=1 go test -run TestFigures -v -timeout 1h ./regression/
+//
+// LLMPROBE_FIGURES_DAYS sets the false-alarm runs' length (default 365
+// days), LLMPROBE_FIGURES_SERIES how many independent series each row
+// runs (default 2) and LLMPROBE_FIGURES_STEPS the power runs' steps
+// (default 200).
+func TestFigures(t *testing.T) {
+	if os.Getenv("LLMPROBE_FIGURES") == "" {
+		t.Skip("set LLMPROBE_FIGURES=1 to measure the figures (minutes)")
+	}
+	days := envInt("LLMPROBE_FIGURES_DAYS", 365)
+	series := envInt("LLMPROBE_FIGURES_SERIES", 2)
+	steps := envInt("LLMPROBE_FIGURES_STEPS", 200)
+	start := time.Now()
+	var out strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&out, format+"\n", a...) }
+
+	// False alarms.
+	type nullCase struct {
+		name string
+		kind Kind
+		rate float64
+		rho  float64
+	}
+	var nulls []nullCase
+	for _, rate := range []float64{0.05, 0.5, 5} {
+		nulls = append(nulls,
+			nullCase{"ttft", Latency, rate, 0},
+			nullCase{"ttft AR(1) ρ=0.3", Latency, rate, 0.3},
+			nullCase{"errors 1%", Ratio, rate, 0})
+	}
+	type nullOut struct {
+		alarms int
+		margin float64
+		mem    int
+	}
+	runs := parallel(len(nulls)*series, func(i int) nullOut {
+		c := nulls[i/series]
+		a, margin, d := nullRun(c.kind, Options{}, c.rate, c.rho, time.Duration(days)*24*time.Hour, uint64(100+i))
+		return nullOut{a, margin, d.MemoryBytes()}
+	})
+	nullRes := make([]nullOut, len(nulls))
+	for i, r := range runs {
+		n := &nullRes[i/series]
+		if i%series == 0 {
+			*n = r
+			continue
+		}
+		n.alarms += r.alarms
+		n.margin = min(n.margin, r.margin)
+	}
+	p("False alarms, %d fresh detectors per row, %d simulated days each, levels %g (median), %g (tail), %g (errors):", series, days, DefaultMedianLevel, DefaultTailLevel, DefaultErrorLevel)
+	p("  %-18s %7s %7s %12s %20s", "stream", "req/s", "alarms", "per 30 days", "smallest p / level")
+	for i, c := range nulls {
+		r := nullRes[i]
+		per30 := float64(r.alarms) * 30 / float64(days*series)
+		p("  %-18s %7g %7d %12.3g %20.3g", c.name, c.rate, r.alarms, per30, r.margin)
+		if per30 > 1 {
+			t.Errorf("%s at %g req/s: %d false alarms in %d days", c.name, c.rate, r.alarms, days)
+		}
+	}
+	med, tl := testsPerEvaluation(Latency)
+	errs, _ := testsPerEvaluation(Ratio)
+	bound := func(o Options) (lat, rat float64) {
+		o = o.WithDefaults()
+		return 43200 * (float64(med)*o.MedianLevel + float64(tl)*o.TailLevel), 43200 * float64(errs) * o.ErrorLevel
+	}
+	bl, br := bound(Options{})
+	p("  union bound per 30 days (43200 evaluations): latency %d median tests × %g + %d tail tests × %g = %.3g; errors %d tests × %g = %.3g",
+		med, DefaultMedianLevel, tl, DefaultTailLevel, bl, errs, DefaultErrorLevel, br)
+	p("")
+
+	// Power.
+	type powerCase struct {
+		name     string
+		kind     Kind
+		rate     float64
+		hist     time.Duration
+		deadline time.Duration
+		mutate   func(*stream)
+		errAfter float64
+		o        Options
+	}
+	hist900 := func(rate float64) time.Duration { return time.Duration(900 / rate * float64(time.Second)) }
+	power := []powerCase{
+		{"median +25%, 900 samples of history", Latency, 0.05, hist900(0.05), 5 * time.Hour, scale(1.25), 0, Options{}},
+		{"median +25%, 900 samples of history", Latency, 0.5, hist900(0.5), 30 * time.Minute, scale(1.25), 0, Options{}},
+		{"median +25%, 900 samples of history", Latency, 5, hist900(5), 3 * time.Minute, scale(1.25), 0, Options{}},
+		{"median +25%, 12288 samples of history", Latency, 0.5, 12288 * 2 * time.Second, 30 * time.Minute, scale(1.25), 0, Options{}},
+		{"median +25%, 12288 samples of history", Latency, 5, 12288 * 200 * time.Millisecond, 3 * time.Minute, scale(1.25), 0, Options{}},
+		{"p99 ×2, median unchanged", Latency, 0.05, 96 * time.Hour, 24 * time.Hour, tail(), 0, Options{}},
+		{"p99 ×2, median unchanged", Latency, 0.5, 6 * time.Hour, 2 * time.Hour, tail(), 0, Options{}},
+		{"p99 ×2, median unchanged", Latency, 5, time.Hour, 20 * time.Minute, tail(), 0, Options{}},
+		{"errors 1% → 5%", Ratio, 0.05, 48 * time.Hour, 12 * time.Hour, nil, 0.05, Options{}},
+		{"errors 1% → 5%", Ratio, 0.5, 6 * time.Hour, 2 * time.Hour, nil, 0.05, Options{}},
+		{"errors 1% → 5%", Ratio, 5, time.Hour, 20 * time.Minute, nil, 0.05, Options{}},
+	}
+	p("Power, %d simulated steps per row (fresh detector, the history given, then the change; evaluations once a minute at a random phase):", steps)
+	p("  %-40s %6s %10s %10s %10s %10s %8s %6s %10s", "change", "req/s", "history", "deadline", "median", "p90", "missed", "early", "|cp err|")
+	for _, c := range power {
+		s := summarise(parallel(steps, func(i int) trial {
+			return stepTrial(c.kind, c.o, c.rate, c.hist, 3*c.deadline, uint64(10000+i), c.mutate, c.errAfter)
+		}), c.deadline)
+		p("  %-40s %6g %10s %10s %10s %10s %7.1f%% %6d %10s", c.name, c.rate, dur(c.hist), dur(c.deadline), dur(s.median), dur(s.p90), 100*s.missed, s.early, dur(s.cpErr))
+		if s.early > 0 {
+			t.Errorf("%s at %g req/s: %d alarms before the step", c.name, c.rate, s.early)
+		}
+	}
+	p("  (median and p90 of the delay from the step to the alarm, a step not caught within 3× the deadline counting as never; missed: not caught within the deadline; early: alarms before the step; |cp err|: median distance of the change point from the step)")
+	p("")
+
+	// The level's trade-off.
+	p("Trade-off of the per-test levels (tail test at the level shown, median and errors tests at a tenth of it; %d steps per cell):", steps)
+	p("  %-8s %14s %22s %22s %22s %20s", "level", "bound /30 days", "median +25% @5/s ≤3m", "median +25% @0.5/s ≤30m", "p99 ×2 @0.5/s ≤2h", "errors 5% @0.5/s")
+	for _, level := range []float64{1e-5, 1e-6, 1e-7, 1e-8, 1e-9} {
+		o := Options{MedianLevel: level / 10, TailLevel: level, ErrorLevel: level / 10}
+		cell := func(c powerCase) string {
+			s := summarise(parallel(steps, func(i int) trial {
+				return stepTrial(c.kind, o, c.rate, c.hist, 3*c.deadline, uint64(20000+i), c.mutate, c.errAfter)
+			}), c.deadline)
+			return fmt.Sprintf("%s, %.1f%% missed", dur(s.median), 100*s.missed)
+		}
+		bl, _ := bound(o)
+		p("  %-8g %14.3g %22s %22s %22s %20s", level, bl,
+			cell(power[2]), cell(power[1]), cell(power[6]), cell(power[9]))
+	}
+	p("")
+
+	// Recovery.
+	p("Recovery: a +30%% regression held 2h, then gone (%d runs per rate):", steps/4)
+	for _, rate := range []float64{0.05, 0.5, 5} {
+		var rec []time.Duration
+		flaps := 0
+		for _, r := range parallel(steps/4, func(i int) [2]time.Duration { return recovery(rate, uint64(30000+i)) }) {
+			rec = append(rec, r[0])
+			flaps += int(r[1])
+		}
+		slices.Sort(rec)
+		p("  %5g req/s: recovered a median %s (p90 %s) after the regression ended; %d extra onsets", rate, dur(rec[len(rec)/2]), dur(rec[len(rec)*9/10]), flaps)
+	}
+	p("")
+
+	// Memory and CPU.
+	p("Memory per detector at steady state: latency %d bytes, errors %d bytes (MemoryBytes).", nullRes[len(nulls)-3].mem, nullRes[len(nulls)-1].mem)
+	for _, c := range []struct {
+		name string
+		f    func(*testing.B)
+	}{{"latency", BenchmarkDetector100rps}, {"errors", BenchmarkDetectorErrors100rps}} {
+		b := testing.Benchmark(c.f)
+		ns := float64(b.T.Nanoseconds()) / float64(b.N)
+		p("CPU, %s at 100 req/s with an Evaluate a minute: %.0f ns per sample, %.4f%% of a core.", c.name, ns, ns*100/1e9*100)
+	}
+	p("(took %s)", time.Since(start).Round(time.Second))
+	t.Log("\n" + out.String())
+}
+
+// testsPerEvaluation is how many tests one evaluation of a full current
+// window runs (the union bound's count): median (or errors) and tail.
+func testsPerEvaluation(kind Kind) (first, tail int) {
+	o := Options{}.WithDefaults()
+	for c := o.MinSamples; c < CurrentCapacity; c *= 2 {
+		first++
+		if kind == Latency && c >= TailMinSamples {
+			tail++
+		}
+	}
+	first++ // all of it
+	if kind == Latency {
+		tail++
+	}
+	return first, tail
+}
+
+type summary struct {
+	median, p90, cpErr time.Duration
+	missed             float64
+	early              int
+}
+
+func summarise(trials []trial, deadline time.Duration) summary {
+	var s summary
+	delays := make([]time.Duration, 0, len(trials))
+	var cps []time.Duration
+	missed := 0
+	for _, tr := range trials {
+		switch {
+		case tr.early:
+			s.early++
+			delays = append(delays, math.MaxInt64)
+			missed++
+		case tr.detected:
+			delays = append(delays, tr.delay)
+			cps = append(cps, max(tr.cpErr, -tr.cpErr))
+			if tr.delay > deadline {
+				missed++
+			}
+		default:
+			delays = append(delays, math.MaxInt64)
+			missed++
+		}
+	}
+	slices.Sort(delays)
+	slices.Sort(cps)
+	s.median, s.p90 = delays[len(delays)/2], delays[len(delays)*9/10]
+	if len(cps) > 0 {
+		s.cpErr = cps[len(cps)/2]
+	}
+	s.missed = float64(missed) / float64(len(trials))
+	return s
+}
+
+// recovery runs 24h of history, a +30% regression for 2h and 6h more:
+// how long after the regression ended the alarm ended, and how many
+// onsets beyond the first there were.
+func recovery(rate float64, seed uint64) [2]time.Duration {
+	d := NewDetector(Latency, Options{})
+	s := newStream(seed, rate, 0)
+	step := epoch.Add(24 * time.Hour)
+	back := step.Add(2 * time.Hour)
+	s.change = func(v float64) float64 { return v * 1.3 }
+	onsets := 0
+	rec := time.Duration(math.MaxInt64)
+	prev := false
+	run(d, s, epoch, time.Duration(seed%60)*time.Second, 32*time.Hour, Latency, step, 0, func(now time.Time, r Result) bool {
+		if now.After(back) {
+			s.change = nil
+		}
+		if r.Regressed && !prev {
+			onsets++
+		}
+		if r.Recovered && rec == math.MaxInt64 && now.After(back) {
+			rec = now.Sub(back)
+		}
+		prev = r.Regressed
+		return true
+	})
+	return [2]time.Duration{rec, time.Duration(max(0, onsets-1))}
+}
+
+// parallel runs f(0..n-1) on GOMAXPROCS goroutines.
+func parallel[T any](n int, f func(int) T) []T {
+	out := make([]T, n)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := range next {
+				out[i] = f(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
+}
+
+func dur(d time.Duration) string {
+	switch {
+	case d == math.MaxInt64:
+		return "never"
+	case d >= time.Hour:
+		return fmt.Sprintf("%.1fh", d.Hours())
+	case d >= time.Minute:
+		return fmt.Sprintf("%.1fm", d.Minutes())
+	}
+	return fmt.Sprintf("%.0fs", d.Seconds())
+}
+
+func envInt(name string, def int) int {
+	var v int
+	if _, err := fmt.Sscan(os.Getenv(name), &v); err != nil || v <= 0 {
+		return def
+	}
+	return v
+}
