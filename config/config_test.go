@@ -174,6 +174,7 @@ func TestLoadBadConfigs(t *testing.T) {
 			`testdata/regression.bad.yml:11:49: workloads.w.classes[1].regression.min_samples: must be in [5, 4096], got 2`,
 			`testdata/regression.bad.yml:20:7: targets[0].regression.accept_after: must be at least 1h (a regression must be seen before it is accepted), got 10m`,
 			`testdata/regression.bad.yml:21:20: targets[0].regression.min_effect.tail: unknown field "tail"`,
+			`testdata/regression.bad.yml:22:7: targets[0].regression.min_span: must be from 1s to 1h, got 2h`,
 		}, "\n"),
 		"turns.bad.yml": strings.Join([]string{
 			`testdata/turns.bad.yml:8:11: workloads.w.classes[0].turns.count: must be at least 1 turn, got 0`,

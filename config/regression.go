@@ -23,6 +23,11 @@ type Regression struct {
 	// MinSamples is the evidence the current window needs before the
 	// median or error test runs (the tail test needs at least 100).
 	MinSamples int `yaml:"min_samples,omitempty"`
+	// MinSpan is the least time the current requests a test judges must
+	// span: requests that run together share the server's moment (one
+	// batch, one burst of load), so a few seconds of them are fewer
+	// independent observations than their count says.
+	MinSpan model.Duration `yaml:"min_span,omitempty"`
 	// AcceptAfter is how long a regression is held against the old
 	// baseline before its level is accepted as the new normal.
 	AcceptAfter model.Duration `yaml:"accept_after,omitempty"`
@@ -46,6 +51,7 @@ const (
 	DefaultRegressionErrors      = 0.02
 	DefaultRegressionMinSamples  = 20
 	DefaultRegressionAcceptAfter = model.Duration(24 * time.Hour)
+	DefaultRegressionMinSpan     = model.Duration(time.Minute)
 )
 
 // UnmarshalYAML implements yaml.Unmarshaler (unknown keys are rejected).
@@ -79,6 +85,9 @@ func validateRegression(errs *fieldErrors, path string, r *Regression) {
 	if r.MinSamples != 0 && (r.MinSamples < 5 || r.MinSamples > 4096) {
 		errs.add(path+".min_samples", "must be in [5, 4096], got %d", r.MinSamples)
 	}
+	if r.MinSpan != 0 && (time.Duration(r.MinSpan) < time.Second || time.Duration(r.MinSpan) > time.Hour) {
+		errs.add(path+".min_span", "must be from 1s to 1h, got %s", r.MinSpan)
+	}
 	if r.AcceptAfter != 0 && time.Duration(r.AcceptAfter) < time.Hour {
 		errs.add(path+".accept_after", "must be at least 1h (a regression must be seen before it is accepted), got %s", r.AcceptAfter)
 	}
@@ -94,6 +103,7 @@ func (c *Config) Regression(t *Target, class *Class) Regression {
 			Errors: DefaultRegressionErrors,
 		},
 		MinSamples:  DefaultRegressionMinSamples,
+		MinSpan:     DefaultRegressionMinSpan,
 		AcceptAfter: DefaultRegressionAcceptAfter,
 	}
 	on := true
@@ -122,6 +132,9 @@ func (c *Config) Regression(t *Target, class *Class) Regression {
 		}
 		if r.MinSamples != 0 {
 			out.MinSamples = r.MinSamples
+		}
+		if r.MinSpan != 0 {
+			out.MinSpan = r.MinSpan
 		}
 		if r.AcceptAfter != 0 {
 			out.AcceptAfter = r.AcceptAfter

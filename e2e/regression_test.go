@@ -20,13 +20,15 @@ import (
 
 // TestRegressionAlertNamesTheDeploy runs the daemon against a simulator
 // that changes its build twice: at 20 s a new fingerprint that changes
-// nothing else, at 40 s another that also makes it twice as slow. A real
+// nothing else, at 50 s another that also makes it twice as slow. The
+// detector decides every 2 s on at least 15 s of requests (min_span), so
+// the build that changes nothing is judged for 15 s before the next. A real
 // Prometheus evaluating the shipped rules fires LLMProbeLatencyRegressed
 // for the second, naming the fingerprint change as the suspected cause,
 // and the detector holds no regression across the first. The test waits
 // for the alert (its for-duration is a minute), never for a fixed time;
-// if the harness flags its own numbers meanwhile, it says so and fails
-// with that reason rather than with a wrong figure.
+// if the harness flags its own numbers meanwhile (the detector leaves such
+// requests out), it fails with that reason rather than with a wrong figure.
 func TestRegressionAlertNamesTheDeploy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the daemon, the simulator and Prometheus for about two minutes")
@@ -34,18 +36,23 @@ func TestRegressionAlertNamesTheDeploy(t *testing.T) {
 	root := promtest.Root(t)
 	dir := t.TempDir()
 	simCfg := filepath.Join(dir, "sim.yml")
+	// Steps of tens of milliseconds, so that what a busy machine adds to
+	// a timestamp (the harness tolerates 50 ms below) is small beside
+	// them and the 2x step is not.
 	writeFileAtomic(t, simCfg, `
+prefill_base: 80ms
+decode_base: 30ms
 identity: {fingerprint: fp-a, version: 0.1.0, server: llmprobe-sim}
 identity_steps:
   - {after: 20s, fingerprint: fp-b}
-  - {after: 40s, fingerprint: fp-c, version: 0.2.0}
-timing_steps: [{after: 40s, factor: 2}]
+  - {after: 50s, fingerprint: fp-c, version: 0.2.0}
+timing_steps: [{after: 50s, factor: 2}]
 `)
 	simStart := time.Now()
 	_, simURL := startSim(t, "--sim.config.file="+simCfg)
 	cfg := filepath.Join(dir, "llmprobe.yml")
 	writeFileAtomic(t, cfg, fmt.Sprintf(`
-global: {warmup: 0s, regression_interval: 2s}
+global: {warmup: 0s, regression_interval: 2s, saturation: {max_inflation: 50ms}}
 workloads:
   w: {classes: [{name: c, prompt_tokens: {dist: lognormal, median: 64, p99: 512, max: 1024}, output_tokens: 8}]}
 targets:
@@ -55,6 +62,7 @@ targets:
     workload: w
     tokenize: "off"
     identity: {poll_interval: 2s}
+    regression: {min_span: 15s}
     arrival: {process: poisson, rate: 10}
     extra_body: {ignore_eos: true}
 `, simURL, simModel))
@@ -79,8 +87,8 @@ targets:
 	// Silent across the change that changed nothing: the detector held no
 	// regression of any metric before the slow build came (with a second
 	// of slack for the scrape).
-	quiet := simStart.Add(39 * time.Second)
-	res, err := prom.Query(ctx, `max(max_over_time(llmprobe_regression{target="t"}[34s]))`, quiet)
+	quiet := simStart.Add(49 * time.Second)
+	res, err := prom.Query(ctx, `max(max_over_time(llmprobe_regression{target="t"}[44s]))`, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,6 +78,7 @@ func regressionOptions(r config.Regression) regression.Options {
 		TailEffect:   r.MinEffect.P99,
 		ErrorEffect:  r.MinEffect.Errors,
 		MinSamples:   r.MinSamples,
+		MinSpan:      time.Duration(r.MinSpan),
 		AcceptAfter:  time.Duration(r.AcceptAfter),
 	}.WithDefaults()
 }

@@ -33,8 +33,8 @@ global: {warmup: 0s, regression_interval: 1s}
 workloads:
   w: {classes: [{name: c, prompt_tokens: {dist: lognormal, median: 64, p99: 512, max: 1024}, output_tokens: 8}]}
 targets:
-  - {name: slow, url: %s, model: sim-model, workload: w, tokenize: "off", arrival: {process: poisson, rate: 10}, extra_body: {ignore_eos: true}}
-  - {name: steady, url: %s, model: sim-model, workload: w, tokenize: "off", arrival: {process: poisson, rate: 10}, extra_body: {ignore_eos: true}}
+  - {name: slow, url: %s, model: sim-model, workload: w, tokenize: "off", arrival: {process: poisson, rate: 10}, extra_body: {ignore_eos: true}, regression: {min_span: 3s}}
+  - {name: steady, url: %s, model: sim-model, workload: w, tokenize: "off", arrival: {process: poisson, rate: 10}, extra_body: {ignore_eos: true}, regression: {min_span: 3s}}
 `, slow, steady)
 	e := probe.NewEngine(probe.Options{Logger: slog.New(slog.DiscardHandler), Observer: probe.Observers{}})
 	if err := e.Apply(cfg); err != nil {

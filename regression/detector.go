@@ -382,10 +382,19 @@ func (d *Detector) windows(f func(window)) {
 	var w window
 	next := d.o.MinSamples
 	decluster := d.kind == Latency
+	newest := int64(0)
+	if d.n > 0 {
+		newest = d.timeOf(d.n - 1)
+	}
+	span := d.o.MinSpan.Nanoseconds()
 	for i := d.n - 1; i >= 0; i-- {
 		w.add(d.plc[d.idx(i)], decluster)
 		if w.c == next || i == 0 {
-			f(w)
+			// A window too short in time is not tested (Options.MinSpan);
+			// the longer ones that hold it still are.
+			if newest-d.timeOf(i) >= span {
+				f(w)
+			}
 			for next <= w.c {
 				next *= 2
 			}

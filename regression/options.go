@@ -93,6 +93,14 @@ type Options struct {
 	// AcceptAfter is how long a regression may hold before it is accepted
 	// as the new baseline (Result.Accepted). Default 24h.
 	AcceptAfter time.Duration
+	// MinSpan is the least time a window's samples must span for it to
+	// be tested (0: none). Requests that run together share the server's
+	// moment (one batch, one burst of load), so a few seconds of them are
+	// fewer independent observations than their count says: at 10 req/s
+	// against a continuous-batching server, 20 requests of 3 s once
+	// passed the median test at p = 5e-8 after a build change that
+	// changed nothing. The daemon sets 1m (config regression.min_span).
+	MinSpan time.Duration
 	// MedianLevel, TailLevel and ErrorLevel are the tests' per-test
 	// significance levels (defaults DefaultMedianLevel, DefaultTailLevel,
 	// DefaultErrorLevel).
@@ -148,6 +156,9 @@ func (o Options) Validate() error {
 	}
 	if o.MinBaseline < 20 || o.MinBaseline > BaselineCapacity/2 {
 		errs = append(errs, fmt.Errorf("regression: MinBaseline must be between 20 and %d, got %d", BaselineCapacity/2, o.MinBaseline))
+	}
+	if o.MinSpan < 0 {
+		errs = append(errs, fmt.Errorf("regression: MinSpan must not be negative, got %s", o.MinSpan))
 	}
 	if o.AcceptAfter < time.Minute {
 		errs = append(errs, fmt.Errorf("regression: AcceptAfter must be at least 1m, got %v", o.AcceptAfter))
