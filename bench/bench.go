@@ -20,7 +20,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -355,15 +354,6 @@ wait:
 		out = append(out, sr)
 	}
 	return out, nil
-}
-
-// cpuTime is this process' user+system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // collector is the Observer of a stage: it keeps every measurement. The
