@@ -76,8 +76,8 @@ const (
 	// firstRing is the current window's first capacity; it doubles up to
 	// CurrentCapacity.
 	firstRing = 64
-	// firstPromotion is the least current samples that move into the
-	// baseline at once.
+	// firstPromotion: a growing baseline takes current samples once there
+	// are twice this many, and leaves at least this many.
 	firstPromotion = 64
 	// slack is how far before the first sample a detector's time base
 	// lies, so that samples somewhat out of order keep their times.

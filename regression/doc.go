@@ -10,7 +10,7 @@
 // goroutines, clocks or I/O, so the daemon feeds it as requests finish
 // and evaluates it once a minute, and the same code runs offline over
 // simulated months at millions of samples per second. It holds at most
-// about 57 KiB.
+// about 61 KiB.
 //
 // The method (docs/design.md, "Regression detection", gives the reasons
 // and the measured figures): a frozen baseline of up to 4096 values, each
