@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/llmprobe/llmprobe/internal/bounded"
+	"github.com/llmprobe/llmprobe/regression"
 )
 
 // Comparison settings: a change is real when its test rejects "no
@@ -131,7 +132,7 @@ func Compare(old, new *Report) (out []Comparison, unmatched []string) {
 			med.Delta = relDelta(med.Old, med.New)
 			med.Verdict = VerdictNoSamples
 			if len(a) > 0 && len(b) > 0 {
-				_, med.P = MannWhitney(a, b)
+				_, med.P = regression.MannWhitney(a, b)
 				med.Verdict = verdict(med.P < CompareAlpha, med.New-med.Old)
 			}
 			p99 := Comparison{Stage: name, Metric: m.name + " p99", Old: m.oq.P99, New: m.nq.P99, OldN: len(a), NewN: len(b), P: -1}

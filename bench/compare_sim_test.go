@@ -13,6 +13,7 @@ import (
 	"github.com/llmprobe/llmprobe/bench"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/simtest"
+	"github.com/llmprobe/llmprobe/regression"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -162,6 +163,6 @@ func (f serverFigures) versus(new serverFigures, metric string) (delta, p float6
 		return s[len(s)/2]
 	}
 	a, b := f[metric], new[metric]
-	_, p = bench.MannWhitney(a, b)
+	_, p = regression.MannWhitney(a, b)
 	return median(b)/median(a) - 1, p
 }

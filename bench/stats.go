@@ -11,7 +11,6 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/dist"
-	"github.com/llmprobe/llmprobe/regression"
 	"github.com/llmprobe/llmprobe/slo"
 )
 
@@ -104,14 +103,6 @@ func sloBounds(cfg *config.Config, targets []*config.Target, spec *slo.Spec) []S
 	}
 	return out
 }
-
-// MannWhitney tests whether a and b come from distributions with the same
-// median location: regression.MannWhitney (two-sided Mann–Whitney U test,
-// normal approximation with tie correction and continuity correction),
-// the statistics code the daemon's regression detection shares. It
-// returns the U of a and the p-value; p is 1 when either side is empty or
-// every value ties.
-func MannWhitney(a, b []float64) (u, p float64) { return regression.MannWhitney(a, b) }
 
 // BootstrapQuantileDiff is a percentile-bootstrap confidence interval, at
 // level conf (e.g. 0.99), for quantile q of b minus quantile q of a: both
