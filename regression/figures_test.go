@@ -26,6 +26,10 @@ import (
 // days), LLMPROBE_FIGURES_SERIES how many independent series each row
 // runs (default 2) and LLMPROBE_FIGURES_STEPS the power runs' steps
 // (default 200).
+// figureOptions are the daemon's: the defaults, and the 1m MinSpan its
+// configuration sets (config regression.min_span).
+var figureOptions = Options{MinSpan: time.Minute}
+
 func TestFigures(t *testing.T) {
 	if os.Getenv("LLMPROBE_FIGURES") == "" {
 		t.Skip("set LLMPROBE_FIGURES=1 to measure the figures (minutes)")
@@ -58,7 +62,7 @@ func TestFigures(t *testing.T) {
 	}
 	runs := parallel(len(nulls)*series, func(i int) nullOut {
 		c := nulls[i/series]
-		a, margin, d := nullRun(c.kind, Options{}, c.rate, c.rho, time.Duration(days)*24*time.Hour, uint64(100+i))
+		a, margin, d := nullRun(c.kind, figureOptions, c.rate, c.rho, time.Duration(days)*24*time.Hour, uint64(100+i))
 		return nullOut{a, margin, d.MemoryBytes()}
 	})
 	nullRes := make([]nullOut, len(nulls))
@@ -87,7 +91,7 @@ func TestFigures(t *testing.T) {
 		o = o.WithDefaults()
 		return 43200 * (float64(med)*o.MedianLevel + float64(tl)*o.TailLevel), 43200 * float64(errs) * o.ErrorLevel
 	}
-	bl, br := bound(Options{})
+	bl, br := bound(figureOptions)
 	p("  union bound per 30 days (43200 evaluations): latency %d median tests × %g + %d tail tests × %g = %.3g; errors %d tests × %g = %.3g",
 		med, DefaultMedianLevel, tl, DefaultTailLevel, bl, errs, DefaultErrorLevel, br)
 	p("")
@@ -105,17 +109,17 @@ func TestFigures(t *testing.T) {
 	}
 	hist900 := func(rate float64) time.Duration { return time.Duration(900 / rate * float64(time.Second)) }
 	power := []powerCase{
-		{"median +25%, 900 samples of history", Latency, 0.05, hist900(0.05), 5 * time.Hour, scale(1.25), 0, Options{}},
-		{"median +25%, 900 samples of history", Latency, 0.5, hist900(0.5), 30 * time.Minute, scale(1.25), 0, Options{}},
-		{"median +25%, 900 samples of history", Latency, 5, hist900(5), 3 * time.Minute, scale(1.25), 0, Options{}},
-		{"median +25%, 12288 samples of history", Latency, 0.5, 12288 * 2 * time.Second, 30 * time.Minute, scale(1.25), 0, Options{}},
-		{"median +25%, 12288 samples of history", Latency, 5, 12288 * 200 * time.Millisecond, 3 * time.Minute, scale(1.25), 0, Options{}},
-		{"p99 ×2, median unchanged", Latency, 0.05, 96 * time.Hour, 24 * time.Hour, tail(), 0, Options{}},
-		{"p99 ×2, median unchanged", Latency, 0.5, 6 * time.Hour, 2 * time.Hour, tail(), 0, Options{}},
-		{"p99 ×2, median unchanged", Latency, 5, time.Hour, 20 * time.Minute, tail(), 0, Options{}},
-		{"errors 1% → 5%", Ratio, 0.05, 48 * time.Hour, 12 * time.Hour, nil, 0.05, Options{}},
-		{"errors 1% → 5%", Ratio, 0.5, 6 * time.Hour, 2 * time.Hour, nil, 0.05, Options{}},
-		{"errors 1% → 5%", Ratio, 5, time.Hour, 20 * time.Minute, nil, 0.05, Options{}},
+		{"median +25%, 900 samples of history", Latency, 0.05, hist900(0.05), 5 * time.Hour, scale(1.25), 0, figureOptions},
+		{"median +25%, 900 samples of history", Latency, 0.5, hist900(0.5), 30 * time.Minute, scale(1.25), 0, figureOptions},
+		{"median +25%, 900 samples of history", Latency, 5, hist900(5), 3 * time.Minute, scale(1.25), 0, figureOptions},
+		{"median +25%, 12288 samples of history", Latency, 0.5, 12288 * 2 * time.Second, 30 * time.Minute, scale(1.25), 0, figureOptions},
+		{"median +25%, 12288 samples of history", Latency, 5, 12288 * 200 * time.Millisecond, 3 * time.Minute, scale(1.25), 0, figureOptions},
+		{"p99 ×2, median unchanged", Latency, 0.05, 96 * time.Hour, 24 * time.Hour, tail(), 0, figureOptions},
+		{"p99 ×2, median unchanged", Latency, 0.5, 6 * time.Hour, 2 * time.Hour, tail(), 0, figureOptions},
+		{"p99 ×2, median unchanged", Latency, 5, time.Hour, 20 * time.Minute, tail(), 0, figureOptions},
+		{"errors 1% → 5%", Ratio, 0.05, 48 * time.Hour, 12 * time.Hour, nil, 0.05, figureOptions},
+		{"errors 1% → 5%", Ratio, 0.5, 6 * time.Hour, 2 * time.Hour, nil, 0.05, figureOptions},
+		{"errors 1% → 5%", Ratio, 5, time.Hour, 20 * time.Minute, nil, 0.05, figureOptions},
 	}
 	p("Power, %d simulated steps per row (fresh detector, the history given, then the change; evaluations once a minute at a random phase):", steps)
 	p("  %-40s %6s %10s %10s %10s %10s %8s %6s %10s", "change", "req/s", "history", "deadline", "median", "p90", "missed", "early", "|cp err|")
@@ -179,7 +183,7 @@ func TestFigures(t *testing.T) {
 // testsPerEvaluation is how many tests one evaluation of a full current
 // window runs (the union bound's count): median (or errors) and tail.
 func testsPerEvaluation(kind Kind) (first, tail int) {
-	o := Options{}.WithDefaults()
+	o := figureOptions.WithDefaults()
 	for c := o.MinSamples; c < CurrentCapacity; c *= 2 {
 		first++
 		if kind == Latency && c >= TailMinSamples {
@@ -235,7 +239,7 @@ func summarise(trials []trial, deadline time.Duration) summary {
 // how long after the regression ended the alarm ended, and how many
 // onsets beyond the first there were.
 func recovery(rate float64, seed uint64) [2]time.Duration {
-	d := NewDetector(Latency, Options{})
+	d := NewDetector(Latency, figureOptions)
 	s := newStream(seed, rate, 0)
 	step := epoch.Add(24 * time.Hour)
 	back := step.Add(2 * time.Hour)
