@@ -78,7 +78,7 @@ var layers = map[string]rule{
 		imports: join(engine, []string{"config", "slo", "dist", "internal/bounded"}),
 		tests:   []string{"regression"}, // the detector's results in the test status (helpers_test.go)
 	},
-	"bench":    {imports: join(engine, leaves, []string{"config", "fit"}), tests: []string{"exporter"}},
+	"bench": {imports: join(engine, leaves, []string{"config", "fit"}), tests: []string{"exporter"}},
 
 	// The monitoring mixin and its dashboards.
 	"alerts":              {imports: []string{"internal/bounded"}},
