@@ -171,7 +171,7 @@ func TestLoadBadConfigs(t *testing.T) {
 			`testdata/regression.bad.yml:7:35: workloads.w.classes[0].regression.min_effect.median: must be a relative rise in (0, 10], e.g. 0.2 for 20%, got -0.1`,
 			`testdata/regression.bad.yml:7:60: workloads.w.classes[0].regression.min_samplez: unknown field "min_samplez"`,
 			`testdata/regression.bad.yml:11:35: workloads.w.classes[1].regression.min_effect.errors: must be a rise of the error ratio in (0, 1), e.g. 0.02 for two points, got 1.5`,
-			`testdata/regression.bad.yml:11:49: workloads.w.classes[1].regression.min_samples: must be in [5, 4096], got 2`,
+			`testdata/regression.bad.yml:11:49: workloads.w.classes[1].regression.min_samples: must be in [5, 2048] (half the detector's window), got 2`,
 			`testdata/regression.bad.yml:20:7: targets[0].regression.accept_after: must be at least 1h (a regression must be seen before it is accepted), got 10m`,
 			`testdata/regression.bad.yml:21:20: targets[0].regression.min_effect.tail: unknown field "tail"`,
 			`testdata/regression.bad.yml:22:7: targets[0].regression.min_span: must be from 1s to 1h, got 2h`,

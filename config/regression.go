@@ -82,8 +82,8 @@ func validateRegression(errs *fieldErrors, path string, r *Regression) {
 	if e.Errors != 0 && !(e.Errors > 0 && e.Errors < 1) {
 		errs.add(path+".min_effect.errors", "must be a rise of the error ratio in (0, 1), e.g. 0.02 for two points, got %v", e.Errors)
 	}
-	if r.MinSamples != 0 && (r.MinSamples < 5 || r.MinSamples > 4096) {
-		errs.add(path+".min_samples", "must be in [5, 4096], got %d", r.MinSamples)
+	if r.MinSamples != 0 && (r.MinSamples < 5 || r.MinSamples > 2048) {
+		errs.add(path+".min_samples", "must be in [5, 2048] (half the detector's window), got %d", r.MinSamples)
 	}
 	if r.MinSpan != 0 && (time.Duration(r.MinSpan) < time.Second || time.Duration(r.MinSpan) > time.Hour) {
 		errs.add(path+".min_span", "must be from 1s to 1h, got %s", r.MinSpan)
