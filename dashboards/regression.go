@@ -25,11 +25,11 @@ func regressionRow(d *board, cfg alerts.Config, s sels) {
 	).Min(0).Max(1))
 	d.add(d.ts("Effect: current ÷ baseline",
 		"The current window's median and p99 over the baseline's, per class and latency metric (1: unchanged). The detector alarms on the median from "+
-			"1 + min_effect.median (1.2 by default) and on the tail from 1 + min_effect.p99 (1.5), when the test is also significant.",
+			"1 + min_effect.median (1.2 by default) and on the tail from 1 + min_effect.p99 (1.5), when the test is also significant. "+
+			"Empty until the detector has a baseline (about 100 requests of the class); the p99 needs 100 current requests more.",
 		"none", 8, 8,
-		q{expr: fmt.Sprintf("max by (target, class, metric) (%s%s)", alerts.RegressionEffectMetric, cfg.DashboardMatchers(`target=~"$target"`, `class=~"$class"`, `statistic="median"`)), legend: "{{target}} {{class}} {{metric}} median"},
-		q{expr: fmt.Sprintf("max by (target, class, metric) (%s%s)", alerts.RegressionEffectMetric, cfg.DashboardMatchers(`target=~"$target"`, `class=~"$class"`, `statistic="p99"`)), legend: "{{target}} {{class}} {{metric}} p99"},
-	).OverrideByQuery("B", dashed()))
+		q{expr: fmt.Sprintf("max by (target, class, metric, statistic) (%s%s)", alerts.RegressionEffectMetric, s.targetClass), legend: "{{target}} {{class}} {{metric}} {{statistic}}"},
+	))
 	d.add(d.ts("Evidence: requests on each side",
 		"The requests behind each decision: the baseline, and the current window since the last cut (an identity change) or the detector's reference. "+
 			"A fresh daemon or a fresh deploy needs a few hundred requests on each side before a modest regression can be proved.",
