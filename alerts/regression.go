@@ -29,24 +29,25 @@ func templateSelector(s string) string {
 	return strings.NewReplacer(`"`, `\"`, "%", "%%").Replace(s)
 }
 
+// selectorWith joins the llmprobe selector, made a piece of a printf
+// format (templateSelector), with fixed matchers.
+func (c Config) selectorWith(fixed string) string {
+	var m []string
+	if s := strings.TrimSpace(c.Selector); s != "" {
+		m = append(m, templateSelector(s))
+	}
+	if fixed != "" {
+		m = append(m, fixed)
+	}
+	return strings.Join(m, ",")
+}
+
 // regressionQuery renders a template expression that queries one of the
 // detector's series for the alert's own target, class and metric (and
 // group labels), with fixed extra matchers, aggregated with max over the
 // llmprobe replicas.
 func (c Config) regressionQuery(metric, fixed string, labels []string) string {
-	var sel []string
-	if s := strings.TrimSpace(c.Selector); s != "" {
-		sel = append(sel, templateSelector(s))
-	}
-	if fixed != "" {
-		sel = append(sel, fixed)
-	}
-	var args []string
-	for _, l := range c.grouped(labels...) {
-		sel = append(sel, l+"=%q")
-		args = append(args, "$labels."+l)
-	}
-	return `printf "max(` + metric + "{" + strings.Join(sel, ",") + `})" ` + strings.Join(args, " ")
+	return c.seriesQuery("max("+metric, c.selectorWith(fixed), labels, ")")
 }
 
 // causeText is the annotation text that names the suspected cause: the
@@ -56,16 +57,7 @@ func (c Config) causeText() string {
 	lookback := win(c.CauseLookback)
 	// sel renders printf "<before>{<selector>,target=%q,...}<after>" $labels.target ...
 	sel := func(before, after string) string {
-		var m []string
-		if s := strings.TrimSpace(c.Selector); s != "" {
-			m = append(m, templateSelector(s))
-		}
-		var args []string
-		for _, l := range c.grouped("target") {
-			m = append(m, l+"=%q")
-			args = append(args, "$labels."+l)
-		}
-		return `printf "` + before + "{" + strings.Join(m, ",") + "}" + after + `" ` + strings.Join(args, " ")
+		return c.seriesQuery(before, c.selectorWith(""), []string{"target"}, after)
 	}
 	changed := sel("sum by (what) (increase("+TargetChangesMetric, "["+lookback+"])) > 0")
 	last := sel("max("+TargetLastChangeMetric, ")")
