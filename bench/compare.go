@@ -4,28 +4,30 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
+	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/internal/bounded"
 	"github.com/llmprobe/llmprobe/regression"
 )
 
-// Comparison settings: a change is real when its test rejects "no
-// change" at CompareAlpha (the Mann–Whitney p-value for medians, a
-// (1 − CompareAlpha) bootstrap interval of the p99 difference that
-// excludes zero); the bootstrap draws CompareResamples resamples from a
-// fixed seed, so comparing the same files twice says the same.
-const (
-	CompareAlpha     = 0.01
-	CompareResamples = 2000
-	compareSeed      = 20240601
-)
+// CompareAlpha is the family-wise error rate of a comparison: the
+// chance that two runs which differ by chance only get any verdict of a
+// real change, over all the tests of all the stages compared. Holm's
+// step-down procedure keeps it, whatever the dependence between the tests
+// (TTFT and E2E of a stage are far from independent).
+const CompareAlpha = 0.01
+
+// CompareQuantile is the tail quantile compared beside the median.
+const CompareQuantile = 0.99
 
 // Verdicts of a comparison (lower latency is better).
 const (
@@ -33,6 +35,9 @@ const (
 	VerdictWorse     = "worse"
 	VerdictNoChange  = "no real change"
 	VerdictNoSamples = "no samples"
+	// VerdictUntrusted: the stage was not trusted in one of the reports
+	// (Comparison.Untrusted says why); it is not tested.
+	VerdictUntrusted = "no verdict: not trusted"
 )
 
 // Comparison is one metric's quantile of a stage in two reports.
@@ -42,12 +47,17 @@ type Comparison struct {
 	Old, New float64
 	// Delta is (New − Old) / Old (NaN when Old is 0).
 	Delta float64
-	// P is the Mann–Whitney p-value (medians; -1 for p99).
-	P float64
-	// CILow and CIHigh bound (New − Old) / Old for p99.
-	CILow, CIHigh float64
-	OldN, NewN    int
-	Verdict       string
+	// P is the test's two-sided p-value: Mann–Whitney U for p50, Fisher's
+	// exact test of the counts above the pooled p99 for p99. PAdjusted is
+	// P adjusted by Holm's procedure over every test of the comparison;
+	// the change is real when PAdjusted < CompareAlpha. Both are -1 when
+	// there was no test (no samples, or a stage not trusted).
+	P, PAdjusted float64
+	OldN, NewN   int
+	Verdict      string
+	// Untrusted says why the stage got no verdict: which report did not
+	// trust it and the verdict's own reasons ("" when both trusted it).
+	Untrusted string
 }
 
 // MaxReportSize bounds a JSON report read back (a report keeps at most
@@ -101,8 +111,13 @@ func matchStage(s *StageReport, old, new []*StageReport) *StageReport {
 
 // Compare compares every stage of old with its match in new (matchStage)
 // on TTFT, TPOT and E2E p50 (Mann–Whitney U on the per-request samples)
-// and p99 (bootstrap interval of the difference). Stages without a match
-// are left out and listed in unmatched.
+// and p99 (Fisher's exact test of how many of each side's samples lie
+// above the pooled p99), then adjusts the p-values over all those tests
+// by Holm's procedure: a verdict of a real change is wrong, for two runs
+// alike, with probability at most CompareAlpha per comparison. A stage
+// either report did not trust is not tested (VerdictUntrusted, with the
+// reasons in Untrusted). Stages without a match are left out and listed
+// in unmatched.
 func Compare(old, new *Report) (out []Comparison, unmatched []string) {
 	for _, o := range old.Stages {
 		ns := matchStage(o, old.Stages, new.Stages)
@@ -111,6 +126,7 @@ func Compare(old, new *Report) (out []Comparison, unmatched []string) {
 			unmatched = append(unmatched, name)
 			continue
 		}
+		untrusted := untrustedWhy(o, ns)
 		metrics := []struct {
 			name    string
 			oq, nq  Quantiles
@@ -128,25 +144,108 @@ func Compare(old, new *Report) (out []Comparison, unmatched []string) {
 			if ns.Samples != nil {
 				b = m.samples(ns.Samples)
 			}
-			med := Comparison{Stage: name, Metric: m.name + " p50", Old: m.oq.P50, New: m.nq.P50, OldN: len(a), NewN: len(b), P: -1}
-			med.Delta = relDelta(med.Old, med.New)
-			med.Verdict = VerdictNoSamples
-			if len(a) > 0 && len(b) > 0 {
-				_, med.P = regression.MannWhitney(a, b)
-				med.Verdict = verdict(med.P < CompareAlpha, med.New-med.Old)
+			for _, q := range []struct {
+				label    string
+				old, new float64
+				test     func(a, b []float64) float64
+			}{
+				{"p50", m.oq.P50, m.nq.P50, func(a, b []float64) float64 { _, p := regression.MannWhitney(a, b); return p }},
+				{"p99", m.oq.P99, m.nq.P99, func(a, b []float64) float64 { return QuantileTest(a, b, CompareQuantile) }},
+			} {
+				c := Comparison{Stage: name, Metric: m.name + " " + q.label, Old: q.old, New: q.new,
+					OldN: len(a), NewN: len(b), P: -1, PAdjusted: -1, Verdict: VerdictNoSamples}
+				c.Delta = relDelta(c.Old, c.New)
+				switch {
+				case len(a) == 0 || len(b) == 0: // nothing to test, trusted or not
+				case untrusted != "":
+					c.Verdict, c.Untrusted = VerdictUntrusted, untrusted
+				default:
+					c.P = q.test(a, b)
+				}
+				out = append(out, c)
 			}
-			p99 := Comparison{Stage: name, Metric: m.name + " p99", Old: m.oq.P99, New: m.nq.P99, OldN: len(a), NewN: len(b), P: -1}
-			p99.Delta = relDelta(p99.Old, p99.New)
-			p99.Verdict = VerdictNoSamples
-			if lo, hi, ok := BootstrapQuantileDiff(a, b, 0.99, CompareResamples, compareSeed, 1-CompareAlpha); ok {
-				p99.CILow, p99.CIHigh = relDelta(0, lo, p99.Old), relDelta(0, hi, p99.Old)
-				real := lo > 0 || hi < 0
-				p99.Verdict = verdict(real, (lo+hi)/2)
-			}
-			out = append(out, med, p99)
+		}
+	}
+	holm(out)
+	for i := range out {
+		if c := &out[i]; c.P >= 0 {
+			c.Verdict = verdict(c.PAdjusted < CompareAlpha, c.New-c.Old)
 		}
 	}
 	return out, unmatched
+}
+
+// untrustedWhy says why a pair of stages cannot be compared: each side
+// the verdict did not trust, with its reasons ("" when both were
+// trusted).
+func untrustedWhy(o, n *StageReport) string {
+	var parts []string
+	for _, side := range []struct {
+		name string
+		s    *StageReport
+	}{{"old", o}, {"new", n}} {
+		if side.s.Trusted {
+			continue
+		}
+		why := strings.Join(side.s.Reasons, "; ")
+		if why == "" {
+			why = "no reason recorded"
+		}
+		parts = append(parts, fmt.Sprintf("the %s report's stage %d was NOT TRUSTED: %s", side.name, side.s.Stage, why))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// holm sets PAdjusted of every tested comparison (P ≥ 0) to Holm's
+// step-down adjustment over all of them: with the m p-values in
+// increasing order, the i-th (from 0) is adjusted to the largest
+// min(1, (m−j)·p_j) for j ≤ i. Rejecting where PAdjusted < α keeps the
+// family-wise error rate under α whatever the tests' dependence.
+func holm(cs []Comparison) {
+	var idx []int
+	for i, c := range cs {
+		if c.P >= 0 {
+			idx = append(idx, i)
+		}
+	}
+	slices.SortStableFunc(idx, func(x, y int) int { return cmp.Compare(cs[x].P, cs[y].P) })
+	m := len(idx)
+	running := 0.0
+	for rank, i := range idx {
+		running = math.Max(running, math.Min(1, float64(m-rank)*cs[i].P))
+		cs[i].PAdjusted = running
+	}
+}
+
+// QuantileTest is the two-sided p-value that quantile q of b's
+// distribution differs from a's: the values of both above the pooled
+// sample's quantile q are counted per side, and given how many there are
+// in all, the count of b's is hypergeometric when the two are alike
+// (Fisher's exact test; regression.FisherGreater gives each tail, the
+// smaller doubled). It is exact whatever the distribution, where a
+// bootstrap interval of so far a tail is not: at 40 samples a side a
+// nominal 99% interval of the p99 difference excluded zero for 5% of
+// pairs alike. With few values above the pooled quantile (under about 10)
+// it cannot be small: a p99 of a few hundred samples says little. It is 1
+// when a side is empty.
+func QuantileTest(a, b []float64, q float64) float64 {
+	if len(a) == 0 || len(b) == 0 {
+		return 1
+	}
+	pooled := append(slices.Clone(a), b...)
+	slices.Sort(pooled)
+	t := dist.Quantile(pooled, q)
+	above := func(v []float64) (k int) {
+		for _, x := range v {
+			if x > t {
+				k++
+			}
+		}
+		return k
+	}
+	ka, kb := above(a), above(b)
+	p := 2 * math.Min(regression.FisherGreater(kb, len(b), ka, len(a)), regression.FisherGreater(ka, len(a), kb, len(b)))
+	return math.Min(1, p)
 }
 
 // relDelta is (new − old) / base, base being old unless given.
@@ -173,31 +272,46 @@ func verdict(real bool, diff float64) string {
 	return VerdictNoChange
 }
 
-// WriteCompare writes the comparisons as a narrow table.
+// WriteCompare writes the comparisons as a narrow table, then why any
+// stage got no verdict and how the verdicts were reached.
 func WriteCompare(w io.Writer, cs []Comparison, unmatched []string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "stage\tmetric\told\tnew\tΔ%\tp / 99% CI of Δ%\tverdict")
+	fmt.Fprintln(tw, "stage\tmetric\told\tnew\tΔ%\tp\tHolm p\tverdict")
+	tests := 0
 	for _, c := range cs {
-		test := "-"
-		switch {
-		case c.Verdict == VerdictNoSamples:
-		case c.P >= 0:
-			test = fmt.Sprintf("p=%.2g", c.P)
-		default:
-			test = fmt.Sprintf("[%s, %s]", pct(c.CILow), pct(c.CIHigh))
+		p, adj := "-", "-"
+		if c.P >= 0 {
+			p, adj = fmtP(c.P), fmtP(c.PAdjusted)
+			tests++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Stage, c.Metric, fmtSeconds(c.Old), fmtSeconds(c.New), pct(c.Delta), test, c.Verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Stage, c.Metric, fmtSeconds(c.Old), fmtSeconds(c.New), pct(c.Delta), p, adj, c.Verdict)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	var said []string
+	for _, c := range cs {
+		if c.Untrusted != "" && !slices.Contains(said, c.Stage) {
+			said = append(said, c.Stage)
+			fmt.Fprintf(w, "stage %s: no verdict: %s\n", c.Stage, c.Untrusted)
+		}
+	}
 	for _, u := range unmatched {
 		fmt.Fprintf(w, "stage %s: no matching stage in the new report\n", u)
 	}
-	_, err := fmt.Fprintf(w, "p50: Mann-Whitney U test, real when p < %g; p99: %.0f%% bootstrap interval\n"+
-		"(%d resamples, seed %d), real when it excludes 0; up to %d samples per stage and metric\n",
-		CompareAlpha, 100*(1-CompareAlpha), CompareResamples, compareSeed, MaxSamples)
+	_, err := fmt.Fprintf(w, "p50: Mann-Whitney U test; p99: Fisher's exact test of the samples above the pooled p99;\n"+
+		"real when the Holm-adjusted p < %g over all %d tests (family-wise error rate %g);\n"+
+		"stages not trusted are not tested; up to %d samples per stage and metric\n",
+		CompareAlpha, tests, CompareAlpha, MaxSamples)
 	return err
+}
+
+// fmtP formats a p-value in two significant digits.
+func fmtP(p float64) string {
+	if p >= 0.995 {
+		return "1"
+	}
+	return fmt.Sprintf("%.2g", p)
 }
 
 func pct(v float64) string {

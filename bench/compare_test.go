@@ -4,6 +4,7 @@
 package bench_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -39,9 +40,11 @@ func syntheticStage(stage int, rate float64, n int, scale float64, seed uint64) 
 // distributions, shows no real change; 40% slower is worse and 30% faster
 // better on every metric's median and p99, with Δ% near the change;
 // stages match by rate, else by number; a report without samples says so.
+// The p99 test needs some thousands of samples to tell 30% (about 25
+// values above the pooled p99 a side).
 func TestCompare(t *testing.T) {
-	old := &bench.Report{Stages: []*bench.StageReport{syntheticStage(1, 5, 800, 1, 1), syntheticStage(2, 10, 800, 1, 2)}}
-	same := &bench.Report{Stages: []*bench.StageReport{syntheticStage(1, 5, 600, 1, 3), syntheticStage(2, 10, 600, 1, 4)}}
+	old := &bench.Report{Stages: []*bench.StageReport{syntheticStage(1, 5, 2500, 1, 1), syntheticStage(2, 10, 2500, 1, 2)}}
+	same := &bench.Report{Stages: []*bench.StageReport{syntheticStage(1, 5, 2000, 1, 3), syntheticStage(2, 10, 2000, 1, 4)}}
 	for name, r := range map[string]*bench.Report{"itself": old, "a redraw": same} {
 		cs, unmatched := bench.Compare(old, r)
 		if len(cs) != 2*3*2 || len(unmatched) != 0 {
@@ -49,26 +52,23 @@ func TestCompare(t *testing.T) {
 		}
 		for _, c := range cs {
 			if c.Verdict != bench.VerdictNoChange {
-				t.Errorf("%s: %s %s: %s (Δ %.3f, p %.3g, CI [%.3f, %.3f])", name, c.Stage, c.Metric, c.Verdict, c.Delta, c.P, c.CILow, c.CIHigh)
+				t.Errorf("%s: %s %s: %s (Δ %.3f, p %.3g, adjusted %.3g)", name, c.Stage, c.Metric, c.Verdict, c.Delta, c.P, c.PAdjusted)
 			}
 		}
 	}
 	// The new run was stage 2 only, at another stage number: matched by rate.
-	slower := &bench.Report{Stages: []*bench.StageReport{syntheticStage(1, 10, 600, 1.4, 5)}}
-	faster := &bench.Report{Stages: []*bench.StageReport{syntheticStage(7, 5, 600, 0.7, 6), syntheticStage(2, 99, 600, 0.7, 7)}}
+	slower := &bench.Report{Stages: []*bench.StageReport{syntheticStage(1, 10, 2000, 1.4, 5)}}
+	faster := &bench.Report{Stages: []*bench.StageReport{syntheticStage(7, 5, 2000, 0.7, 6), syntheticStage(2, 99, 2000, 0.7, 7)}}
 	cs, unmatched := bench.Compare(old, slower)
 	if len(unmatched) != 1 || !strings.HasPrefix(unmatched[0], "1 t @5/s") {
 		t.Errorf("unmatched %v", unmatched)
 	}
 	for _, c := range cs {
-		if c.Verdict != bench.VerdictWorse || math.Abs(c.Delta-0.4) > 0.12 {
+		if c.Verdict != bench.VerdictWorse || math.Abs(c.Delta-0.4) > 0.15 { // a p99 of 2000 varies by ±5%
 			t.Errorf("40%% slower: %s %s: %s, Δ %.3f", c.Stage, c.Metric, c.Verdict, c.Delta)
 		}
-		if strings.HasSuffix(c.Metric, "p50") && !(c.P >= 0 && c.P < bench.CompareAlpha) {
-			t.Errorf("%s: p=%v", c.Metric, c.P)
-		}
-		if strings.HasSuffix(c.Metric, "p99") && !(c.CILow > 0 && c.CIHigh > c.CILow) {
-			t.Errorf("%s: CI [%v, %v]", c.Metric, c.CILow, c.CIHigh)
+		if !(c.P >= 0 && c.PAdjusted >= c.P && c.PAdjusted < bench.CompareAlpha) {
+			t.Errorf("%s: p=%v, adjusted %v", c.Metric, c.P, c.PAdjusted)
 		}
 	}
 	cs, unmatched = bench.Compare(old, faster)
@@ -86,7 +86,7 @@ func TestCompare(t *testing.T) {
 	}
 	out := sb.String()
 	t.Logf("\n%s", out)
-	for _, want := range []string{"old", "new", "Δ%", "verdict", "TTFT p50", "E2E p99", "p=", "better", "[-", "stage 3 t @20/s: no matching stage", "Mann-Whitney", "bootstrap"} {
+	for _, want := range []string{"old", "new", "Δ%", "verdict", "TTFT p50", "E2E p99", "Holm p", "better", "stage 3 t @20/s: no matching stage", "Mann-Whitney", "Fisher", "over all 12 tests"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in the table", want)
 		}
@@ -135,8 +135,16 @@ func TestCompareRealRun(t *testing.T) {
 	if len(cs) != 6*len(rep.Stages) || len(unmatched) != 0 {
 		t.Fatalf("%d comparisons, unmatched %v", len(cs), unmatched)
 	}
+	trusted := map[string]bool{}
+	for _, s := range rep.Stages {
+		trusted[fmt.Sprintf("%d %s @%g/s", s.Stage, s.Target, s.RequestedRate)] = s.Trusted
+	}
 	for _, c := range cs {
-		if c.Verdict != bench.VerdictNoChange || c.Delta != 0 {
+		want := bench.VerdictNoChange
+		if !trusted[c.Stage] { // a busy machine: the stage gets no verdict
+			want = bench.VerdictUntrusted
+		}
+		if c.Verdict != want || c.Delta != 0 {
 			t.Errorf("%s %s against itself: %s, Δ %v", c.Stage, c.Metric, c.Verdict, c.Delta)
 		}
 	}

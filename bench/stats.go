@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/config"
-	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/slo"
 )
 
@@ -102,82 +101,4 @@ func sloBounds(cfg *config.Config, targets []*config.Target, spec *slo.Spec) []S
 		}
 	}
 	return out
-}
-
-// BootstrapQuantileDiff is a percentile-bootstrap confidence interval, at
-// level conf (e.g. 0.99), for quantile q of b minus quantile q of a: both
-// resampled with replacement resamples times from a generator seeded with
-// seed, so the same inputs give the same interval. Quantiles are
-// dist.Quantile's (linear interpolation). ok is false when a side is
-// empty.
-func BootstrapQuantileDiff(a, b []float64, q float64, resamples int, seed uint64, conf float64) (lo, hi float64, ok bool) {
-	if len(a) == 0 || len(b) == 0 || resamples < 1 {
-		return 0, 0, false
-	}
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	sa, sb := newResampler(a), newResampler(b)
-	diffs := make([]float64, resamples)
-	for i := range diffs {
-		qa := sa.quantile(rng, q) // a's resample is drawn first
-		diffs[i] = sb.quantile(rng, q) - qa
-	}
-	slices.Sort(diffs)
-	alpha := (1 - conf) / 2
-	return dist.Quantile(diffs, alpha), dist.Quantile(diffs, 1-alpha), true
-}
-
-// resampler draws bootstrap resamples of sorted values and takes one
-// quantile of each without sorting it: a resample is a count per sorted
-// position, and the order statistics are found by walking the counts.
-type resampler struct {
-	sorted []float64
-	counts []int32
-}
-
-func newResampler(v []float64) *resampler {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return &resampler{sorted: s, counts: make([]int32, len(s))}
-}
-
-// quantile draws a resample and returns its quantile q.
-func (r *resampler) quantile(rng *rand.Rand, q float64) float64 {
-	n := len(r.sorted)
-	clear(r.counts)
-	for range n {
-		r.counts[rng.IntN(n)]++
-	}
-	h := q * float64(n-1)
-	i := int(h)
-	lo := r.orderStat(i)
-	if i >= n-1 {
-		return lo
-	}
-	hi := r.orderStat(i + 1)
-	return lo + (h-float64(i))*(hi-lo)
-}
-
-// orderStat is the k-th smallest (0-based) value of the current resample;
-// it walks from whichever end is nearer.
-func (r *resampler) orderStat(k int) float64 {
-	n := len(r.sorted)
-	if k < n/2 {
-		seen := 0
-		for j, c := range r.counts {
-			seen += int(c)
-			if seen > k {
-				return r.sorted[j]
-			}
-		}
-		return r.sorted[n-1]
-	}
-	above := n - 1 - k // values strictly after position k
-	seen := 0
-	for j := n - 1; j >= 0; j-- {
-		seen += int(r.counts[j])
-		if seen > above {
-			return r.sorted[j]
-		}
-	}
-	return r.sorted[0]
 }

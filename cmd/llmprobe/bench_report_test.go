@@ -222,7 +222,7 @@ func TestBenchOutputFiles(t *testing.T) {
 		t.Fatalf("compare: exit code %d: %s", res.code, res.stderr)
 	}
 	t.Logf("compare took %v:\n%s", time.Since(start), res.stdout)
-	if !strings.Contains(res.stdout, "no real change") || strings.Contains(res.stdout, "better") || strings.Contains(res.stdout, "worse") {
+	if !strings.Contains(res.stdout, "no real change") && !strings.Contains(res.stdout, "no verdict: not trusted") || strings.Contains(res.stdout, "better") || strings.Contains(res.stdout, "worse") {
 		t.Errorf("a report compared with itself:\n%s", res.stdout)
 	}
 	for _, args := range [][]string{{"bench", "compare", md, js}, {"bench", "compare", filepath.Join(dir, "missing.json"), js}} {
