@@ -10,17 +10,41 @@ import (
 	"image/png"
 	"io"
 	"math"
-	"strings"
+	"sync"
 
 	"golang.org/x/image/font"
-	"golang.org/x/image/font/basicfont"
+	"golang.org/x/image/font/gofont/goregular"
+	"golang.org/x/image/font/opentype"
+	"golang.org/x/image/font/sfnt"
 	"golang.org/x/image/math/fixed"
 )
 
+// goRegular is the Go Regular TrueType font (golang.org/x/image's Go
+// fonts: WGL4's glyphs, "≤", "µ" and "Δ" among them), parsed once.
+var goRegular = sync.OnceValue(func() *sfnt.Font {
+	f, err := opentype.Parse(goregular.TTF)
+	if err != nil {
+		panic("bench: the embedded Go Regular font: " + err.Error())
+	}
+	return f
+})
+
+// plotFace is a face of Go Regular at the figure's font size (a face
+// keeps buffers: one per drawing).
+func plotFace() font.Face {
+	face, err := opentype.NewFace(goRegular(), &opentype.FaceOptions{Size: plotFontSize, DPI: 72, Hinting: font.HintingFull})
+	if err != nil {
+		panic("bench: a face of Go Regular: " + err.Error())
+	}
+	return face
+}
+
 // WritePNG draws the picture (the figure WriteSVG writes) into a PNG with
-// the standard library's image packages and basicfont's 7×13 face.
+// the standard library's image packages, its text in Go Regular.
 func (r *Report) WritePNG(w io.Writer) error {
 	f := r.layout()
+	face := plotFace()
+	defer face.Close()
 	img := image.NewRGBA(image.Rect(0, 0, f.w, f.h))
 	for _, it := range f.items {
 		switch it.kind {
@@ -32,7 +56,7 @@ func (r *Report) WritePNG(w io.Writer) error {
 		case kindMarker:
 			drawMarker(img, it.pts[0], 4, it.color, it.hollow)
 		case kindText:
-			drawText(img, it.pts[0], it.text, it.anchor, it.color)
+			drawText(img, face, it.pts[0], it.text, it.anchor, it.color)
 		}
 	}
 	enc := png.Encoder{CompressionLevel: png.BestCompression}
@@ -91,9 +115,7 @@ func setPixel(img *image.RGBA, x, y int, c color.RGBA) {
 }
 
 // drawText writes s with its baseline at p.y, anchored at p.x.
-func drawText(img *image.RGBA, p pt, s, anchor string, c color.RGBA) {
-	face := basicfont.Face7x13
-	s = strings.ReplaceAll(s, "≤", "<=") // the face has ASCII and Latin-1 only
+func drawText(img *image.RGBA, face font.Face, p pt, s, anchor string, c color.RGBA) {
 	d := &font.Drawer{Dst: img, Src: image.NewUniform(c), Face: face}
 	width := d.MeasureString(s).Round()
 	x := int(math.Round(p.x))

@@ -11,20 +11,27 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/image/font"
 )
 
-// The load–latency picture of a report: four panels against the offered
+// The load–latency picture of a report: five panels against the offered
 // (requested) rate, one point per stage and lines between them, per
-// target: TTFT, TPOT and E2E p50 (solid) and p99 (dashed), and achieved
-// throughput beside the ideal (achieved = offered). A stage the verdict
-// did not trust has a hollow marker and is named in a note; the SLO's
-// bounds are horizontal lines in the panels they bound. The same figure
-// (a list of primitives laid out here) is written as SVG text or drawn
-// into a PNG, both deterministic for the same report.
+// target: TTFT, TPOT and E2E p50 (solid) and p99 (dashed) on logarithmic
+// axes, achieved throughput beside the ideal (achieved = offered), and
+// output tokens/s. A stage the verdict did not trust has a hollow marker
+// and is named, with the verdict's own reasons, in a note under the
+// panels; the SLO's bounds are horizontal lines in the panels they bound.
+// The same figure (a list of primitives laid out here) is written as SVG
+// text or drawn into a PNG, both deterministic for the same report.
 
 const (
-	plotWidth  = 960
-	plotHeight = 720
+	plotWidth = 960
+	// plotFontSize is the text's size in pixels; the layout takes a
+	// character to be plotCharWidth wide (0.6 em, a monospace font's
+	// advance, which the SVG asks for; the PNG's Go Regular is narrower).
+	plotFontSize  = 12
+	plotCharWidth = 0.6 * plotFontSize
 )
 
 type pt struct{ x, y float64 }
@@ -54,6 +61,11 @@ type item struct {
 	stage   int
 	trusted bool
 	fill    bool // kindRect: filled, else outlined
+	// class, panel, axis and value describe a text (SVG class, data-panel,
+	// data-axis, data-value): a tick label's panel, axis and value in the
+	// panel's unit (seconds, req/s, tokens/s), or a line of the note.
+	class, panel, axis string
+	value              float64
 }
 
 type figure struct {
@@ -98,12 +110,20 @@ type plotPoint struct {
 	trusted bool
 }
 
+// panelKind says how a panel's values are scaled.
+type panelKind int
+
+const (
+	panelLatency panelKind = iota // seconds on a logarithmic axis
+	panelRate                     // achieved req/s on the offered rate's scale, beside the ideal
+	panelTokens                   // tokens/s on a linear axis from 0
+)
+
 type panel struct {
-	title, metric string // metric: ttft, tpot, e2e, or "" for throughput
+	title, metric string // metric: ttft, tpot, e2e, rate or tokens
+	kind          panelKind
 	series        []plotSeries
 	bounds        []SLOBound
-	ideal         bool // draw achieved = offered
-	seconds       bool // values are seconds (unit chosen by the range)
 }
 
 // plotTargets lists the report's targets in order of first appearance.
@@ -120,7 +140,7 @@ func (r *Report) plotTargets() []string {
 func (r *Report) panels() []panel {
 	targets := r.plotTargets()
 	latency := func(title, metric string, get func(*StageReport) Quantiles) panel {
-		p := panel{title: title, metric: metric, seconds: true}
+		p := panel{title: title, metric: metric, kind: panelLatency}
 		for i, t := range targets {
 			for _, q := range []struct {
 				name string
@@ -144,47 +164,159 @@ func (r *Report) panels() []panel {
 		}
 		return p
 	}
-	tp := panel{title: "Achieved throughput", ideal: true}
-	for i, t := range targets {
-		ps := plotSeries{name: t + " achieved", color: palette[i%len(palette)]}
-		for _, s := range r.Stages {
-			if s.Target == t {
-				ps.points = append(ps.points, plotPoint{s.RequestedRate, s.AchievedRate, s.Stage, s.Trusted})
+	perStage := func(title, metric string, kind panelKind, suffix string, v func(*StageReport) float64) panel {
+		p := panel{title: title, metric: metric, kind: kind}
+		for i, t := range targets {
+			ps := plotSeries{name: t + " " + suffix, color: palette[i%len(palette)]}
+			for _, s := range r.Stages {
+				if s.Target == t {
+					ps.points = append(ps.points, plotPoint{s.RequestedRate, v(s), s.Stage, s.Trusted})
+				}
 			}
+			p.series = append(p.series, ps)
 		}
-		tp.series = append(tp.series, ps)
+		return p
 	}
 	return []panel{
 		latency("Time to first token", "ttft", func(s *StageReport) Quantiles { return s.TTFT }),
 		latency("Time per output token", "tpot", func(s *StageReport) Quantiles { return s.TPOT }),
 		latency("End-to-end latency", "e2e", func(s *StageReport) Quantiles { return s.E2E }),
-		tp,
+		perStage("Achieved throughput", "rate", panelRate, "achieved", func(s *StageReport) float64 { return s.AchievedRate }),
+		perStage("Output tokens/s", "tokens", panelTokens, "output tokens/s", func(s *StageReport) float64 { return s.OutputTokensPerSec }),
 	}
 }
 
-// niceTicks returns about n round tick values from 0 to at least max.
-func niceTicks(max float64, n int) []float64 {
-	if !(max > 0) || math.IsInf(max, 0) {
-		max = 1
+// axis maps values of one dimension onto pixels, linearly or by their
+// logarithm, between lo and hi; ticks are the values labelled.
+type axis struct {
+	log    bool
+	lo, hi float64
+	ticks  []float64
+}
+
+// at is v's position between a (at lo) and b (at hi).
+func (ax axis) at(v, a, b float64) float64 {
+	f := (v - ax.lo) / (ax.hi - ax.lo)
+	if ax.log {
+		f = math.Log(v/ax.lo) / math.Log(ax.hi/ax.lo)
 	}
-	raw := max / float64(n)
+	return a + (b-a)*f
+}
+
+// finite is the finite values of vs above floor.
+func finite(floor float64, vs ...float64) []float64 {
+	var out []float64
+	for _, v := range vs {
+		if v > floor && !math.IsInf(v, 0) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// niceStep is a 1, 2, 2.5 or 5 times a power of ten step near span/n.
+func niceStep(span float64, n int) float64 {
+	raw := span / float64(n)
 	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	step := mag
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if m*mag >= raw {
-			step = m * mag
-			break
+	for _, m := range []float64{1, 2, 2.5, 5} {
+		if m*mag >= raw*(1-1e-9) {
+			return m * mag
 		}
 	}
-	var ticks []float64
+	return 10 * mag
+}
+
+// linearAxis spans vs (and from, when it is not NaN: 0 for a quantity)
+// with about n round ticks, from the tick at or below the least to the
+// one at or above the most, not from 0 unless asked.
+func linearAxis(vs []float64, from float64, n int) axis {
+	if !math.IsNaN(from) {
+		vs = append(vs, from)
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, v := range vs {
+		lo, hi = math.Min(lo, v), math.Max(hi, v)
+	}
+	switch {
+	case len(vs) == 0:
+		lo, hi = 0, 1
+	case hi-lo <= 1e-9*math.Max(1, math.Abs(hi)): // one value: ±50% of it
+		d := math.Max(math.Abs(hi)/2, 0.5)
+		lo, hi = lo-d, hi+d
+		if !math.IsNaN(from) || (lo < 0 && vs[0] >= 0) {
+			lo = math.Max(lo, 0)
+		}
+	}
+	step := niceStep(hi-lo, n)
+	a := axis{lo: math.Floor(lo/step+1e-9) * step, hi: math.Ceil(hi/step-1e-9) * step}
 	for i := 0; ; i++ {
-		v := float64(i) * step
-		ticks = append(ticks, v)
-		if v >= max*(1-1e-9) {
+		v := a.lo + float64(i)*step
+		if v > a.hi+step*1e-9 {
 			break
 		}
+		a.ticks = append(a.ticks, math.Round(v/step)*step)
 	}
-	return ticks
+	return a
+}
+
+// logAxis spans vs (all positive) on a logarithmic scale from the 1-2-5
+// value at or below the least divided by pad to the one at or above the
+// most times pad; the ticks are the 1-2-5 values between (only powers of
+// ten over more than four decades, and 1-9 steps under one).
+func logAxis(vs []float64, pad float64) axis {
+	lo, hi := math.Inf(1), 0.0
+	for _, v := range vs {
+		lo, hi = math.Min(lo, v), math.Max(hi, v)
+	}
+	if len(vs) == 0 {
+		lo, hi = 0.001, 1
+	}
+	lo, hi = niceBelow(lo/pad), niceAbove(hi*pad)
+	a := axis{log: true, lo: lo, hi: hi}
+	mantissas := []float64{1, 2, 5}
+	switch decades := math.Log10(hi / lo); {
+	case decades > 4:
+		mantissas = []float64{1}
+	case decades < 1:
+		mantissas = []float64{1, 2, 3, 4, 5, 6, 7, 8, 9}
+	}
+	for e := math.Floor(math.Log10(lo)) - 1; e <= math.Ceil(math.Log10(hi)); e++ {
+		for _, m := range mantissas {
+			v := roundSig(m * math.Pow(10, e))
+			if v >= lo*(1-1e-9) && v <= hi*(1+1e-9) {
+				a.ticks = append(a.ticks, v)
+			}
+		}
+	}
+	return a
+}
+
+// roundSig rounds v to 12 significant digits (0.1*3 is 0.3).
+func roundSig(v float64) float64 {
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 12, 64), 64)
+	return f
+}
+
+// niceBelow is the largest 1, 2 or 5 times a power of ten at or below v;
+// niceAbove the smallest at or above.
+func niceBelow(v float64) float64 {
+	mag := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{5, 2, 1} {
+		if m*mag <= v*(1+1e-9) {
+			return roundSig(m * mag)
+		}
+	}
+	return roundSig(mag / 2)
+}
+
+func niceAbove(v float64) float64 {
+	mag := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*mag >= v*(1-1e-9) {
+			return roundSig(m * mag)
+		}
+	}
+	return roundSig(10 * mag)
 }
 
 func fmtTick(v float64) string {
@@ -196,68 +328,203 @@ func fmtTick(v float64) string {
 	return s
 }
 
+// fmtTickSeconds labels a latency tick with its own unit: 500µs, 20ms, 2s.
+func fmtTickSeconds(v float64) string {
+	switch {
+	case v < 1e-3:
+		return fmtTick(roundSig(v*1e6)) + "µs"
+	case v < 1:
+		return fmtTick(roundSig(v*1e3)) + "ms"
+	}
+	return fmtTick(v) + "s"
+}
+
+// fmtTickCount labels a count tick: 1500, 20k, 1.5M.
+func fmtTickCount(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmtTick(roundSig(v/1e6)) + "M"
+	case v >= 1e4:
+		return fmtTick(roundSig(v/1e3)) + "k"
+	}
+	return fmtTick(v)
+}
+
+// wrap breaks s at spaces into lines that fit, the lines after the first
+// indented by indent spaces; a word longer than a line is cut.
+func wrap(s string, fits func(string) bool, indent int) []string {
+	pad := strings.Repeat(" ", indent)
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		prefix := ""
+		if len(lines) > 0 {
+			prefix = pad
+		}
+		if line != "" && fits(prefix+line+" "+w) {
+			line += " " + w
+			continue
+		}
+		if line != "" {
+			lines = append(lines, prefix+line)
+			prefix = pad
+		}
+		line = w
+		for rs := []rune(line); !fits(prefix + line); rs = []rune(line) {
+			n := len(rs) - 1
+			for n > 1 && !fits(prefix+string(rs[:n])) {
+				n--
+			}
+			lines = append(lines, prefix+string(rs[:n]))
+			prefix = pad
+			line = string(rs[n:])
+		}
+	}
+	if line != "" {
+		if len(lines) > 0 {
+			line = pad + line
+		}
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+// untrustedNote is the note on the stages the verdict did not trust: a
+// line per stage and reason, the targets that share it named together,
+// in the verdict's words.
+func (r *Report) untrustedNote() []string {
+	type key struct {
+		stage int
+		why   string
+	}
+	var order []key
+	targets := map[key][]string{}
+	for _, s := range r.Stages {
+		if s.Trusted {
+			continue
+		}
+		why := strings.Join(s.Reasons, "; ")
+		if why == "" {
+			why = "no reason recorded"
+		}
+		k := key{s.Stage, why}
+		if _, ok := targets[k]; !ok {
+			order = append(order, k)
+		}
+		targets[k] = append(targets[k], s.Target)
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	lines := []string{"Not trusted (hollow markers; bench compare gives them no verdict), in the verdict's words:"}
+	for _, k := range order {
+		lines = append(lines, fmt.Sprintf("- stage %d %s: %s", k.stage, strings.Join(targets[k], ", "), k.why))
+	}
+	return lines
+}
+
 // layout builds the figure of the report.
 func (r *Report) layout() *figure {
-	f := &figure{w: plotWidth, h: plotHeight}
-	f.add(item{kind: kindRect, pts: []pt{{0, 0}, {plotWidth, plotHeight}}, color: colWhite, fill: true})
+	const (
+		top, panelW, panelH = 40.0, 480.0, 250.0
+		ml, mr, mt, mb      = 64.0, 16.0, 28.0, 44.0
+		noteX, lineH        = 20.0, 16.0
+	)
+	// The note under the panels, wrapped to the picture's width.
+	// A line fits when it does at 0.6 em a character (the SVG's
+	// monospace) and in the PNG's face.
+	face := plotFace()
+	defer face.Close()
+	fits := func(s string) bool {
+		w := plotWidth - 2*noteX
+		return float64(len([]rune(s)))*plotCharWidth <= w && float64(font.MeasureString(face, s).Ceil()) <= w
+	}
+	var note []string
+	for _, l := range r.untrustedNote() {
+		note = append(note, wrap(l, fits, 4)...)
+	}
+	noteTop := top + 3*panelH + 8
+	height := int(math.Ceil(noteTop + lineH*float64(len(note)) + 8))
+	f := &figure{w: plotWidth, h: height}
+	f.add(item{kind: kindRect, pts: []pt{{0, 0}, {plotWidth, float64(height)}}, color: colWhite, fill: true})
 	f.text(plotWidth/2, 22, "llmprobe bench: latency and throughput against offered load", "middle", colBlack)
 
-	const (
-		top, panelW, panelH = 40.0, 480.0, 290.0
-		ml, mr, mt, mb      = 64.0, 16.0, 28.0, 44.0
-	)
-	maxRate := 0.0
+	var rates []float64
 	for _, s := range r.Stages {
-		maxRate = math.Max(maxRate, s.RequestedRate)
+		rates = append(rates, s.RequestedRate)
 	}
-	xticks := niceTicks(maxRate, 5)
-	xmax := xticks[len(xticks)-1]
+	rates = finite(math.Inf(-1), rates...)
+	// The offered rate is logarithmic when the sweep spans a factor of
+	// 8 or more (a doubling search), else linear over its range.
+	xaxis := linearAxis(rates, math.NaN(), 5)
+	if pos := finite(0, rates...); len(pos) == len(rates) && len(pos) > 0 && slices.Max(pos) >= 8*slices.Min(pos) {
+		xaxis = logAxis(pos, 1.05)
+	}
+	xlabel := "offered rate (req/s)"
+	if xaxis.log {
+		xlabel = "offered rate (req/s, log scale)"
+	}
 	for i, p := range r.panels() {
 		ox, oy := float64(i%2)*panelW, top+float64(i/2)*panelH
 		x0, x1 := ox+ml, ox+panelW-mr
 		y0, y1 := oy+panelH-mb, oy+mt // y0 is the bottom
-		ymaxData := 0.0
+		var vs []float64
 		for _, s := range p.series {
 			for _, q := range s.points {
-				ymaxData = math.Max(ymaxData, q.y)
+				vs = append(vs, q.y)
 			}
 		}
-		for _, b := range p.bounds {
-			ymaxData = math.Max(ymaxData, b.Seconds)
-		}
-		if p.ideal {
-			ymaxData = math.Max(ymaxData, maxRate)
-		}
-		scale, unit := 1.0, "req/s"
-		if p.seconds {
-			scale, unit = 1e3, "ms"
-			if ymaxData >= 2 {
-				scale, unit = 1, "s"
+		var yaxis axis
+		unit, label := "", fmtTick
+		switch p.kind {
+		case panelLatency:
+			for _, b := range p.bounds {
+				vs = append(vs, b.Seconds)
 			}
+			yaxis, unit, label = logAxis(finite(0, vs...), 1.15), "log scale", fmtTickSeconds
+		case panelRate:
+			vs = append(vs, rates...)
+			if xaxis.log {
+				yaxis = logAxis(finite(0, vs...), 1.05)
+			} else {
+				yaxis = linearAxis(finite(math.Inf(-1), vs...), math.NaN(), 5)
+			}
+			unit = "req/s"
+		case panelTokens:
+			yaxis, unit, label = linearAxis(finite(math.Inf(-1), vs...), 0, 5), "tokens/s", fmtTickCount
 		}
-		yticks := niceTicks(ymaxData*scale*1.05, 5) // room above a bound at the top
-		ymax := yticks[len(yticks)-1] / scale
-		X := func(v float64) float64 { return x0 + (x1-x0)*v/xmax }
-		Y := func(v float64) float64 { return y0 - (y0-y1)*v/ymax }
+		X := func(v float64) float64 { return xaxis.at(v, x0, x1) }
+		Y := func(v float64) float64 { return yaxis.at(v, y0, y1) }
+		shown := func(v float64) bool {
+			return !math.IsNaN(v) && !math.IsInf(v, 0) && (!yaxis.log || v > 0)
+		}
 
 		f.text((x0+x1)/2, oy+16, p.title, "middle", colBlack)
-		for _, t := range yticks {
-			y := Y(t / scale)
+		for _, t := range yaxis.ticks {
+			y := Y(t)
 			f.line(colGrid, 1, false, pt{x0, y}, pt{x1, y})
-			f.text(x0-6, y+4, fmtTick(t), "end", colBlack)
+			f.add(item{kind: kindText, pts: []pt{{x0 - 6, y + 4}}, text: label(t), anchor: "end", color: colBlack,
+				class: "tick", panel: p.metric, axis: "y", value: t})
 		}
-		for _, t := range xticks {
+		for _, t := range xaxis.ticks {
 			x := X(t)
 			f.line(colGrid, 1, false, pt{x, y0}, pt{x, y1})
-			f.text(x, y0+16, fmtTick(t), "middle", colBlack)
+			f.add(item{kind: kindText, pts: []pt{{x, y0 + 16}}, text: fmtTick(t), anchor: "middle", color: colBlack,
+				class: "tick", panel: p.metric, axis: "x", value: t})
 		}
 		f.line(colBlack, 1, false, pt{x0, y1}, pt{x0, y0}, pt{x1, y0})
-		f.text(x0, y1-8, unit, "end", colBlack)
-		f.text((x0+x1)/2, y0+34, "offered rate (req/s)", "middle", colBlack)
-		if p.ideal {
-			f.line(colGrey, 1, true, pt{X(0), Y(0)}, pt{X(math.Min(xmax, ymax)), Y(math.Min(xmax, ymax))})
+		f.text(x0-ml+8, y1-13, unit, "start", colGrey)
+		f.text((x0+x1)/2, y0+34, xlabel, "middle", colBlack)
+		if p.kind == panelRate { // achieved = offered, where both axes have it
+			a, b := math.Max(xaxis.lo, yaxis.lo), math.Min(xaxis.hi, yaxis.hi)
+			if a < b {
+				f.line(colGrey, 1, true, pt{X(a), Y(a)}, pt{X(b), Y(b)})
+			}
 		}
 		for _, b := range p.bounds {
+			if !shown(b.Seconds) {
+				continue
+			}
 			y := Y(b.Seconds)
 			f.line(colSLO, 1.5, true, pt{x0, y}, pt{x1, y})
 			ly := y - 4
@@ -269,62 +536,59 @@ func (r *Report) layout() *figure {
 		for _, s := range p.series {
 			var line []pt
 			for _, q := range s.points {
-				line = append(line, pt{X(q.x), Y(q.y)})
+				if shown(q.y) {
+					line = append(line, pt{X(q.x), Y(q.y)})
+				}
 			}
 			if len(line) > 1 {
 				f.add(item{kind: kindLine, pts: line, color: s.color, width: 2, dash: s.dash, series: s.name})
 			}
 			for _, q := range s.points {
-				f.add(item{kind: kindMarker, pts: []pt{{X(q.x), Y(q.y)}}, color: s.color, hollow: !q.trusted,
-					series: s.name, stage: q.stage, trusted: q.trusted})
+				if shown(q.y) {
+					f.add(item{kind: kindMarker, pts: []pt{{X(q.x), Y(q.y)}}, color: s.color, hollow: !q.trusted,
+						series: s.name, stage: q.stage, trusted: q.trusted})
+				}
 			}
 		}
 	}
 
-	// The legend: a colour per target, the line styles, the markers.
-	ly := top + 2*panelH + 14
-	lx := 20.0
+	// The legend, in the sixth cell: a colour per target on the left, the
+	// line styles and markers on the right.
+	lx, ly := panelW+40, top+2*panelH+mt
 	for i, t := range r.plotTargets() {
+		if i >= 10 {
+			f.text(lx, ly+4, fmt.Sprintf("and %d more", len(r.plotTargets())-i), "start", colBlack)
+			break
+		}
 		c := palette[i%len(palette)]
 		f.line(c, 2, false, pt{lx, ly}, pt{lx + 24, ly})
 		f.add(item{kind: kindMarker, pts: []pt{{lx + 12, ly}}, color: c})
-		f.text(lx+30, ly+4, t, "start", colBlack)
-		lx += 40 + 7*float64(len(t)) + 16
+		name := t
+		if rs := []rune(name); len(rs) > 22 {
+			name = string(rs[:21]) + "…"
+		}
+		f.text(lx+30, ly+4, name, "start", colBlack)
+		ly += 20
 	}
-	ly += 20
-	lx = 20
-	f.line(colBlack, 2, false, pt{lx, ly}, pt{lx + 24, ly})
-	f.text(lx+30, ly+4, "p50", "start", colBlack)
-	lx += 80
-	f.line(colBlack, 2, true, pt{lx, ly}, pt{lx + 24, ly})
-	f.text(lx+30, ly+4, "p99", "start", colBlack)
-	lx += 80
-	f.line(colGrey, 1, true, pt{lx, ly}, pt{lx + 24, ly})
-	f.text(lx+30, ly+4, "achieved = offered", "start", colBlack)
-	lx += 190
+	lx, ly = panelW+250, top+2*panelH+mt
+	legend := func(draw func(x, y float64), text string) {
+		draw(lx, ly)
+		f.text(lx+30, ly+4, text, "start", colBlack)
+		ly += 20
+	}
+	legend(func(x, y float64) { f.line(colBlack, 2, false, pt{x, y}, pt{x + 24, y}) }, "p50")
+	legend(func(x, y float64) { f.line(colBlack, 2, true, pt{x, y}, pt{x + 24, y}) }, "p99")
+	legend(func(x, y float64) { f.line(colGrey, 1, true, pt{x, y}, pt{x + 24, y}) }, "achieved = offered")
 	if len(r.SLOBounds) > 0 {
-		f.line(colSLO, 1.5, true, pt{lx, ly}, pt{lx + 24, ly})
-		f.text(lx+30, ly+4, "SLO bound", "start", colBlack)
-		lx += 120
+		legend(func(x, y float64) { f.line(colSLO, 1.5, true, pt{x, y}, pt{x + 24, y}) }, "SLO bound")
 	}
-	f.add(item{kind: kindMarker, pts: []pt{{lx + 6, ly}}, color: colBlack})
-	f.text(lx+16, ly+4, "trusted", "start", colBlack)
-	lx += 90
-	f.add(item{kind: kindMarker, pts: []pt{{lx + 6, ly}}, color: colBlack, hollow: true})
-	f.text(lx+16, ly+4, "not trusted", "start", colBlack)
+	legend(func(x, y float64) { f.add(item{kind: kindMarker, pts: []pt{{x + 12, y}}, color: colBlack}) }, "trusted")
+	legend(func(x, y float64) {
+		f.add(item{kind: kindMarker, pts: []pt{{x + 12, y}}, color: colBlack, hollow: true})
+	}, "not trusted")
 
-	var untrusted []string
-	for _, s := range r.Stages {
-		if !s.Trusted {
-			untrusted = append(untrusted, fmt.Sprintf("stage %d %s", s.Stage, s.Target))
-		}
-	}
-	if len(untrusted) > 0 {
-		note := "Not trusted (the load was not delivered; hollow markers): " + strings.Join(untrusted, ", ")
-		if len(note) > 130 {
-			note = note[:127] + "..."
-		}
-		f.text(20, ly+24, note, "start", colSLO)
+	for i, l := range note {
+		f.add(item{kind: kindText, pts: []pt{{noteX, noteTop + lineH*float64(i+1) - 4}}, text: l, anchor: "start", color: colSLO, class: "note"})
 	}
 	return f
 }
@@ -345,7 +609,7 @@ func (r *Report) WritePlot(w io.Writer, format string) error {
 func (r *Report) WriteSVG(w io.Writer) error {
 	f := r.layout()
 	b := &strings.Builder{}
-	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="monospace" font-size="12">`+"\n", f.w, f.h, f.w, f.h)
+	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="monospace" font-size="%d">`+"\n", f.w, f.h, f.w, f.h, plotFontSize)
 	b.WriteString("<title>llmprobe bench: latency and throughput against offered load</title>\n")
 	for _, it := range f.items {
 		switch it.kind {
@@ -379,8 +643,15 @@ func (r *Report) WriteSVG(w io.Writer) error {
 			fmt.Fprintf(b, `<circle%s cx="%s" cy="%s" r="4" fill="%s" stroke="%s" stroke-width="1.5"/>`+"\n",
 				attrs, num(it.pts[0].x), num(it.pts[0].y), fill, hex(it.color))
 		case kindText:
-			fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="%s" fill="%s">%s</text>`+"\n",
-				num(it.pts[0].x), num(it.pts[0].y), it.anchor, hex(it.color), xmlEscape(it.text))
+			attrs := ""
+			switch it.class {
+			case "tick":
+				attrs = fmt.Sprintf(` class="tick" data-panel="%s" data-axis="%s" data-value="%s"`, it.panel, it.axis, strconv.FormatFloat(it.value, 'g', -1, 64))
+			case "note":
+				attrs = ` class="note" xml:space="preserve"`
+			}
+			fmt.Fprintf(b, `<text%s x="%s" y="%s" text-anchor="%s" fill="%s">%s</text>`+"\n",
+				attrs, num(it.pts[0].x), num(it.pts[0].y), it.anchor, hex(it.color), xmlEscape(it.text))
 		}
 	}
 	b.WriteString("</svg>\n")

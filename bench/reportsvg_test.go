@@ -5,9 +5,13 @@ package bench_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"io"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,7 +91,7 @@ func trustedCopy(t *testing.T, rep *bench.Report) *bench.Report {
 }
 
 // TestPlotSVG: the picture of a real run is XML with, for each of TTFT,
-// TPOT and E2E p50 and p99 and the achieved rate, one point per stage and
+// TPOT and E2E p50 and p99, the achieved rate and the output tokens/s, one point per stage and
 // a line through them; markers of trusted stages are filled, of an
 // untrusted one hollow and named in a note; the SLO's bounds are lines
 // with labels; axes have units; and the same report draws the same bytes.
@@ -123,7 +127,7 @@ func TestPlotSVG(t *testing.T) {
 	for _, m := range []string{"TTFT", "TPOT", "E2E"} {
 		want = append(want, "sim "+m+" p50", "sim "+m+" p99")
 	}
-	want = append(want, "sim achieved")
+	want = append(want, "sim achieved", "sim output tokens/s")
 	if len(points) != len(want) {
 		t.Errorf("series %v, want %v", keys(points), want)
 	}
@@ -186,4 +190,161 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// axisReport is a sweep of two targets at 20, 24 and 28 req/s with
+// millisecond latencies under an SLO of seconds, its last stage not
+// trusted for the harness' reason and one target's middle stage for the
+// target's.
+func axisReport() *bench.Report {
+	r := &bench.Report{SLOBounds: []bench.SLOBound{{Metric: "ttft", Seconds: 5}, {Metric: "e2e", Quantile: 0.99, Seconds: 20}}}
+	for i, rate := range []float64{20, 24, 28} {
+		for j, target := range []string{"alpha", "beta"} {
+			f := 1 + 0.3*float64(i) + 0.1*float64(j)
+			s := &bench.StageReport{Stage: i + 1, Target: target, RequestedRate: rate, AchievedRate: rate * (1 - 0.05*float64(i)), Trusted: true,
+				TTFT:               bench.Quantiles{Count: 100, P50: 0.040 * f, P99: 0.120 * f},
+				TPOT:               bench.Quantiles{Count: 100, P50: 0.012 * f, P99: 0.020 * f},
+				E2E:                bench.Quantiles{Count: 100, P50: 0.9 * f, P99: 1.6 * f},
+				OutputTokensPerSec: 1000 * rate * (1 + 0.2*float64(j)),
+			}
+			r.Stages = append(r.Stages, s)
+		}
+	}
+	for _, s := range r.Stages[4:] {
+		s.Trusted, s.Reasons = false, []string{"harness saturated: the process woke up more than max_inflation 10ms late in 8 of 256 heartbeats (p99 75.231638ms) over 3s"}
+	}
+	r.Stages[3].Trusted, r.Stages[3].Reasons = false, []string{"target overloaded: 12 of 480 requests dropped over max_inflight 8"}
+	return r
+}
+
+// TestPlotAxesAndNotes: the latency axes are logarithmic (tick positions
+// are affine in the logarithm of their values, round values) and span the
+// data and the SLO bounds, so that an SLO of seconds does not press
+// millisecond medians onto the floor; the offered-rate axis spans the
+// rates (20 to 28 req/s), not 0 to them; the note on untrusted stages
+// gives each stage's own reasons in full, in lines inside the picture;
+// and a panel shows output tokens/s, a point per stage and target, higher
+// for more.
+func TestPlotAxesAndNotes(t *testing.T) {
+	rep := axisReport()
+	var buf bytes.Buffer
+	if err := rep.WriteSVG(&buf); err != nil {
+		t.Fatal(err)
+	}
+	els := parseSVG(t, buf.Bytes())
+	width, _ := strconv.ParseFloat(els[0].attrs["width"], 64)
+	height, _ := strconv.ParseFloat(els[0].attrs["height"], 64)
+	if vb := els[0].attrs["viewBox"]; vb != fmt.Sprintf("0 0 %g %g", width, height) {
+		t.Errorf("viewBox %q for %gx%g", vb, width, height)
+	}
+	type tick struct{ v, pos float64 }
+	ticks := map[string][]tick{} // panel/axis → ticks
+	points := map[string][]svgElement{}
+	var note []string
+	for _, e := range els {
+		switch {
+		case e.name == "text" && e.attrs["class"] == "tick":
+			v, err := strconv.ParseFloat(e.attrs["data-value"], 64)
+			if err != nil {
+				t.Fatalf("tick %v: %v", e.attrs, err)
+			}
+			coord := "y"
+			if e.attrs["data-axis"] == "x" {
+				coord = "x"
+			}
+			pos, _ := strconv.ParseFloat(e.attrs[coord], 64)
+			key := e.attrs["data-panel"] + "/" + e.attrs["data-axis"]
+			ticks[key] = append(ticks[key], tick{v, pos})
+		case e.name == "circle" && e.attrs["class"] == "point":
+			points[e.attrs["data-series"]] = append(points[e.attrs["data-series"]], e)
+		case e.name == "text" && e.attrs["class"] == "note":
+			note = append(note, strings.TrimSpace(e.text))
+			x, _ := strconv.ParseFloat(e.attrs["x"], 64)
+			y, _ := strconv.ParseFloat(e.attrs["y"], 64)
+			// 12 px monospace: 0.6 em a character.
+			if right := x + 7.2*float64(len([]rune(e.text))); x < 0 || right > width || y > height-2 || y < 0 {
+				t.Errorf("note line %q spans x %.0f to %.0f at y %.0f, outside %gx%g", e.text, x, right, y, width, height)
+			}
+		}
+	}
+	for _, panel := range []string{"ttft", "tpot", "e2e"} {
+		ts := ticks[panel+"/y"]
+		if len(ts) < 3 {
+			t.Fatalf("%s: %d y ticks", panel, len(ts))
+		}
+		slices.SortFunc(ts, func(a, b tick) int { return cmp.Compare(a.v, b.v) })
+		k := (ts[len(ts)-1].pos - ts[0].pos) / math.Log(ts[len(ts)-1].v/ts[0].v)
+		for _, tk := range ts {
+			if want := ts[0].pos + k*math.Log(tk.v/ts[0].v); math.Abs(tk.pos-want) > 0.6 {
+				t.Errorf("%s: tick %g at y %.1f, a log axis puts it at %.1f", panel, tk.v, tk.pos, want)
+			}
+			// 1, 2 or 5 times a power of ten (1 to 9 under a decade).
+			m := tk.v / math.Pow(10, math.Floor(math.Log10(tk.v)+1e-9))
+			if math.Abs(m-math.Round(m)) > 1e-6 || math.Log10(ts[len(ts)-1].v/ts[0].v) >= 1 && !slices.Contains([]float64{1, 2, 5}, math.Round(m)) {
+				t.Errorf("%s: tick %g is not a round value of a log axis", panel, tk.v)
+			}
+		}
+		lo, hi := ts[0], ts[len(ts)-1]
+		var min, max float64 = math.Inf(1), 0
+		for _, s := range rep.Stages {
+			q := map[string]bench.Quantiles{"ttft": s.TTFT, "tpot": s.TPOT, "e2e": s.E2E}[panel]
+			min, max = math.Min(min, q.P50), math.Max(max, q.P99)
+		}
+		for _, b := range rep.SLOBounds {
+			if b.Metric == panel {
+				max = math.Max(max, b.Seconds)
+			}
+		}
+		if lo.v > min || hi.v < max || hi.v > 10*max || lo.v < min/10 {
+			t.Errorf("%s: y ticks %g to %g for data and bounds %g to %g", panel, lo.v, hi.v, min, max)
+		}
+		// The medians stand clear of the floor (the lowest tick).
+		for _, p := range points["alpha "+strings.ToUpper(panel)+" p50"] {
+			cy, _ := strconv.ParseFloat(p.attrs["cy"], 64)
+			if lo.pos-cy < 0.05*(lo.pos-hi.pos) {
+				t.Errorf("%s p50 at y %.0f, the floor at %.0f", panel, cy, lo.pos)
+			}
+		}
+	}
+	xs := ticks["ttft/x"]
+	if len(xs) < 3 {
+		t.Fatalf("%d x ticks", len(xs))
+	}
+	slices.SortFunc(xs, func(a, b tick) int { return cmp.Compare(a.v, b.v) })
+	if xs[0].v > 20 || xs[0].v < 10 || xs[len(xs)-1].v < 28 || xs[len(xs)-1].v > 40 {
+		t.Errorf("offered-rate ticks %g to %g for rates 20 to 28", xs[0].v, xs[len(xs)-1].v)
+	}
+	joined := strings.Join(note, " ")
+	for _, s := range rep.Stages {
+		for _, why := range s.Reasons {
+			if !strings.Contains(joined, why) {
+				t.Errorf("the note does not give stage %d %s's reason %q:\n%s", s.Stage, s.Target, why, strings.Join(note, "\n"))
+			}
+		}
+	}
+	for _, want := range []string{"stage 2 beta", "stage 3 alpha, beta"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("no %q in the note:\n%s", want, strings.Join(note, "\n"))
+		}
+	}
+	if strings.Contains(joined, "the load was not delivered") {
+		t.Errorf("the note names a reason of its own:\n%s", strings.Join(note, "\n"))
+	}
+	for _, target := range []string{"alpha", "beta"} {
+		ps := points[target+" output tokens/s"]
+		if len(ps) != 3 {
+			t.Fatalf("%s: %d tokens/s points, want 3", target, len(ps))
+		}
+		prev := math.Inf(1)
+		for _, p := range ps { // in stage order, 20k to 28k tokens/s: rising
+			cy, _ := strconv.ParseFloat(p.attrs["cy"], 64)
+			if cy >= prev {
+				t.Errorf("%s: tokens/s points at y %v", target, ps)
+			}
+			prev = cy
+		}
+	}
+	if !bytes.Contains(buf.Bytes(), []byte("Output tokens/s")) {
+		t.Error("no tokens/s panel title")
+	}
 }
