@@ -348,3 +348,45 @@ func TestPlotAxesAndNotes(t *testing.T) {
 		t.Error("no tokens/s panel title")
 	}
 }
+
+// TestPlotOddReports: a report of one stage, of a stage without a single
+// answer, or with figures that are NaN or infinite (a server's metrics
+// can be) still draws, every coordinate a number inside the picture.
+func TestPlotOddReports(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	for name, stages := range map[string][]*bench.StageReport{
+		"one stage": {{Stage: 1, Target: "t", RequestedRate: 5, AchievedRate: 5, Trusted: true,
+			TTFT: bench.Quantiles{Count: 3, P50: 0.1, P99: 0.1}, OutputTokensPerSec: 300}},
+		"no answers": {{Stage: 1, Target: "t", RequestedRate: 5, Reasons: []string{"no request was sent"}}},
+		"odd figures": {
+			{Stage: 1, Target: "t", RequestedRate: 0, AchievedRate: nan, Trusted: true, TTFT: bench.Quantiles{Count: 3, P50: 0, P99: inf}, OutputTokensPerSec: nan},
+			{Stage: 2, Target: "t", RequestedRate: 10, AchievedRate: inf, Trusted: true, E2E: bench.Quantiles{Count: 3, P50: nan, P99: 2}},
+		},
+	} {
+		var buf bytes.Buffer
+		if err := (&bench.Report{Stages: stages}).WriteSVG(&buf); err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(buf.Bytes(), []byte("NaN")) || bytes.Contains(buf.Bytes(), []byte("Inf")) {
+			t.Errorf("%s: a coordinate that is not a number:\n%s", name, buf.String())
+		}
+		els := parseSVG(t, buf.Bytes())
+		w, _ := strconv.ParseFloat(els[0].attrs["width"], 64)
+		h, _ := strconv.ParseFloat(els[0].attrs["height"], 64)
+		for _, e := range els {
+			for _, a := range []string{"x", "cx"} {
+				if v, err := strconv.ParseFloat(e.attrs[a], 64); err == nil && (v < 0 || v > w) {
+					t.Errorf("%s: %s %s=%v outside 0..%v", name, e.name, a, v, w)
+				}
+			}
+			for _, a := range []string{"y", "cy"} {
+				if v, err := strconv.ParseFloat(e.attrs[a], 64); err == nil && (v < 0 || v > h) {
+					t.Errorf("%s: %s %s=%v outside 0..%v", name, e.name, a, v, h)
+				}
+			}
+		}
+		if err := (&bench.Report{Stages: stages}).WritePNG(io.Discard); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
