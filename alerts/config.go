@@ -215,7 +215,33 @@ type Config struct {
 	// among the 72 of a 6h window at that rate with probability under
 	// 0.1%, while a real burn at that rate (5 of 72 is 7%) still alerts.
 	SLOMinBadRequests int `yaml:"slo_min_bad_requests"`
+
+	// Cost configures the energy and cost per generated token recording
+	// rules (cost.go) and the correlation dashboard's panels of them.
+	Cost CostConfig `yaml:"cost"`
+
+	// ClusterLabel is the label naming a cluster in a multi-cluster
+	// Prometheus (or Thanos): the dashboards' cluster variables filter
+	// by it.
+	ClusterLabel string `yaml:"cluster_label"`
+	// ShowMultiCluster shows the dashboards' cluster variables (the
+	// ClusterLabel entry of DashboardVariables and the correlation
+	// dashboard's server cluster). False (the default) hides them, as
+	// kubernetes-mixin's showMultiCluster does: with one cluster they
+	// list one value or none, and All selects every series.
+	ShowMultiCluster bool `yaml:"show_multi_cluster"`
+	// TraceDatasourceType is the plugin type of the data source holding
+	// llmprobe's spans: tempo (the default) or jaeger. The overview's one
+	// trace panel queries the data source its trace_datasource variable
+	// picks among those of this type.
+	TraceDatasourceType string `yaml:"trace_datasource_type"`
 }
+
+// Trace data source types TraceDatasourceType accepts.
+const (
+	TraceDatasourceTempo  = "tempo"
+	TraceDatasourceJaeger = "jaeger"
+)
 
 // defaultLatencyAlert is a latency alert's default: the latency alerts
 // share their durations and regression factor, and differ in their SLO
@@ -296,6 +322,10 @@ func DefaultConfig() Config {
 			Severity: "warning",
 		},
 		SLOMinBadRequests: 5,
+
+		Cost:                defaultCostConfig(),
+		ClusterLabel:        "cluster",
+		TraceDatasourceType: TraceDatasourceTempo,
 	}
 }
 
@@ -383,6 +413,13 @@ func (c Config) Validate() error {
 		errs = append(errs, fieldErr("not_probed_min_expected", "must be positive, got %g", c.NotProbedMinExpected))
 	}
 	errs = append(errs, c.validateSLO()...)
+	errs = append(errs, c.validateCost()...)
+	if !labelName.MatchString(c.ClusterLabel) {
+		errs = append(errs, fieldErr("cluster_label", "%q is not a valid label name", c.ClusterLabel))
+	}
+	if c.TraceDatasourceType != TraceDatasourceTempo && c.TraceDatasourceType != TraceDatasourceJaeger {
+		errs = append(errs, fieldErr("trace_datasource_type", "must be %s or %s, got %q", TraceDatasourceTempo, TraceDatasourceJaeger, c.TraceDatasourceType))
+	}
 	return errors.Join(errs...)
 }
 

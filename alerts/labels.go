@@ -70,7 +70,7 @@ var reservedLabels = []string{"target", "model", "class", "quantile", "le", "out
 // ReservedDashboardVariables are the names of the dashboards' own
 // variables besides target, model and class (package dashboards defines
 // them): a DashboardVariables entry cannot take one.
-var ReservedDashboardVariables = []string{"datasource", "trace_datasource", "jaeger_datasource", "server_job", "gpu_node"}
+var ReservedDashboardVariables = []string{"datasource", "trace_datasource", "server_job", "server_cluster", "server_namespace", "gpu_node"}
 
 var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 

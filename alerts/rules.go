@@ -200,6 +200,7 @@ func (c Config) RecordingRules() RuleGroup {
 			Expr:   fmt.Sprintf("max"+c.by("target", "class")+" (llmprobe_prefix_reuse_target_ratio%s)", sel),
 		},
 	)
+	rules = append(rules, c.CostRules()...)
 	return RuleGroup{Name: "llmprobe.recording", Rules: rules}
 }
 

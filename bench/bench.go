@@ -93,6 +93,11 @@ type Options struct {
 	// stage's window (gpu.go).
 	PrometheusURL string
 	GPUSelector   string
+	// GPUPricePerHour (what one GPU costs per hour) and GPUCount (the
+	// GPUs serving the targets; 0: those Prometheus reports) give each
+	// stage's GPU time and cost per generated token (cost.go).
+	GPUPricePerHour float64
+	GPUCount        int
 
 	stage      int               // the stage runStage runs (1-based), set by Run
 	serverURLs map[string]string // target → metrics URL, set by Run
@@ -137,6 +142,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		if base.Target(name) == nil {
 			return nil, fmt.Errorf("unknown target %q", name)
 		}
+	}
+	if err := checkCostOptions(opts); err != nil {
+		return nil, err
 	}
 	if len(opts.ServerMetrics) > 0 {
 		urls, err := resolveServerMetrics(opts.ServerMetrics, targets)
@@ -352,6 +360,11 @@ wait:
 		}
 		sr.judge(ts)
 		out = append(out, sr)
+	}
+	if cost := stageCost(out, gpu, opts); cost != nil {
+		for _, sr := range out {
+			sr.Cost = cost
+		}
 	}
 	return out, nil
 }

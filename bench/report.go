@@ -138,6 +138,9 @@ type StageReport struct {
 	// GPU is the stage's dcgm-exporter averages (Options.PrometheusURL;
 	// the same for every target of the stage).
 	GPU *GPUStats `json:"gpu,omitempty"`
+	// Cost is the stage's energy and cost per generated token (cost.go;
+	// the same for every target of the stage).
+	Cost *CostStats `json:"cost,omitempty"`
 
 	promptTokens, outputTokens int
 	weight                     float64
@@ -253,6 +256,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	writeServerMetrics(w, r.Stages)
 	writeGPU(w, r.Stages)
+	writeCost(w, r.Stages)
 	writeSLO(w, r.Stages)
 	writeFind(w, r.Find)
 	var sampling []string

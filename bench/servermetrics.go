@@ -1055,6 +1055,7 @@ func writeServerMarkdown(b *strings.Builder, s *StageReport) {
 			}
 		}
 	}
+	writeCostMarkdown(b, s)
 }
 
 // serverMetricsClient is the client of the server-metrics scrapes

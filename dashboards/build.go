@@ -29,21 +29,31 @@ func ptr[T any](v T) *T { return &v }
 
 // Datasource references resolved through the dashboard variables.
 var (
-	promDS  = common.DataSourceRef{Type: ptr("prometheus"), Uid: ptr("${" + VarDatasource + "}")}
-	traceDS = common.DataSourceRef{Type: ptr("tempo"), Uid: ptr("${" + VarTraceDatasource + "}")}
+	promDS = common.DataSourceRef{Type: ptr("prometheus"), Uid: ptr("${" + VarDatasource + "}")}
 )
+
+// traceDS is the trace data source of cfg's type (Tempo or Jaeger),
+// picked by the trace_datasource variable.
+func traceDS(cfg alerts.Config) common.DataSourceRef {
+	return common.DataSourceRef{Type: ptr(cfg.TraceDatasourceType), Uid: ptr("${" + VarTraceDatasource + "}")}
+}
 
 // Dashboard variable names. Panel queries reference them as $name.
 const (
-	VarDatasource      = "datasource"
+	VarDatasource = "datasource"
+	// VarTraceDatasource picks the data source of the one trace panel,
+	// among those of the mixin's trace_datasource_type (Tempo or Jaeger).
 	VarTraceDatasource = "trace_datasource"
-	// VarJaegerDatasource selects a Jaeger data source for the Jaeger trace panel.
-	VarJaegerDatasource = "jaeger_datasource"
-	VarTarget           = "target"
-	VarModel            = "model"
-	VarClass            = "class"
-	VarServerJob        = "server_job"
-	VarGPUNode          = "gpu_node"
+	VarTarget          = "target"
+	VarModel           = "model"
+	VarClass           = "class"
+	VarServerJob       = "server_job"
+	// VarServerCluster and VarServerNamespace narrow the model servers'
+	// and GPUs' series of the correlation dashboard (the cluster label is
+	// alerts.Config.ClusterLabel).
+	VarServerCluster   = "server_cluster"
+	VarServerNamespace = "server_namespace"
+	VarGPUNode         = "gpu_node"
 )
 
 // board accumulates one dashboard: it numbers panels and lays them out
@@ -228,15 +238,30 @@ func thresholdLine(p *timeseries.PanelBuilder, value float64) *timeseries.PanelB
 		ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeDashed))
 }
 
-func tracesPanel(d *board, title, description, traceQL string, w, h uint32) *table.PanelBuilder {
-	return panel(d, table.NewPanelBuilder(), traceDS, title, description, w, h).
-		WithTarget(tempo.NewDataqueryBuilder().
+// tracesPanel lists the latest request traces of the selected targets
+// from the trace data source: a TraceQL search on Tempo, a search of
+// service llmprobe on Jaeger (whose search cannot match a regex of
+// targets), as the mixin's trace_datasource_type says. One panel, so that
+// no panel errors for want of a data source of the other type.
+func tracesPanel(d *board, description, traceQL string, w, h uint32) *table.PanelBuilder {
+	ds := traceDS(d.cfg)
+	title := "Recent probe requests (traces)"
+	var query cog.Builder[variants.Dataquery]
+	switch d.cfg.TraceDatasourceType {
+	case alerts.TraceDatasourceJaeger:
+		description += " Jaeger's search lists the latest traces of service llmprobe (OTEL_SERVICE_NAME), of every target."
+		query = jaegerQuery{service: "llmprobe"}
+	default:
+		query = tempo.NewDataqueryBuilder().
 			RefId("A").
-			Datasource(traceDS).
+			Datasource(ds).
 			QueryType("traceql").
 			Query(traceQL).
 			Limit(20).
-			TableType(tempo.SearchTableTypeTraces)).
+			TableType(tempo.SearchTableTypeTraces)
+	}
+	return panel(d, table.NewPanelBuilder(), ds, title, description, w, h).
+		WithTarget(query).
 		Footer(common.NewTableFooterOptionsBuilder().Show(false).Reducer([]string{}))
 }
 
@@ -248,11 +273,23 @@ func datasourceVar() *dashboard.DatasourceVariableBuilder {
 		Type("prometheus")
 }
 
-func traceDatasourceVar() *dashboard.DatasourceVariableBuilder {
+func traceDatasourceVar(cfg alerts.Config) *dashboard.DatasourceVariableBuilder {
+	name := map[string]string{alerts.TraceDatasourceTempo: "Tempo", alerts.TraceDatasourceJaeger: "Jaeger"}[cfg.TraceDatasourceType]
 	return dashboard.NewDatasourceVariableBuilder(VarTraceDatasource).
 		Label("Trace data source").
-		Description("Tempo data source holding llmprobe's request spans. Exemplar links come from the Prometheus data source's exemplar settings (see docs/dashboards.md).").
-		Type("tempo")
+		Description(name + " data source holding llmprobe's request spans (the mixin's trace_datasource_type picks Tempo or Jaeger). " +
+			"Exemplar links come from the Prometheus data source's exemplar settings (see docs/dashboards.md).").
+		Type(cfg.TraceDatasourceType)
+}
+
+// hideUnlessMultiCluster hides a cluster variable unless the mixin's
+// show_multi_cluster is set (kubernetes-mixin's showMultiCluster): with
+// one cluster it has one value or none, and its All selects everything.
+func (d *board) hideUnlessMultiCluster(v *dashboard.QueryVariableBuilder) *dashboard.QueryVariableBuilder {
+	if !d.cfg.ShowMultiCluster {
+		v = v.Hide(dashboard.VariableHideHideVariable)
+	}
+	return v
 }
 
 func queryVar(name, label, query string, multi bool) *dashboard.QueryVariableBuilder {
@@ -284,8 +321,11 @@ func (d *board) probeVars() {
 		chain = append(chain, s)
 	}
 	for _, v := range d.cfg.DashboardVariables {
-		d.b.WithVariable(queryVar(v, variableLabel(v),
-			fmt.Sprintf("label_values(llmprobe_build_info%s, %s)", braces(chain), v), true))
+		qv := queryVar(v, variableLabel(v), fmt.Sprintf("label_values(llmprobe_build_info%s, %s)", braces(chain), v), true)
+		if v == d.cfg.ClusterLabel {
+			qv = d.hideUnlessMultiCluster(qv)
+		}
+		d.b.WithVariable(qv)
 		chain = append(chain, fmt.Sprintf(`%s=~"$%s"`, v, v))
 	}
 	d.b.WithVariable(queryVar(VarTarget, "Target",

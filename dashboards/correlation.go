@@ -43,9 +43,32 @@ var engines = []engine{
 	},
 }
 
-// serverSel selects the model server's series: the server job variable and
-// the probe's model variable matched against the server's model_name.
-const serverSel = `{job=~"$server_job", model_name=~"$model"}`
+// serverScope narrows a model server's or a GPU's series to the selected
+// server cluster and namespace (engineScope) or cluster (gpuScope): in a
+// Prometheus holding several clusters, job and model alone mix them.
+func serverScope(cfg alerts.Config, namespace bool) []string {
+	m := []string{fmt.Sprintf(`%s=~"$%s"`, cfg.ClusterLabel, VarServerCluster)}
+	if namespace {
+		m = append(m, fmt.Sprintf(`namespace=~"$%s"`, VarServerNamespace))
+	}
+	return m
+}
+
+// engineSel selects one server's series: scope, the server job variable
+// and, for vLLM and SGLang, the probe's model variable matched against
+// the server's model_name (TGI and llama.cpp serve one model and do not
+// label it).
+func engineSel(cfg alerts.Config, byModel bool) string {
+	m := append(serverScope(cfg, true), fmt.Sprintf(`job=~"$%s"`, VarServerJob))
+	if byModel {
+		m = append(m, fmt.Sprintf(`model_name=~"$%s"`, VarModel))
+	}
+	return braces(m)
+}
+
+// engineGauges are the gauges every engine exports, whose jobs, clusters
+// and namespaces the server variables list.
+const engineGauges = `vllm:num_requests_running|sglang:num_running_reqs|tgi_queue_size|llamacpp:requests_processing`
 
 // eitherEngine joins one expression per engine with `or`, each tagged with
 // an engine label, so one query returns data whichever server is scraped.
@@ -61,7 +84,7 @@ func eitherEngine(f func(e engine) string) string {
 	return strings.Join(parts, "\nor\n")
 }
 
-func serverQuantile(quant float64, pick func(e engine) string) string {
+func serverQuantile(serverSel string, quant float64, pick func(e engine) string) string {
 	return eitherEngine(func(e engine) string {
 		return alerts.HistogramQuantile(quant, pick(e), []string{"model_name"}, serverSel, rateWin)
 	})
@@ -72,17 +95,17 @@ func probeQuantileByModel(s sels, quant float64, short string) string {
 }
 
 // gap is probe quantile minus server quantile, joined on model = model_name.
-func gap(s sels, quant float64) string {
+func gap(s sels, serverSel string, quant float64) string {
 	return alerts.Paren(probeQuantileByModel(s, quant, "ttft")) + "\n- on (model)\n" +
-		`label_replace(` + alerts.Paren(serverQuantile(quant, func(e engine) string { return e.ttft })) + `, "model", "$1", "model_name", "(.*)")`
+		`label_replace(` + alerts.Paren(serverQuantile(serverSel, quant, func(e engine) string { return e.ttft })) + `, "model", "$1", "model_name", "(.*)")`
 }
 
 func versus(d *board, s sels, title, description, short string, pick func(e engine) string) {
 	d.add(d.ts(title, description, "s", 12, 9,
 		q{expr: probeQuantileByModel(s, 0.5, short), legend: "probe p50 {{model}}"},
 		q{expr: probeQuantileByModel(s, 0.99, short), legend: "probe p99 {{model}}", exemplar: true},
-		q{expr: serverQuantile(0.5, pick), legend: "{{engine}} p50 {{model_name}}"},
-		q{expr: serverQuantile(0.99, pick), legend: "{{engine}} p99 {{model_name}}"},
+		q{expr: serverQuantile(engineSel(d.cfg, true), 0.5, pick), legend: "{{engine}} p50 {{model_name}}"},
+		q{expr: serverQuantile(engineSel(d.cfg, true), 0.99, pick), legend: "{{engine}} p99 {{model_name}}"},
 	).OverrideByQuery("C", dashed()).OverrideByQuery("D", dashed()))
 }
 
@@ -90,11 +113,19 @@ func versus(d *board, s sels, title, description, short string, pick func(e engi
 func Correlation(cfg alerts.Config) (dashboard.Dashboard, error) {
 	s := panelSels(cfg)
 	d := newBoard(cfg, CorrelationUID, "llmprobe / Server and GPU correlation",
-		"Is it the model server, the GPU, or the path in between? llmprobe's client-side latency next to the engine's own metrics (vLLM or SGLang, matched on model = model_name) and the GPU's (dcgm-exporter).")
+		"Is it the model server, the GPU, or the path in between? llmprobe's client-side latency next to the engine's own metrics (vLLM or SGLang, matched on model = model_name; TGI and llama.cpp per instance), the GPU's (dcgm-exporter), and the energy and GPU time per generated token.")
 	d.probeVars()
+	serverSel := engineSel(cfg, true)
+	gauges := fmt.Sprintf(`__name__=~"%s"`, engineGauges)
+	scope := serverScope(cfg, true)
+	d.b.WithVariable(d.hideUnlessMultiCluster(queryVar(VarServerCluster, "Server cluster",
+		fmt.Sprintf("label_values(%s, %s)", braces([]string{gauges}), cfg.ClusterLabel), true)))
+	d.b.WithVariable(queryVar(VarServerNamespace, "Server namespace",
+		fmt.Sprintf("label_values(%s, namespace)", braces([]string{gauges, scope[0]})), true))
 	d.b.WithVariable(queryVar(VarServerJob, "Server job",
-		`label_values({__name__=~"vllm:num_requests_running|sglang:num_running_reqs"}, job)`, true))
-	d.b.WithVariable(queryVar(VarGPUNode, "GPU node", `label_values(DCGM_FI_DEV_GPU_UTIL, Hostname)`, true))
+		fmt.Sprintf("label_values(%s, job)", braces(append([]string{gauges}, scope...))), true))
+	d.b.WithVariable(queryVar(VarGPUNode, "GPU node",
+		fmt.Sprintf("label_values(DCGM_FI_DEV_GPU_UTIL%s, Hostname)", braces(serverScope(cfg, false))), true))
 	d.annotations(s)
 	d.statusPageLink()
 
@@ -107,8 +138,8 @@ func Correlation(cfg alerts.Config) (dashboard.Dashboard, error) {
 		"Probe TTFT quantile minus the engine's TTFT quantile for the same model. A growing gap with a flat engine TTFT points at the network, gateway or "+
 			"queueing outside the engine; a flat gap with growing TTFT points at the engine (prefill, batch, KV cache). Quantiles of different populations: read as a trend.",
 		"s", 12, 9,
-		q{expr: gap(s, 0.5), legend: "p50 gap {{model}}"},
-		q{expr: gap(s, 0.99), legend: "p99 gap {{model}}"},
+		q{expr: gap(s, serverSel, 0.5), legend: "p50 gap {{model}}"},
+		q{expr: gap(s, serverSel, 0.99), legend: "p99 gap {{model}}"},
 	))
 
 	d.row("Decode: client vs engine")
@@ -162,7 +193,7 @@ func Correlation(cfg alerts.Config) (dashboard.Dashboard, error) {
 	).AxisLabel("tokens/s").OverrideByQuery("C", dashed()).OverrideByQuery("D", dashed()))
 
 	d.row("GPU (dcgm-exporter)")
-	gpuSel := `{Hostname=~"$gpu_node"}`
+	gpuSel := braces(append(serverScope(cfg, false), fmt.Sprintf(`Hostname=~"$%s"`, VarGPUNode)))
 	gpu := func(title, description, metric, unit string) {
 		d.add(d.ts(title, description, unit, 6, 8,
 			q{expr: fmt.Sprintf("max by (Hostname, gpu, modelName) (%s%s)", metric, gpuSel), legend: "{{Hostname}} GPU {{gpu}}"},
@@ -172,6 +203,9 @@ func Correlation(cfg alerts.Config) (dashboard.Dashboard, error) {
 	gpu("SM active", "DCGM_FI_PROF_SM_ACTIVE: fraction of time at least one warp was resident on an SM, averaged over SMs. The better measure of compute saturation.", "DCGM_FI_PROF_SM_ACTIVE", "percentunit")
 	gpu("Framebuffer used", "DCGM_FI_DEV_FB_USED: GPU memory in use (MiB). vLLM preallocates the KV cache, so this is flat while the engine runs.", "DCGM_FI_DEV_FB_USED", "mbytes")
 	gpu("Power draw", "DCGM_FI_DEV_POWER_USAGE: board power in watts; tracks real work more closely than utilisation.", "DCGM_FI_DEV_POWER_USAGE", "watt")
+
+	costRow(d, cfg)
+	otherEnginesRow(d, cfg)
 
 	return d.build()
 }

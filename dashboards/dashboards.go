@@ -123,7 +123,7 @@ type Query struct {
 
 // Needs says what must be scraped or loaded for q to return data.
 type Needs struct {
-	// Server: a vLLM or SGLang server (vllm:* / sglang:* series).
+	// Server: a model server (vllm:*, sglang:*, tgi_*, llamacpp:* series).
 	Server bool
 	// GPU: dcgm-exporter (DCGM_* series).
 	GPU bool
@@ -135,11 +135,17 @@ type Needs struct {
 
 var recordedName = regexp.MustCompile(`\b[a-z_]+:llmprobe_[a-z_]+:[a-z0-9_]+`)
 
+// costRecord matches the recorded energy and cost series (alerts/cost.go),
+// which need both a model server and dcgm-exporter.
+var costRecord = regexp.MustCompile(`\b[a-z_]+:llmprobe_(gpu|gpus|engine)_[a-z_]*:[a-z0-9_]+`)
+
 // Needs reports what q needs to return data, read from its expression.
 func (q Query) Needs() Needs {
+	cost := costRecord.MatchString(q.Expr)
 	return Needs{
-		Server:  strings.Contains(q.Expr, "vllm:") || strings.Contains(q.Expr, "sglang:"),
-		GPU:     strings.Contains(q.Expr, "DCGM_"),
+		Server: strings.Contains(q.Expr, "vllm:") || strings.Contains(q.Expr, "sglang:") ||
+			strings.Contains(q.Expr, "tgi_") || strings.Contains(q.Expr, "llamacpp:") || cost,
+		GPU:     strings.Contains(q.Expr, "DCGM_") || cost,
 		Rules:   recordedName.MatchString(q.Expr),
 		History: strings.Contains(q.Expr, "offset 1w"),
 	}
@@ -238,17 +244,18 @@ func DefaultVars() Vars { return DefaultVarsFor(alerts.DefaultConfig()) }
 // every scope variable of cfg.DashboardVariables selects All as well.
 func DefaultVarsFor(cfg alerts.Config) Vars {
 	v := Vars{
-		VarDatasource:       "prometheus",
-		VarTraceDatasource:  "tempo",
-		VarJaegerDatasource: "jaeger",
-		VarTarget:           ".*",
-		VarModel:            ".*",
-		VarClass:            ".*",
-		VarServerJob:        ".*",
-		VarGPUNode:          ".*",
-		"__rate_interval":   "1m",
-		"__interval":        "15s",
-		"__range":           "1h",
+		VarDatasource:      "prometheus",
+		VarTraceDatasource: "tempo",
+		VarTarget:          ".*",
+		VarModel:           ".*",
+		VarClass:           ".*",
+		VarServerJob:       ".*",
+		VarServerCluster:   ".*",
+		VarServerNamespace: ".*",
+		VarGPUNode:         ".*",
+		"__rate_interval":  "1m",
+		"__interval":       "15s",
+		"__range":          "1h",
 	}
 	for _, name := range cfg.DashboardVariables {
 		v[name] = ".*"

@@ -246,9 +246,11 @@ func TestQueries(t *testing.T) {
 		}
 	}
 	// rules: the two alerting-view panels (this week and a week ago), the
-	// error budget and the four burn rates of the SLO row.
-	if server == 0 || gpu != 4 || rules != 9 || history != 2 {
-		t.Errorf("Needs: server=%d gpu=%d rules=%d history=%d; want server>0, gpu=4, rules=9, history=2", server, gpu, rules, history)
+	// error budget and the four burn rates of the SLO row, and the three
+	// energy and GPU time queries (which need a GPU too: gpu is the four
+	// GPU panels and those three).
+	if server == 0 || gpu != 7 || rules != 12 || history != 2 {
+		t.Errorf("Needs: server=%d gpu=%d rules=%d history=%d; want server>0, gpu=7, rules=12, history=2", server, gpu, rules, history)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/common"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 	"github.com/grafana/grafana-foundation-sdk/go/heatmap"
-	"github.com/grafana/grafana-foundation-sdk/go/table"
 
 	"github.com/llmprobe/llmprobe/alerts"
 )
@@ -257,31 +256,9 @@ type jaegerQuery struct{ service string }
 func (j jaegerQuery) Build() (variants.Dataquery, error) {
 	return variants.UnknownDataquery{
 		"refId":      "A",
-		"datasource": map[string]any{"type": "jaeger", "uid": "${" + VarJaegerDatasource + "}"},
+		"datasource": map[string]any{"type": alerts.TraceDatasourceJaeger, "uid": "${" + VarTraceDatasource + "}"},
 		"queryType":  "search",
 		"service":    j.service,
 		"limit":      20,
 	}, nil
-}
-
-// jaegerPanel lists the latest request traces from a Jaeger data source,
-// for sites that store traces in Jaeger rather than Tempo.
-func jaegerPanel(d *board) {
-	ds := common.DataSourceRef{Type: ptr("jaeger"), Uid: ptr("${" + VarJaegerDatasource + "}")}
-	d.add(table.NewPanelBuilder().
-		Id(d.id()).
-		Title("Recent probe requests (Jaeger)").
-		Description("The latest spans of service llmprobe (OTEL_SERVICE_NAME) from the Jaeger data source, for sites that keep traces in Jaeger rather than Tempo.").
-		Datasource(ds).
-		Span(24).
-		Height(8).
-		WithTarget(jaegerQuery{service: "llmprobe"}).
-		Footer(common.NewTableFooterOptionsBuilder().Show(false).Reducer([]string{})))
-}
-
-func jaegerDatasourceVar() *dashboard.DatasourceVariableBuilder {
-	return dashboard.NewDatasourceVariableBuilder(VarJaegerDatasource).
-		Label("Jaeger data source").
-		Description("Jaeger data source holding llmprobe's request spans, if traces go to Jaeger.").
-		Type("jaeger")
 }

@@ -80,8 +80,7 @@ func Overview(cfg alerts.Config) (dashboard.Dashboard, error) {
 	d := newBoard(cfg, OverviewUID, "llmprobe / Overview",
 		"Continuous LLM endpoint benchmarking: TTFT, TPOT, ITL and E2E as llmprobe measures them, the harness's own health, errors, SLO error budgets, tokens and prefix-cache reuse.")
 	d.probeVars()
-	d.b.WithVariable(traceDatasourceVar())
-	d.b.WithVariable(jaegerDatasourceVar())
+	d.b.WithVariable(traceDatasourceVar(cfg))
 	d.annotations(s)
 	d.statusPageLink()
 
@@ -243,10 +242,9 @@ func Overview(cfg alerts.Config) (dashboard.Dashboard, error) {
 	selfRow(d, s)
 
 	d.row("Traces")
-	d.add(tracesPanel(d, "Recent probe requests (traces)",
+	d.add(tracesPanel(d,
 		"The latest request spans of the selected targets from the trace data source: open one to see TTFT, schedule lag and the server's own spans.",
 		`{ span.llmprobe.target =~ "${target:regex}" }`, 24, 8))
-	jaegerPanel(d)
 
 	return d.build()
 }

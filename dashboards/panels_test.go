@@ -333,6 +333,59 @@ func vllmExposition() (*prometheus.Registry, func(i int)) {
 	}
 }
 
+// engineLabels are the Kubernetes labels the scrape of the vLLM pod
+// carries: those of the pod dashboards/testdata/dcgm-exporter.prom maps GPU
+// 0 to, so the energy and cost rules join the two.
+var engineLabels = map[string]string{"namespace": "llm-serving", "pod": "vllm-llama-8b-6d9f7c5b8-x2k4q"}
+
+// tgiExposition exposes the TGI metric names bench/servermetrics.go
+// reads (classic histograms, no model label), observed continuously.
+func tgiExposition() (*prometheus.Registry, func(i int)) {
+	reg := prometheus.NewRegistry()
+	hist := func(name string, buckets []float64) prometheus.Histogram {
+		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: name, Buckets: buckets})
+		reg.MustRegister(h)
+		return h
+	}
+	gauge := func(name string) prometheus.Gauge {
+		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: name})
+		reg.MustRegister(g)
+		return g
+	}
+	secs := prometheus.ExponentialBuckets(0.001, 2, 16)
+	toks := prometheus.ExponentialBuckets(1, 2, 14)
+	duration, queue, perToken := hist("tgi_request_duration", secs), hist("tgi_request_queue_duration", secs), hist("tgi_request_mean_time_per_token_duration", secs)
+	input, generated := hist("tgi_request_input_length", toks), hist("tgi_request_generated_tokens", toks)
+	batch, queued := gauge("tgi_batch_current_size"), gauge("tgi_queue_size")
+	return reg, func(i int) {
+		v := float64(i%10+1) / 100
+		duration.Observe(1.5 + v)
+		queue.Observe(0.05 + v)
+		perToken.Observe(0.02 + v/10)
+		input.Observe(200)
+		generated.Observe(120)
+		batch.Set(float64(3 + i%2))
+		queued.Set(float64(i % 3))
+	}
+}
+
+// llamacppExposition exposes the llama.cpp server's metric names (no
+// model label), observed continuously.
+func llamacppExposition() (*prometheus.Registry, func(i int)) {
+	reg := prometheus.NewRegistry()
+	prompt := prometheus.NewCounter(prometheus.CounterOpts{Name: "llamacpp:prompt_tokens_total", Help: "prompt"})
+	predicted := prometheus.NewCounter(prometheus.CounterOpts{Name: "llamacpp:tokens_predicted_total", Help: "predicted"})
+	processing := prometheus.NewGauge(prometheus.GaugeOpts{Name: "llamacpp:requests_processing", Help: "processing"})
+	deferred := prometheus.NewGauge(prometheus.GaugeOpts{Name: "llamacpp:requests_deferred", Help: "deferred"})
+	reg.MustRegister(prompt, predicted, processing, deferred)
+	return reg, func(i int) {
+		prompt.Add(150)
+		predicted.Add(40)
+		processing.Set(float64(1 + i%2))
+		deferred.Set(float64(i % 2))
+	}
+}
+
 // TestPanelsReturnData starts a real Prometheus (native histograms,
 // exemplar storage, the mixin's rule file) scraping a contract-conformant
 // llmprobe exposition, the vLLM metric names and the recorded dcgm-exporter
@@ -341,9 +394,14 @@ func vllmExposition() (*prometheus.Registry, func(i int)) {
 // week-ago queries cannot), every annotation query marks something, and
 // every exemplar-enabled query returns exemplars carrying a trace_id.
 //
+// TGI and llama.cpp expositions are scraped too, and the vLLM one with the
+// namespace and pod labels of the pod the fixture's GPU 0 runs, so the
+// energy and GPU time per token rules join them.
+//
 // It runs for the committed dashboards and rules, and for a mixin
 // generated for a different setup: llmprobe scraped as job="probe" with
-// cluster and namespace target labels, rules grouped by cluster.
+// cluster and namespace target labels, rules grouped by cluster, a GPU
+// price (so the cost per million tokens is recorded and shown).
 func TestPanelsReturnData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Prometheus")
@@ -359,6 +417,7 @@ func TestPanelsReturnData(t *testing.T) {
 		cfg := alerts.DefaultConfig()
 		cfg.Selector = `job="probe", cluster="eu1"`
 		cfg.GroupLabels = []string{"cluster"}
+		cfg.Cost.GPUPricePerHour = 2.5
 		checkPanels(t, cfg, "probe", map[string]string{"cluster": "eu1", "namespace": "monitoring"}, map[string][]string{
 			"job": {"probe"}, "cluster": {"eu1"}, "namespace": {"monitoring"},
 		})
@@ -372,6 +431,8 @@ func TestPanelsReturnData(t *testing.T) {
 func checkPanels(t *testing.T, cfg alerts.Config, job string, labels map[string]string, wantVars map[string][]string) {
 	probe := newContractExposition()
 	vreg, vtick := vllmExposition()
+	treg, ttick := tgiExposition()
+	lreg, ltick := llamacppExposition()
 	dcgm, err := os.ReadFile(filepath.Join("testdata", "dcgm-exporter.prom"))
 	if err != nil {
 		t.Fatal(err)
@@ -380,6 +441,10 @@ func checkPanels(t *testing.T, cfg alerts.Config, job string, labels map[string]
 	defer probeSrv.Close()
 	vllmSrv := httptest.NewServer(promhttp.HandlerFor(vreg, promhttp.HandlerOpts{}))
 	defer vllmSrv.Close()
+	tgiSrv := httptest.NewServer(promhttp.HandlerFor(treg, promhttp.HandlerOpts{}))
+	defer tgiSrv.Close()
+	llamacppSrv := httptest.NewServer(promhttp.HandlerFor(lreg, promhttp.HandlerOpts{}))
+	defer llamacppSrv.Close()
 	dcgmSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		_, _ = w.Write(dcgm)
@@ -397,6 +462,8 @@ func checkPanels(t *testing.T, cfg alerts.Config, job string, labels map[string]
 		for i := 0; ; i++ {
 			probe.tick(i)
 			vtick(i)
+			ttick(i)
+			ltick(i)
 			select {
 			case <-stop:
 				return
@@ -418,7 +485,9 @@ func checkPanels(t *testing.T, cfg alerts.Config, job string, labels map[string]
 	prom := promtest.Start(t, promtest.Options{
 		Targets: []promtest.ScrapeTarget{
 			{JobName: job, Address: probeSrv.Listener.Addr().String(), Labels: labels},
-			{JobName: "vllm", Address: vllmSrv.Listener.Addr().String()},
+			{JobName: "vllm", Address: vllmSrv.Listener.Addr().String(), Labels: engineLabels},
+			{JobName: "tgi", Address: tgiSrv.Listener.Addr().String()},
+			{JobName: "llamacpp", Address: llamacppSrv.Listener.Addr().String()},
 			{JobName: "dcgm", Address: dcgmSrv.Listener.Addr().String()},
 		},
 		ScrapeInterval: time.Second,
@@ -430,7 +499,7 @@ func checkPanels(t *testing.T, cfg alerts.Config, job string, labels map[string]
 	vars["__range"] = "30s"
 	vars["target"] = simTarget
 	vars["model"] = strings.ReplaceAll(simModel, ".", `\\.`)
-	vars["server_job"] = "vllm"
+	vars["server_job"] = "(vllm|tgi|llamacpp)"
 	vars["gpu_node"] = "gpu-node-1"
 	for name, values := range wantVars {
 		if len(values) == 1 {

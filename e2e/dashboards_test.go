@@ -50,8 +50,10 @@ const (
 // real simulator and the real daemon (probing it with three targets; a
 // class with shared prefixes, a plain one and a multi-turn one; a failing
 // target) are scraped by a real Prometheus 3 that also scrapes the
-// recorded dcgm-exporter exposition and evaluates alerts/llmprobe.rules.yml.
-// Every dashboard variable must list the values the setup implies, and
+// recorded dcgm-exporter exposition, a TGI and a llama.cpp exposition
+// (engines_test.go) and evaluates alerts/llmprobe.rules.yml; the
+// simulator is scraped with the namespace and pod of the fixture's GPU 0,
+// so the energy and GPU time per token rules join them. Every dashboard variable must list the values the setup implies, and
 // every panel query of both dashboards, expanded as Grafana would for that
 // selection, must return a finite sample — except the week-ago lines,
 // which cannot have data in a test, and the conversation panel when the
@@ -94,12 +96,15 @@ func TestDashboardsAgainstRealStack(t *testing.T) {
 		w.Write(dcgm)
 	}))
 	t.Cleanup(dcgmSrv.Close)
+	tgiSrv, llamacppSrv := tgiExposition(t), llamacppExposition(t)
 
 	started := time.Now()
 	prom := promtest.Start(t, promtest.Options{
 		Targets: []promtest.ScrapeTarget{
 			{JobName: llmprobeJob, Address: hostPort(t, daemonURL)},
-			{JobName: serverJob, Address: hostPort(t, simURL)},
+			{JobName: serverJob, Address: hostPort(t, simURL), Labels: engineLabels},
+			{JobName: tgiJob, Address: hostPort(t, tgiSrv.URL)},
+			{JobName: llamacppJob, Address: hostPort(t, llamacppSrv.URL)},
 			{JobName: dcgmJob, Address: hostPort(t, dcgmSrv.URL)},
 		},
 		ScrapeInterval: time.Second,
@@ -119,7 +124,7 @@ func TestDashboardsAgainstRealStack(t *testing.T) {
 	vars[dashboards.VarTarget] = "(" + strings.Join(targets, "|") + ")"
 	vars[dashboards.VarModel] = strings.ReplaceAll(simModel, ".", `\\.`)
 	vars[dashboards.VarClass] = "(" + strings.Join(classes, "|") + ")"
-	vars[dashboards.VarServerJob] = serverJob
+	vars[dashboards.VarServerJob] = "(" + strings.Join([]string{serverJob, tgiJob, llamacppJob}, "|") + ")"
 	vars[dashboards.VarGPUNode] = gpuNode
 	vars["__rate_interval"] = "10s"
 	vars["__interval"] = "1s"
@@ -138,8 +143,12 @@ func TestDashboardsAgainstRealStack(t *testing.T) {
 			dashboards.VarTarget:    targets,
 			dashboards.VarModel:     {simModel},
 			dashboards.VarClass:     classes,
-			dashboards.VarServerJob: {serverJob},
+			dashboards.VarServerJob: {serverJob, tgiJob, llamacppJob},
 			dashboards.VarGPUNode:   {gpuNode},
+			// The servers' scope: no cluster label; the simulator is
+			// scraped with the namespace of the pod GPU 0 serves.
+			dashboards.VarServerCluster:   nil,
+			dashboards.VarServerNamespace: {engineLabels["namespace"]},
 		}
 		checkVariables(t, prom, wait, vars, want)
 	})
@@ -424,6 +433,12 @@ func checkPanelValues(t *testing.T, prom *promtest.Server, wait *patience, vars 
 		{ov, "Time to first token (TTFT)", "C", map[string]string{"target": "sim-chat"}, "> 0", positive},
 		{corr, "Prefix-cache hit ratio: engine vs probe", "A", map[string]string{"engine": "vllm"}, "> 0 (the simulator served cached prefixes)", positive},
 		{corr, "TTFT: probe vs engine", "C", map[string]string{"engine": "vllm", "model_name": simModel}, "> 0", positive},
+		// GPU 0 of the fixture draws 312.481 W for the simulator's pod: a
+		// positive energy per token from the engine's own token counter.
+		{corr, "Energy per generated token", "A", engineLabels, "> 0 (GPU 0's power over the simulator's tokens/s)", positive},
+		{corr, "GPU time and cost per million generated tokens", "A", engineLabels, "> 0 (1 GPU over the simulator's tokens/s)", positive},
+		{corr, "TGI: tokens per second", "B", nil, "> 0 (120 tokens per request)", positive},
+		{corr, "llama.cpp: tokens per second", "B", nil, "> 0", positive},
 	}
 	if conversations {
 		// Each arrival starts a conversation of 1 to 3 turns: the

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -49,6 +50,8 @@ type benchOptions struct {
 	serverMetrics []string // --server-metrics
 	promURL       string   // --prometheus.url
 	gpuSelector   string   // --gpu.selector
+	gpuPrice      float64  // --gpu.price-per-hour
+	gpuCount      int      // --gpu.count
 
 	find findFlags // --find, --levels, --capacity, --find.*
 }
@@ -70,6 +73,8 @@ func registerBench(app *kingpin.Application) command {
 	cmd.Flag("server-metrics", "Scrape the target server's Prometheus metrics at this URL beside every stage (vLLM, SGLang, llama.cpp, TGI): one URL for all targets, one per target in order, or TARGET=URL (repeatable or comma-separated); with --sim, "+examples.DemoURLPlaceholder+" stands for the simulator's base URL. A failed scrape is reported, never fatal.").PlaceHolder("URL").StringsVar(&o.serverMetrics)
 	cmd.Flag("prometheus.url", "Prometheus to ask for dcgm-exporter GPU figures averaged over each stage (with --gpu.selector).").PlaceHolder("URL").StringVar(&o.promURL)
 	cmd.Flag("gpu.selector", `Label matchers selecting the GPUs' DCGM series for --prometheus.url, e.g. 'Hostname="gpu-node-1"'.`).StringVar(&o.gpuSelector)
+	cmd.Flag("gpu.price-per-hour", "What one GPU costs per hour: each stage also reports the GPU cost per million generated tokens (with --gpu.count, or the GPUs --prometheus.url finds). 0: none.").Default("0").Float64Var(&o.gpuPrice)
+	cmd.Flag("gpu.count", "The number of GPUs serving the targets, for the GPU time and cost per generated token. 0: those --prometheus.url finds with --gpu.selector.").Default("0").IntVar(&o.gpuCount)
 	o.find.register(cmd)
 	cmd.Flag("stop-when-saturated", "Stop after the first stage whose load was not delivered.").BoolVar(&o.stopSaturated)
 	cmd.Flag("sim", "Start the built-in simulator in a child process on a loopback port; "+examples.DemoURLPlaceholder+" in the config stands for its base URL.").BoolVar(&o.sim)
@@ -102,6 +107,9 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	}
 	if o.grace < 0 {
 		return usagef("--stage.grace must not be negative, got %v", o.grace)
+	}
+	if err := checkGPUCostFlags(o); err != nil {
+		return err
 	}
 	plotFormat := ""
 	if o.plot != "" {
@@ -168,6 +176,8 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		ServerMetrics:     o.serverMetrics,
 		PrometheusURL:     o.promURL,
 		GPUSelector:       o.gpuSelector,
+		GPUPricePerHour:   o.gpuPrice,
+		GPUCount:          o.gpuCount,
 	}
 	if isTerminal(os.Stdout) {
 		bopts.Progress = progressPrinter(os.Stdout)
@@ -395,4 +405,18 @@ func startSimChild(ctx context.Context, logger *slog.Logger, o *benchOptions) (s
 	}
 	logger.Info("simulator started in a child process", "url", base, "pid", cmd.Process.Pid)
 	return base, stop, cmd.Process.Pid, nil
+}
+
+// checkGPUCostFlags refuses a --gpu.price-per-hour or --gpu.count that
+// cannot give a cost per token, before anything starts.
+func checkGPUCostFlags(o *benchOptions) error {
+	switch {
+	case o.gpuPrice < 0 || math.IsNaN(o.gpuPrice) || math.IsInf(o.gpuPrice, 0):
+		return usagef("--gpu.price-per-hour must be 0 (none) or positive, got %g", o.gpuPrice)
+	case o.gpuCount < 0:
+		return usagef("--gpu.count must not be negative, got %d", o.gpuCount)
+	case o.gpuPrice > 0 && o.gpuCount == 0 && o.promURL == "":
+		return usagef("--gpu.price-per-hour needs the number of GPUs: --gpu.count, or --prometheus.url (with --gpu.selector) to count them")
+	}
+	return nil
 }

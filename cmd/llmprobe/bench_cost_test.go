@@ -1,0 +1,41 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestBenchCostUsage: a GPU price or count that cannot give a cost per
+// token is one line "llmprobe: error: ..." and exit code 2, before any
+// simulator or stage starts.
+func TestBenchCostUsage(t *testing.T) {
+	bin := binary(t)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--stage=1:1s", "--gpu.price-per-hour=2.5"}, "--gpu.price-per-hour needs the number of GPUs: --gpu.count, or --prometheus.url"},
+		{[]string{"--stage=1:1s", "--gpu.price-per-hour=-1", "--gpu.count=1"}, "--gpu.price-per-hour must be 0 (none) or positive, got -1"},
+		{[]string{"--stage=1:1s", "--gpu.price-per-hour=NaN", "--gpu.count=1"}, "--gpu.price-per-hour must be 0 (none) or positive, got NaN"},
+		{[]string{"--stage=1:1s", "--gpu.count=-2"}, "--gpu.count must not be negative, got -2"},
+	} {
+		args := append([]string{"bench", "--sim"}, tt.args...)
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			r := runBinary(t, bin, nil, append(args, "--log.level=error")...)
+			if r.code != 2 {
+				t.Errorf("exit code %d, want 2 (stderr %q)", r.code, r.stderr)
+			}
+			lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], "llmprobe: error: ") || !strings.Contains(lines[0], tt.want) {
+				t.Errorf("stderr is not one line \"llmprobe: error: ...%s...\":\n%s", tt.want, r.stderr)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout is not empty:\n%s", r.stdout)
+			}
+		})
+	}
+}
