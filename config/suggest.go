@@ -13,14 +13,11 @@ import (
 )
 
 // suggestKey returns the key of struct type t (a mapping's schema) that
-// unknown key is most likely a typo of, "" when none is close: the
-// smallest edit distance (insertions, deletions, substitutions and
-// transpositions of neighbours, case ignored), at most 1 for keys of up
-// to 4 characters, 2 up to 8, 3 beyond. Keys the mapping m already has are
-// not suggested.
+// unknown key is most likely a typo of (see Suggest), "" when none is
+// close. Keys the mapping m already has are not suggested.
 func suggestKey(t reflect.Type, key string, m *yaml.Node) string {
 	t = yamlForm(t)
-	if t == nil || t.Kind() != reflect.Struct || isLeaf(t) || key == "" {
+	if t == nil || t.Kind() != reflect.Struct || isLeaf(t) {
 		return ""
 	}
 	have := map[string]bool{}
@@ -29,6 +26,25 @@ func suggestKey(t reflect.Type, key string, m *yaml.Node) string {
 			have[m.Content[i].Value] = true
 		}
 	}
+	var names []string
+	for name := range structFields(t).named {
+		if !have[name] {
+			names = append(names, name)
+		}
+	}
+	return Suggest(key, names)
+}
+
+// Suggest returns the candidate that key is most likely a typo of, ""
+// when none is close: the smallest edit distance (insertions, deletions,
+// substitutions and transpositions of neighbours, case ignored), at most
+// 1 for keys of up to 4 characters, 2 up to 8, 3 beyond; ties go to the
+// first in sorted order. Unknown configuration keys use it; so does
+// `llmprobe mixin` for its file's.
+func Suggest(key string, candidates []string) string {
+	if key == "" {
+		return ""
+	}
 	limit := 3
 	switch n := utf8.RuneCountInString(key); {
 	case n <= 4:
@@ -36,17 +52,10 @@ func suggestKey(t reflect.Type, key string, m *yaml.Node) string {
 	case n <= 8:
 		limit = 2
 	}
-	names := make([]string, 0, len(structFields(t).named))
-	for name := range structFields(t).named {
-		names = append(names, name)
-	}
-	slices.Sort(names) // ties go to the first in order, the same every run
+	names := slices.Sorted(slices.Values(candidates))
 	best, bestDist := "", limit+1
 	for _, name := range names {
-		if have[name] {
-			continue
-		}
-		if d := editDistance(strings.ToLower(key), strings.ToLower(name)); d < bestDist {
+		if d := editDistance(strings.ToLower(key), strings.ToLower(name)); d < bestDist && name != key {
 			best, bestDist = name, d
 		}
 	}

@@ -163,3 +163,23 @@ func byteAt(data []byte, line, col int) byte {
 	}
 	return data[0]
 }
+
+// SyntaxError returns nil when data is well-formed YAML (every document
+// of it), else its first syntax error as an *Error positioned where the
+// file breaks, file naming it. Other YAML files llmprobe reads (`llmprobe
+// mixin`'s) report their syntax errors with it.
+func SyntaxError(file string, data []byte) *Error {
+	msg := parseError(data)
+	if msg == "" {
+		return nil
+	}
+	e := &Error{File: file, Msg: strings.TrimPrefix(msg, "yaml: ")}
+	if m := lineRE.FindStringSubmatch(msg); m != nil {
+		e.Msg = m[2]
+	}
+	if line, col, ok := locateSyntaxError(data, msg); ok {
+		e.Line, e.Column = line, col
+		e.Msg = syntaxHint(e.Msg, byteAt(data, line, col))
+	}
+	return e
+}
