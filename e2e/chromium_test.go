@@ -149,25 +149,13 @@ targets:
 	page := base + "/"
 
 	// Enough ended requests of both for every table to fold: at least
-	// 12 failures and 12 successes (the rings keep 50).
-	rows := regexp.MustCompile(`(?s)<h3 id="recent-(up|down)">.*?(?:<h3|</section>)`)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		body := get(t, page)
-		ready := 0
-		for _, m := range rows.FindAllStringSubmatch(body, -1) {
-			if strings.Count(m[0], "<tr") >= 13 {
-				ready++
-			}
-		}
-		if ready == 2 && strings.Count(regexp.MustCompile(`(?s)<h3 id="failures-down">.*?<h3`).FindString(body), `<tr class="fail">`) >= 12 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not enough requests ended after 60s:\n%.6000s", body)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	// 20 failures and 20 successes (the rings keep 50).
+	const ended = 20
+	pollScrape(t, base, 60*time.Second, "20 requests ended of each target", func(e exposition) bool {
+		up, _ := e.sum("llmprobe_requests_total", map[string]string{"target": "up", "outcome": "success"})
+		down, _ := e.sum("llmprobe_requests_total", map[string]string{"target": "down", "outcome": "connect_error"})
+		return up >= ended && down >= ended
+	})
 
 	dom := dumpDOM(t, chromium, page)
 	alarm := regexp.MustCompile(`(?s)<div class="banner failing" role="alert" id="failing-down">.*?</div>`).FindString(dom)
@@ -201,8 +189,8 @@ targets:
 		if strings.Contains(regexp.MustCompile(`<details[^>]*>`).FindString(section[0][len(section[1]):]), " open") {
 			t.Errorf("%s: the folded rows are open", c.table)
 		}
-		if folded := strings.Count(section[2], "<tr") - 1; folded < 7 {
-			t.Errorf("%s: %d rows folded, want the rest (at least 7)", c.table, folded)
+		if folded := strings.Count(section[2], "<tr") - 1; folded < ended-shown {
+			t.Errorf("%s: %d rows folded, want the rest (at least %d)", c.table, folded, ended-shown)
 		}
 	}
 	if !strings.Contains(dom, `<h3 id="failures-up">Recent failures</h3>`) {
