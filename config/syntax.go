@@ -23,9 +23,9 @@ import (
 // prefix of the file that fails with the same error ends just after that
 // token's first character.
 
-// maxLocateParses bounds the parses locateSyntaxError makes (each reads
-// at most the whole file, itself at most MaxFileSize).
-const maxLocateParses = 400
+// maxLocateBytes bounds the bytes locateSyntaxError parses in all (a
+// few dozen parses of a prefix of the file).
+const maxLocateBytes = 64 << 20
 
 // parseError is what yaml.v3 says of data as a syntax error ("" when it
 // parses, or fails with something else).
@@ -70,9 +70,11 @@ func locateSyntaxError(data []byte, msg string) (line, col int, ok bool) {
 			first = min(n-1, len(lineStarts)-1)
 		}
 	}
-	parses := 0
+	// Each parse reads at most the whole file: a byte budget keeps a
+	// large file's refinement short (yaml's line is kept beyond it).
+	budget := maxLocateBytes
 	fails := func(end int) bool {
-		parses++
+		budget -= end
 		return parseError(data[:end]) == msg
 	}
 	lineEnd := func(i int) int {
@@ -81,9 +83,13 @@ func locateSyntaxError(data []byte, msg string) (line, col int, ok bool) {
 		}
 		return len(data)
 	}
-	// The first line whose end makes the prefix fail the same way.
+	// The first line whose end makes the prefix fail the same way (the
+	// whole file does).
 	lo, hi := first, len(lineStarts)-1
-	for lo < hi && parses < maxLocateParses {
+	for lo < hi {
+		if budget <= 0 {
+			return 0, 0, false
+		}
 		mid := (lo + hi) / 2
 		if fails(lineEnd(mid)) {
 			hi = mid
@@ -91,16 +97,18 @@ func locateSyntaxError(data []byte, msg string) (line, col int, ok bool) {
 			lo = mid + 1
 		}
 	}
-	// Within it, the first byte that does.
+	// Within it, the first character whose inclusion does.
 	start, end := lineStarts[hi], lineEnd(hi)
 	at := -1
-	for k := start + 1; k <= end && parses < maxLocateParses; k++ {
-		if k < end && !utf8.RuneStart(data[k]) {
-			continue
+	for clo, chi := start+1, end; clo <= chi && budget > 0; {
+		mid := (clo + chi) / 2
+		for mid < chi && !utf8.RuneStart(data[mid]) {
+			mid++ // a prefix ends between characters
 		}
-		if fails(k) {
-			at = k - 1
-			break
+		if fails(mid) {
+			at, chi = mid-1, mid-1
+		} else {
+			clo = mid + 1
 		}
 	}
 	if at < 0 {
