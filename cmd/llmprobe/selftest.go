@@ -79,6 +79,7 @@ type selftestOptions struct {
 	step       time.Duration
 	startRate  float64
 	minRate    float64
+	minRateSet bool
 	maxRate    float64
 	bisections int
 	output     string
@@ -91,7 +92,7 @@ func registerSelftest(app *kingpin.Application) command {
 	cmd.Flag("target", "The target whose request shape is used (default: the first).").StringVar(&o.target)
 	cmd.Flag("step.duration", "How long each rate is held.").Default("10s").DurationVar(&o.step)
 	cmd.Flag("start-rate", "The first rate, in requests per second; each step doubles it (or, when it is not honest, halves it).").Default("250").Float64Var(&o.startRate)
-	cmd.Flag("min-rate", "Stop halving here: when not even this rate is honest, selftest fails and saves nothing.").Default("1").Float64Var(&o.minRate)
+	cmd.Flag("min-rate", "Stop halving here (default 1, or --start-rate when lower): when not even this rate is honest, selftest fails and saves nothing.").IsSetByUser(&o.minRateSet).Default("1").Float64Var(&o.minRate)
 	cmd.Flag("max-rate", "Stop ramping here.").Default("20000").Float64Var(&o.maxRate)
 	cmd.Flag("bisections", "Steps between the last good and the first bad rate.").Default("3").IntVar(&o.bisections)
 	cmd.Flag("output", "Save the result here ('' for nowhere); llmprobe run reads the default to warn about rates above it.").Default(defaultSelftestFile()).StringVar(&o.output)
@@ -114,6 +115,9 @@ type selftestStep struct {
 }
 
 func runSelftest(ctx context.Context, logger *slog.Logger, o *selftestOptions, out io.Writer) error {
+	if !o.minRateSet && o.startRate > 0 && o.startRate < o.minRate {
+		o.minRate = o.startRate // a start below the default floor is the floor
+	}
 	if o.step < 2*time.Second || !(o.minRate > 0) || o.startRate < o.minRate || o.maxRate < o.startRate || o.bisections < 0 {
 		return usagef("selftest: --step.duration must be at least 2s, 0 < --min-rate <= --start-rate <= --max-rate and --bisections at least 0")
 	}
