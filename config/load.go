@@ -232,8 +232,9 @@ func decodedBadly(e *Error, decoding Errors) bool {
 // leaves the field it meant unset, and "arrival.rate must be positive,
 // got 0" under "unknown field arival" only misleads. With a suggestion,
 // the errors about the suggested field (or below it) go; without one,
-// those about a field the mapping does not set. The others stay: a field
-// it sets, or the mapping as a whole, was judged on what the file says.
+// those about a field the mapping does not set (below the top level).
+// The others stay: a field it sets, or the mapping as a whole, was judged
+// on what the file says.
 func typoConsequence(e *Error, decoding Errors, idx nodeIndex) bool {
 	for _, d := range decoding {
 		if !d.unknownKey || d.Path == "" {
@@ -247,8 +248,8 @@ func typoConsequence(e *Error, decoding Errors, idx nodeIndex) bool {
 				}
 				continue
 			}
-			if p == block || !under(p, block) {
-				continue
+			if block == "" || p == block || !under(p, block) {
+				continue // a top-level key without a suggestion hides nothing
 			}
 			// The field of the block p is under.
 			child := p

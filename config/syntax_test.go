@@ -104,3 +104,13 @@ func TestUnknownKeySuggestion(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownTopLevelKeyHidesNothing: an unknown top-level key with no
+// close match does not hide the file's missing targets.
+func TestUnknownTopLevelKeyHidesNothing(t *testing.T) {
+	doc := validBase[:strings.Index(validBase, "targets:")] + "zzzzzz: 1\n"
+	_, err := Load([]byte(doc), "x.yml")
+	if err == nil || !strings.Contains(err.Error(), `unknown field "zzzzzz"`) || !strings.Contains(err.Error(), "targets") {
+		t.Errorf("got %v, want the unknown key and the missing targets", err)
+	}
+}

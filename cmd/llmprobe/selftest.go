@@ -171,7 +171,7 @@ func runSelftest(ctx context.Context, logger *slog.Logger, o *selftestOptions, o
 		return st, nil
 	}
 
-	_, good, bad, err := searchCeiling(ctx, o, measure, func(st selftestStep) { printStep(out, st) })
+	good, bad, err := searchCeiling(ctx, o, measure, func(st selftestStep) { printStep(out, st) })
 	if err != nil {
 		return err
 	}
@@ -211,20 +211,19 @@ func runSelftest(ctx context.Context, logger *slog.Logger, o *selftestOptions, o
 // one does (down to o.minRate); then o.bisections steps between the last
 // good and the first bad rate. good is nil when no rate held, bad when
 // every rate up to o.maxRate did.
-func searchCeiling(ctx context.Context, o *selftestOptions, measure func(float64) (selftestStep, error), step func(selftestStep)) (steps []*selftestStep, good, bad *selftestStep, err error) {
+func searchCeiling(ctx context.Context, o *selftestOptions, measure func(float64) (selftestStep, error), step func(selftestStep)) (good, bad *selftestStep, err error) {
 	run := func(rate float64) (*selftestStep, error) {
 		st, err := measure(rate)
 		if err != nil {
 			return nil, err
 		}
-		steps = append(steps, &st)
 		step(st)
 		return &st, nil
 	}
 	for rate := o.startRate; rate <= o.maxRate && ctx.Err() == nil; rate *= 2 {
 		st, err := run(rate)
 		if err != nil {
-			return steps, nil, nil, err
+			return nil, nil, err
 		}
 		if !st.good {
 			bad = st
@@ -236,7 +235,7 @@ func searchCeiling(ctx context.Context, o *selftestOptions, measure func(float64
 	for rate := o.startRate / 2; good == nil && bad != nil && rate >= o.minRate && ctx.Err() == nil; rate /= 2 {
 		st, err := run(rate)
 		if err != nil {
-			return steps, nil, nil, err
+			return nil, nil, err
 		}
 		if st.good {
 			good = st
@@ -248,7 +247,7 @@ func searchCeiling(ctx context.Context, o *selftestOptions, measure func(float64
 		// The halving stepped over the floor: try the floor itself.
 		st, err := run(o.minRate)
 		if err != nil {
-			return steps, nil, nil, err
+			return nil, nil, err
 		}
 		if st.good {
 			good = st
@@ -263,7 +262,7 @@ func searchCeiling(ctx context.Context, o *selftestOptions, measure func(float64
 		}
 		st, err := run(mid)
 		if err != nil {
-			return steps, nil, nil, err
+			return nil, nil, err
 		}
 		if st.good {
 			good = st
@@ -271,7 +270,7 @@ func searchCeiling(ctx context.Context, o *selftestOptions, measure func(float64
 			bad = st
 		}
 	}
-	return steps, good, bad, ctx.Err()
+	return good, bad, ctx.Err()
 }
 
 // bisectRate is the geometric mean of two rates, whole above 10 req/s and

@@ -25,7 +25,7 @@ func TestSelftestSearchesDown(t *testing.T) {
 		measure := func(rate float64) (selftestStep, error) {
 			return selftestStep{rate: rate, stage: &bench.StageReport{}, good: rate <= limit, because: "too fast"}, nil
 		}
-		_, good, bad, err := searchCeiling(context.Background(), &o, measure, func(st selftestStep) { rates = append(rates, st.rate) })
+		good, bad, err := searchCeiling(context.Background(), &o, measure, func(st selftestStep) { rates = append(rates, st.rate) })
 		if err != nil {
 			t.Fatal(err)
 		}
