@@ -155,7 +155,7 @@ func TestLoadBadConfigs(t *testing.T) {
 		"type-error.bad.yml":       `testdata/type-error.bad.yml:12:15: targets[0].arrival.rate: cannot use string "fast" as a number`,
 		"two-auths.bad.yml":        `testdata/two-auths.bad.yml:13:5: targets[0].http_client_config: at most one of basic_auth, oauth2, bearer_token & bearer_token_file must be configured`,
 		"missing-model.bad.yml":    `testdata/missing-model.bad.yml:8:5: targets[0].model: required`,
-		"syntax.bad.yml":           `testdata/syntax.bad.yml:3:1: did not find expected '-' indicator`,
+		"syntax.bad.yml":           `testdata/syntax.bad.yml:5:7: did not find expected '-' indicator (check this line's indentation: a key lines up with the keys of its mapping, spaces only)`,
 		"dist-param.bad.yml":       `testdata/dist-param.bad.yml:5:9: workloads.w.classes[0].prompt_tokens: "median" does not apply to dist uniform (allowed: min, max)`,
 		"empty.bad.yml":            `testdata/empty.bad.yml: empty configuration`,
 		"extra-body.bad.yml":       `testdata/extra-body.bad.yml:13:18: targets[0].extra_body.stream: "stream" is set by llmprobe and cannot be overridden`,
@@ -169,7 +169,7 @@ func TestLoadBadConfigs(t *testing.T) {
 		}, "\n"),
 		"regression.bad.yml": strings.Join([]string{
 			`testdata/regression.bad.yml:7:35: workloads.w.classes[0].regression.min_effect.median: must be a relative rise in (0, 10], e.g. 0.2 for 20%, got -0.1`,
-			`testdata/regression.bad.yml:7:60: workloads.w.classes[0].regression.min_samplez: unknown field "min_samplez"`,
+			`testdata/regression.bad.yml:7:60: workloads.w.classes[0].regression.min_samplez: unknown field "min_samplez" (did you mean "min_samples"?)`,
 			`testdata/regression.bad.yml:11:35: workloads.w.classes[1].regression.min_effect.errors: must be a rise of the error ratio in (0, 1), e.g. 0.02 for two points, got 1.5`,
 			`testdata/regression.bad.yml:11:49: workloads.w.classes[1].regression.min_samples: must be in [5, 2048] (half the detector's window), got 2`,
 			`testdata/regression.bad.yml:20:7: targets[0].regression.accept_after: must be at least 1h (a regression must be seen before it is accepted), got 10m`,

@@ -27,6 +27,10 @@ type Error struct {
 	// error's judgement rests on besides its own (a target's workload).
 	scope string
 	deps  []string
+	// unknownKey marks an unknown key's error; suggest is the known key
+	// it is likely a typo of ("" for none).
+	unknownKey bool
+	suggest    string
 }
 
 func (e *Error) Error() string {
@@ -141,6 +145,11 @@ func translate(lines []string, file string, idx nodeIndex) Errors {
 			// of the mapping it sits in (nor of anything else).
 			e.scope = unscoped
 			e.Msg = fmt.Sprintf("unknown field %q", m[2])
+			e.unknownKey = true
+			if n != nil && n.suggest != "" {
+				e.suggest = n.suggest
+				e.Msg += fmt.Sprintf(" (did you mean %q?)", n.suggest)
+			}
 		case alreadySetRE.MatchString(l):
 			m := alreadySetRE.FindStringSubmatch(l)
 			e.Line, _ = strconv.Atoi(m[1])

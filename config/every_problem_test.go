@@ -68,7 +68,7 @@ targets:
 		`6:9: workloads.w.classes[0].prompt_tokens: lognormal: p99 (5) must be greater than median (10)`,
 		`6:62: workloads.w.classes[0].prompt_tokens.bogus: unknown field "bogus"`,
 		`8:20: workloads.w.classes[0].sampling.temperature: must be in [0, 2], got 9`,
-		`8:36: workloads.w.classes[0].sampling.topp: unknown field "topp"`,
+		`8:36: workloads.w.classes[0].sampling.topp: unknown field "topp" (did you mean "top_p"?)`,
 		`14:15: targets[0].arrival.rate: must be a positive number of requests per second, got -1`,
 		`14:25: targets[0].arrival.rat: unknown field "rat"`,
 		`15:5: targets[0].http_client_config: at most one of basic_auth, oauth2 & authorization must be configured`,

@@ -28,6 +28,7 @@ type indexed struct {
 	tag     string       // a scalar's resolved tag (!!int, !!float, !!str...)
 	value   string       // a scalar's text
 	typ     reflect.Type // what the schema expects here; nil: anything, or unknown
+	suggest string       // of an unknown key: the known key it is likely a typo of
 }
 
 // nodeIndex maps the file's nodes to field paths (targets[0].arrival.rate)
@@ -80,7 +81,11 @@ func indexNodes(root *yaml.Node) nodeIndex {
 					idx.pos[p] = position{k.Line, k.Column}
 				}
 				kt, vt, known := schemaEntry(typ, k.Value)
-				idx.lines[k.Line] = append(idx.lines[k.Line], indexed{path: p, col: k.Column, key: true, unknown: !known, kind: k.Kind, value: k.Value, typ: kt})
+				in := indexed{path: p, col: k.Column, key: true, unknown: !known, kind: k.Kind, value: k.Value, typ: kt}
+				if !known {
+					in.suggest = suggestKey(typ, k.Value, n)
+				}
+				idx.lines[k.Line] = append(idx.lines[k.Line], in)
 				value(v, p, vt)
 				walk(v, p, vt)
 			}

@@ -118,6 +118,12 @@ func load(data []byte, file string, checkFiles bool) (*Config, error) {
 			// yaml does not say where.
 			errs[0].Line, errs[0].Column = locateAlias(data, m[1])
 			errs[0].Msg = fmt.Sprintf("alias *%s refers to no anchor (define &%s before it)", m[1], m[1])
+		} else if len(errs) == 1 {
+			// yaml says where the construct began, not where it broke.
+			if line, col, ok := locateSyntaxError(data, err.Error()); ok {
+				errs[0].Line, errs[0].Column = line, col
+				errs[0].Msg = syntaxHint(errs[0].Msg, byteAt(data, line, col))
+			}
 		}
 		return nil, errs
 	}
@@ -183,7 +189,7 @@ func load(data []byte, file string, checkFiles bool) (*Config, error) {
 	cfg.validate(&fe)
 	decoding := errs
 	for _, e := range fe.errs {
-		if decodedBadly(e, decoding) {
+		if decodedBadly(e, decoding) || typoConsequence(e, decoding, idx) {
 			continue
 		}
 		pos := idx.locate(e.Path)
@@ -214,6 +220,43 @@ func decodedBadly(e *Error, decoding Errors) bool {
 		}
 		for _, p := range append([]string{e.Path}, e.deps...) {
 			if under(p, d.scope) || under(d.scope, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// typoConsequence reports whether validation error e is likely a
+// consequence of an unknown key of the same mapping: a misspelt key
+// leaves the field it meant unset, and "arrival.rate must be positive,
+// got 0" under "unknown field arival" only misleads. With a suggestion,
+// the errors about the suggested field (or below it) go; without one,
+// those about a field the mapping does not set (below the top level).
+// The others stay: a field it sets, or the mapping as a whole, was judged
+// on what the file says.
+func typoConsequence(e *Error, decoding Errors, idx nodeIndex) bool {
+	for _, d := range decoding {
+		if !d.unknownKey || d.Path == "" {
+			continue
+		}
+		block := parentPath(d.Path) // "": a top-level key, the whole file
+		for _, p := range append([]string{e.Path}, e.deps...) {
+			if d.suggest != "" {
+				if under(p, joinPath(block, d.suggest)) {
+					return true
+				}
+				continue
+			}
+			if block == "" || p == block || !under(p, block) {
+				continue // a top-level key without a suggestion hides nothing
+			}
+			// The field of the block p is under.
+			child := p
+			for parentPath(child) != block && parentPath(child) != "" {
+				child = parentPath(child)
+			}
+			if _, set := idx.pos[child]; !set {
 				return true
 			}
 		}

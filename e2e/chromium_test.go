@@ -125,3 +125,78 @@ func TestStatusPageInChromium(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusPageFailingTargetInChromium runs the daemon against a target
+// that refuses every connection (127.0.0.1:1) beside a healthy one and
+// loads the status page in headless Chromium: the failing target has an
+// alarm of its own naming the outcome (every request connect_error had
+// none), the healthy one has none; each target's recent requests show
+// the newest 5 rows with the others folded into a closed <details>, and
+// its failures the newest 10 above their own; no duration is printed
+// unrounded (30.814879ms).
+func TestStatusPageFailingTargetInChromium(t *testing.T) {
+	chromium := chromiumBinary(t)
+	_, simURL := startSim(t)
+	cfg := filepath.Join(t.TempDir(), "llmprobe.yml")
+	writeFileAtomic(t, cfg, `global: {warmup: 1s, request_timeout: 10s}
+workloads:
+  w: {classes: [{name: chat, prompt_tokens: 16, output_tokens: 4}]}
+targets:
+  - {name: up, url: "`+simURL+`/v1", model: `+simModel+`, workload: w, arrival: {process: constant, rate: 5}}
+  - {name: down, url: "http://127.0.0.1:1/v1", model: `+simModel+`, workload: w, arrival: {process: constant, rate: 5}}
+`)
+	_, base := startDaemon(t, cfg)
+	page := base + "/"
+
+	// Enough ended requests of both for every table to fold: at least
+	// 20 failures and 20 successes (the rings keep 50).
+	const ended = 20
+	pollScrape(t, base, 60*time.Second, "20 requests ended of each target", func(e exposition) bool {
+		up, _ := e.sum("llmprobe_requests_total", map[string]string{"target": "up", "outcome": "success"})
+		down, _ := e.sum("llmprobe_requests_total", map[string]string{"target": "down", "outcome": "connect_error"})
+		return up >= ended && down >= ended
+	})
+
+	dom := dumpDOM(t, chromium, page)
+	alarm := regexp.MustCompile(`(?s)<div class="banner failing" role="alert" id="failing-down">.*?</div>`).FindString(dom)
+	for _, want := range []string{"EVERY REQUEST FAILS", " requests to end failed: <code>connect_error</code>", "connection refused", "No request succeeds."} {
+		if !strings.Contains(alarm, want) {
+			t.Errorf("the failing target's alarm lacks %q: %q", want, alarm)
+		}
+	}
+	if strings.Contains(dom, `id="failing-up"`) {
+		t.Error("the healthy target has a failing alarm")
+	}
+	if !strings.Contains(dom, `<a href="#target-down">down</a> <strong class="failing-mark">(every request fails)</strong>`) {
+		t.Error("the list of targets does not mark the failing one")
+	}
+
+	for _, c := range []struct{ table, more string }{
+		{"recent-up", "recent-more-up"}, {"recent-down", "recent-more-down"}, {"failures-down", "failures-more-down"},
+	} {
+		shown := 5
+		if strings.HasPrefix(c.table, "failures") {
+			shown = 10
+		}
+		section := regexp.MustCompile(`(?s)<h3 id="` + c.table + `">(.*?)<details class="more" id="` + c.more + `">(.*?)</details>`).FindStringSubmatch(dom)
+		if section == nil {
+			t.Errorf("%s: no folded <details id=%q> after the table", c.table, c.more)
+			continue
+		}
+		if visible := strings.Count(section[1], "<tr") - 1; visible != shown {
+			t.Errorf("%s: %d rows shown above the fold, want %d", c.table, visible, shown)
+		}
+		if strings.Contains(regexp.MustCompile(`<details[^>]*>`).FindString(section[0][len(section[1]):]), " open") {
+			t.Errorf("%s: the folded rows are open", c.table)
+		}
+		if folded := strings.Count(section[2], "<tr") - 1; folded < ended-shown {
+			t.Errorf("%s: %d rows folded, want the rest (at least %d)", c.table, folded, ended-shown)
+		}
+	}
+	if !strings.Contains(dom, `<h3 id="failures-up">Recent failures</h3>`) {
+		t.Error("no failures section for the healthy target")
+	}
+	if m := regexp.MustCompile(`\b\d+\.\d{4,} ?(ns|µs|us|ms|s)\b`).FindString(dom); m != "" {
+		t.Errorf("an unrounded duration on the page: %q", m)
+	}
+}

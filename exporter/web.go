@@ -5,6 +5,7 @@ package exporter
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"fmt"
 	"html/template"
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -328,9 +330,82 @@ type targetView struct {
 	Recent      []Entry
 	Failures    []Entry
 	KeepsRecent bool
-	Latency     WindowSnapshot
-	HasWindow   bool
-	Charts      []svgChart // the timeline: rates, TTFT
+	// The tables show the newest few rows; the others are folded into
+	// a <details> below them.
+	RecentShown, RecentMore     []Entry
+	FailuresShown, FailuresMore []Entry
+	// Failing is set when half or more of the target's recent requests
+	// failed: an alarm of its own at the top of its section.
+	Failing   *failingView
+	Latency   WindowSnapshot
+	HasWindow bool
+	Charts    []svgChart // the timeline: rates, TTFT
+}
+
+// Rows the status page shows of each target's tables before folding the
+// rest into a <details>.
+const (
+	recentShown   = 5
+	failuresShown = 10
+	// failingMin is the fewest ended requests the failing alarm judges.
+	failingMin = 3
+)
+
+// failingView is the failing alarm: Failed of Of requests failed, by
+// outcome, most frequent first, and the newest failure.
+type failingView struct {
+	Failed, Of int
+	All        bool   // every one failed
+	Since      string // "the last" (the recent ring) or "" (since start)
+	Outcomes   []countView
+	Latest     *Entry // nil when only the counters since start are known
+}
+
+// failing judges a target's recent requests (newest first), or without
+// them its counters since start.
+func failing(recent []Entry, outcomes map[wire.Outcome]uint64) *failingView {
+	f := &failingView{}
+	counts := map[string]uint64{}
+	if len(recent) > 0 {
+		f.Since = "the last "
+		for i := range recent {
+			f.Of++
+			if e := &recent[i]; e.Failed() {
+				f.Failed++
+				counts[string(e.Outcome)]++
+				if f.Latest == nil {
+					f.Latest = e
+				}
+			}
+		}
+	} else {
+		for o, n := range outcomes {
+			f.Of += int(n)
+			if o != wire.OutcomeSuccess {
+				f.Failed += int(n)
+				counts[string(o)] += n
+			}
+		}
+	}
+	if f.Of < failingMin || 2*f.Failed < f.Of {
+		return nil
+	}
+	f.All = f.Failed == f.Of
+	for _, o := range wire.Outcomes {
+		if n := counts[string(o)]; n > 0 {
+			f.Outcomes = append(f.Outcomes, countView{string(o), n})
+		}
+	}
+	slices.SortStableFunc(f.Outcomes, func(a, b countView) int { return cmp.Compare(b.Count, a.Count) })
+	return f
+}
+
+// fold splits rows into the first n and the rest.
+func fold(rows []Entry, n int) (shown, more []Entry) {
+	if len(rows) <= n {
+		return rows, nil
+	}
+	return rows[:n], rows[n:]
 }
 
 type countView struct {
@@ -392,10 +467,13 @@ func (w *web) status(rw http.ResponseWriter, r *http.Request) {
 		}
 		if w.o.Recent != nil {
 			v.Recent, v.Failures = w.o.Recent.Snapshot(s.Name)
+			v.RecentShown, v.RecentMore = fold(v.Recent, recentShown)
+			v.FailuresShown, v.FailuresMore = fold(v.Failures, failuresShown)
 			if v.Latency, v.HasWindow = w.o.Recent.Window(s.Name); v.HasWindow {
 				v.Charts = timelineCharts(s.Name, v.Latency)
 			}
 		}
+		v.Failing = failing(v.Recent, s.Outcomes)
 		page.Targets = append(page.Targets, v)
 	}
 	w.render(rw, "status.html", page)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -64,5 +65,40 @@ targets:
 	}
 	if code := Main([]string{"check-config", file}); code != 0 {
 		t.Errorf("check-config exited %d with the file present, want 0", code)
+	}
+}
+
+// TestCheckConfigPositionsAndTypos runs the binary: a syntax error on
+// line 3 is reported at 3:4 (it said 1:1), and a misspelt key says which
+// key was meant, alone (it was followed by "arrival.rate ... got 0").
+func TestCheckConfigPositionsAndTypos(t *testing.T) {
+	bin := binary(t)
+	dir := t.TempDir()
+	syntax := filepath.Join(dir, "syntax.yml")
+	typo := filepath.Join(dir, "typo.yml")
+	writeTestFile(t, syntax, "targets:\n  - name: a\n   url: http://127.0.0.1:8000/v1\n")
+	writeTestFile(t, typo, `workloads: {w: {classes: [{name: c, prompt_tokens: 1, output_tokens: 1}]}}
+targets:
+  - name: t
+    url: http://127.0.0.1:8000/v1
+    model: m
+    workload: w
+    arival: {rate: 1}
+`)
+	r := runBinary(t, bin, nil, "check-config", syntax)
+	if r.code != 1 || !strings.Contains(r.stdout+r.stderr, syntax+":3:4: did not find expected '-' indicator") {
+		t.Errorf("check-config of a syntax error on line 3 = %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = runBinary(t, bin, nil, "check-config", typo)
+	out := r.stdout + r.stderr
+	if r.code != 1 || !strings.Contains(out, typo+`:7:5: targets[0].arival: unknown field "arival" (did you mean "arrival"?)`) || strings.Contains(out, "arrival.rate") {
+		t.Errorf("check-config of a misspelt key = %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func writeTestFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

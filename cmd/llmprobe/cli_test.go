@@ -217,7 +217,7 @@ targets:
 	}
 	in := func(name string) string { return `"` + filepath.Join(dir, name) + `"` }
 	want := []string{
-		`1:1: globall: unknown field "globall"`,
+		`1:1: globall: unknown field "globall" (did you mean "global"?)`,
 		`6:9: workloads.w.classes[0].prompt_tokens: lognormal: p99 (50) must be greater than median (100)`,
 		`6:73: workloads.w.classes[0].prompt_tokens.bogus: unknown field "bogus"`,
 		`13:15: targets[0].arrival.rate: must be a positive number of requests per second, got 0`,

@@ -58,7 +58,7 @@ func TestEndlessInputs(t *testing.T) {
 		{"fit", "--access-log=/dev/zero"},
 		{"fit", "--prometheus.url=http://127.0.0.1:1", "--prometheus.config.file=/dev/zero"},
 		{"selftest", "--config.file=/dev/zero", "--output="},
-		{"mixin", "--config=/dev/zero", "--output=" + filepath.Join(dir, "mixin")},
+		{"mixin", "--config.file=/dev/zero", "--output=" + filepath.Join(dir, "mixin")},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			t.Parallel()

@@ -22,23 +22,34 @@ import (
 
 func registerMixin(app *kingpin.Application) command {
 	cmd := app.Command("mixin", "Generate the monitoring mixin (Grafana dashboards, Prometheus rules, PrometheusRule, dashboards ConfigMap) for your own labels, thresholds and windows.")
-	cfgFile := cmd.Flag("config", "Mixin configuration file (YAML; every key optional, see --print-config). Without it, the defaults the committed files use.").PlaceHolder("mixin.yml").String()
+	cfgFile := cmd.Flag("config.file", "Mixin configuration file (YAML; every key optional, see --print-config). Without it, the defaults the committed files use.").PlaceHolder("mixin.yml").String()
+	// --config was the flag's name before it followed the other commands'
+	// --config.file: still accepted, not shown.
+	oldCfgFile := cmd.Flag("config", "Deprecated: use --config.file.").Hidden().PlaceHolder("mixin.yml").String()
 	output := cmd.Flag("output", "Directory to write the files into (created if missing; files of the same name are replaced).").PlaceHolder("DIR").String()
-	printConfig := cmd.Flag("print-config", "Print the effective configuration (the defaults with --config over them) as a mixin file, and exit.").Bool()
+	printConfig := cmd.Flag("print-config", "Print the effective configuration (the defaults with --config.file over them) as a mixin file, and exit.").Bool()
 	return command{
 		clause: cmd,
 		run: func(_ context.Context, _ *slog.Logger) error {
+			file := *cfgFile
+			if *oldCfgFile != "" {
+				if file != "" && file != *oldCfgFile {
+					return usagef("mixin: --config is the old name of --config.file: give one of them")
+				}
+				file = *oldCfgFile
+				fmt.Fprintln(os.Stderr, "llmprobe: warning: mixin --config is deprecated; use --config.file")
+			}
 			cfg := alerts.DefaultConfig()
 			source := "the default configuration"
-			if *cfgFile != "" {
+			if file != "" {
 				var err error
-				if cfg, err = alerts.LoadConfigFile(*cfgFile); err != nil {
+				if cfg, err = loadMixinConfig(file); err != nil {
 					return fmt.Errorf("the mixin configuration is invalid:\n%w", err)
 				}
-				source = filepath.Base(*cfgFile)
+				source = filepath.Base(file)
 			}
 			if *printConfig {
-				b, err := alerts.MarshalConfig(cfg)
+				b, err := marshalMixinConfig(cfg)
 				if err != nil {
 					return err
 				}

@@ -5,8 +5,10 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -39,7 +41,7 @@ dashboards_configmap:
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	r := runBinary(t, bin, nil, "mixin", "--config", cfgFile, "--output", out)
+	r := runBinary(t, bin, nil, "mixin", "--config.file", cfgFile, "--output", out)
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -181,7 +183,7 @@ func TestMixinCommandErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	r := runBinary(t, bin, nil, "mixin", "--config", bad, "--output", out)
+	r := runBinary(t, bin, nil, "mixin", "--config.file", bad, "--output", out)
 	if r.code != 1 {
 		t.Errorf("bad file: exit %d, want 1", r.code)
 	}
@@ -205,7 +207,115 @@ func TestMixinCommandErrors(t *testing.T) {
 	}
 
 	r = runBinary(t, bin, nil, "mixin", "--print-config")
-	if r.code != 0 || !strings.Contains(r.stdout, `selector: job="llmprobe"`) || !strings.Contains(r.stdout, "slo_window: 4w") {
+	if r.code != 0 || !strings.Contains(r.stdout, `selector: job="llmprobe"`) || !strings.Contains(r.stdout, "slo_window: 28d") {
 		t.Errorf("--print-config: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestMixinConfigFileFlag: mixin takes --config.file, as every other
+// command; the old --config still works, with a warning, and is not in
+// --help; both at once with different files is a usage error.
+func TestMixinConfigFileFlag(t *testing.T) {
+	bin := binary(t)
+	file := filepath.Join(t.TempDir(), "mixin.yml")
+	if err := os.WriteFile(file, []byte("selector: 'job=\"probe\"'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runBinary(t, bin, nil, "mixin", "--config.file="+file, "--print-config")
+	if r.code != 0 || !strings.Contains(r.stdout, `selector: job="probe"`) || r.stderr != "" {
+		t.Errorf("--config.file: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = runBinary(t, bin, nil, "mixin", "--config="+file, "--print-config")
+	if r.code != 0 || !strings.Contains(r.stdout, `selector: job="probe"`) || !strings.Contains(r.stderr, "--config is deprecated; use --config.file") {
+		t.Errorf("--config: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = runBinary(t, bin, nil, "mixin", "--config="+file, "--config.file=other.yml", "--print-config")
+	if r.code != 2 || !strings.Contains(r.stderr, "give one of them") {
+		t.Errorf("--config and --config.file: exit %d, stderr %q; want 2", r.code, r.stderr)
+	}
+	r = runBinary(t, bin, nil, "mixin", "--help")
+	if !strings.Contains(r.stdout, "--config.file=mixin.yml") || strings.Contains(r.stdout, "--config=") {
+		t.Errorf("mixin --help shows --config, or not --config.file:\n%s", r.stdout)
+	}
+}
+
+// TestMixinErrorsInCheckConfigWords: a mixin file's syntax error is at
+// the line and column where the file breaks (it was "yaml: line 2: ..."
+// with no column), a value of the wrong type is said without yaml's Go
+// types, and an unknown key says which key it likely misspells.
+func TestMixinErrorsInCheckConfigWords(t *testing.T) {
+	bin := binary(t)
+	dir := t.TempDir()
+	syntax := filepath.Join(dir, "syntax.yml")
+	typed := filepath.Join(dir, "typed.yml")
+	if err := os.WriteFile(syntax, []byte("ttft:\n  slo: 1s\n for: 5m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(typed, []byte("min_requests: abc\nslo_windw: 28d\nttft: {sol: 1s}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runBinary(t, bin, nil, "mixin", "--config.file="+syntax, "--print-config")
+	if want := syntax + ":3:2: did not find expected key"; r.code != 1 || !strings.Contains(r.stderr, want) || strings.Contains(r.stderr, "yaml:") {
+		t.Errorf("syntax error: exit %d, stderr:\n%s\nwant %q", r.code, r.stderr, want)
+	}
+	r = runBinary(t, bin, nil, "mixin", "--config.file="+typed, "--print-config")
+	for _, want := range []string{
+		typed + `:1:15: min_requests: cannot use string "abc" as an integer`,
+		typed + `:2:1: unknown key "slo_windw" (did you mean "slo_window"?)`,
+		typed + `:3:8: ttft: unknown key "sol" (did you mean "slo"?)`,
+	} {
+		if r.code != 1 || !strings.Contains(r.stderr, want) {
+			t.Errorf("exit %d, stderr lacks %q:\n%s", r.code, want, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, "!!") || strings.Contains(r.stderr, "unmarshal") {
+		t.Errorf("yaml's own words in the errors:\n%s", r.stderr)
+	}
+}
+
+// TestMixinPrintConfigAsDocumented: every default docs/dashboards.md's
+// table of mixin keys gives as a number or a duration is what
+// --print-config prints (slo_window was printed 4w, documented 28d).
+func TestMixinPrintConfigAsDocumented(t *testing.T) {
+	bin := binary(t)
+	r := runBinary(t, bin, nil, "mixin", "--print-config")
+	if r.code != 0 {
+		t.Fatalf("--print-config: exit %d\n%s", r.code, r.stderr)
+	}
+	var printed map[string]any
+	if err := yaml.Unmarshal([]byte(r.stdout), &printed); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(moduleRoot(t), "docs", "dashboards.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| (`[a-z_]+`(?:, `[a-z_]+`)*) \\| ([^|]+) \\|")
+	value := regexp.MustCompile(`^[0-9.]+(ms|s|m|h|d|w|y)?$`)
+	checked := 0
+	for _, m := range row.FindAllStringSubmatch(string(doc), -1) {
+		keys := strings.Split(strings.ReplaceAll(m[1], "`", ""), ", ")
+		defaults := strings.Split(strings.TrimSpace(m[2]), ", ")
+		if len(keys) != len(defaults) {
+			continue
+		}
+		for i, key := range keys {
+			want, _, _ := strings.Cut(defaults[i], " ")
+			if !value.MatchString(want) {
+				continue
+			}
+			got, ok := printed[key]
+			if !ok {
+				t.Errorf("docs/dashboards.md documents %s, which --print-config does not print", key)
+				continue
+			}
+			checked++
+			if fmt.Sprint(got) != want {
+				t.Errorf("%s: --print-config prints %v, docs/dashboards.md says %s", key, got, want)
+			}
+		}
+	}
+	if checked < 15 {
+		t.Errorf("only %d documented defaults checked: has the table's format changed?", checked)
 	}
 }

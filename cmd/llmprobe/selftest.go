@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/llmprobe/llmprobe/bench"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/bounded"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // `llmprobe selftest` measures, on this host and with the user's request
@@ -30,8 +33,10 @@ import (
 // limit found is the harness' (or the host's). It ramps the rate up by
 // doubling until a step is not delivered and measured honestly (the
 // daemon's verdicts, bench's stage rules), then bisects, and prints the
-// ceiling with the bottleneck. The result is saved where `llmprobe run`
-// looks for it, to warn when a configuration asks for more.
+// ceiling with the bottleneck; when even the start rate is not honest it
+// halves the rate until one is (or --min-rate is not either: an error
+// saying what to do, nothing saved). The result is saved where `llmprobe
+// run` looks for it, to warn when a configuration asks for more.
 
 // selftestResult is what selftest saves (and run reads).
 type selftestResult struct {
@@ -73,6 +78,8 @@ type selftestOptions struct {
 	target     string
 	step       time.Duration
 	startRate  float64
+	minRate    float64
+	minRateSet bool
 	maxRate    float64
 	bisections int
 	output     string
@@ -84,7 +91,8 @@ func registerSelftest(app *kingpin.Application) command {
 	cmd.Flag("config.file", "Take the request shape (the workload and API) of a target of this configuration; default: 64-token prompts, 16 streamed tokens, chat.").StringVar(&o.configFile)
 	cmd.Flag("target", "The target whose request shape is used (default: the first).").StringVar(&o.target)
 	cmd.Flag("step.duration", "How long each rate is held.").Default("10s").DurationVar(&o.step)
-	cmd.Flag("start-rate", "The first rate, in requests per second; each step doubles it.").Default("250").Float64Var(&o.startRate)
+	cmd.Flag("start-rate", "The first rate, in requests per second; each step doubles it (or, when it is not honest, halves it).").Default("250").Float64Var(&o.startRate)
+	cmd.Flag("min-rate", "Stop halving here (default 1, or --start-rate when lower): when not even this rate is honest, selftest fails and saves nothing.").IsSetByUser(&o.minRateSet).Default("1").Float64Var(&o.minRate)
 	cmd.Flag("max-rate", "Stop ramping here.").Default("20000").Float64Var(&o.maxRate)
 	cmd.Flag("bisections", "Steps between the last good and the first bad rate.").Default("3").IntVar(&o.bisections)
 	cmd.Flag("output", "Save the result here ('' for nowhere); llmprobe run reads the default to warn about rates above it.").Default(defaultSelftestFile()).StringVar(&o.output)
@@ -102,23 +110,31 @@ type selftestStep struct {
 	stage   *bench.StageReport
 	simCPU  float64 // the simulator's CPU seconds per second
 	good    bool
+	failed  bool // requests failed (not the harness' timing)
 	because string
 }
 
 func runSelftest(ctx context.Context, logger *slog.Logger, o *selftestOptions, out io.Writer) error {
-	if o.step < 2*time.Second || !(o.startRate > 0) || o.maxRate < o.startRate || o.bisections < 0 {
-		return usagef("selftest: --step.duration must be at least 2s, 0 < --start-rate <= --max-rate and --bisections at least 0")
+	if !o.minRateSet && o.startRate > 0 && o.startRate < o.minRate {
+		o.minRate = o.startRate // a start below the default floor is the floor
 	}
+	if o.step < 2*time.Second || !(o.minRate > 0) || o.startRate < o.minRate || o.maxRate < o.startRate || o.bisections < 0 {
+		return usagef("selftest: --step.duration must be at least 2s, 0 < --min-rate <= --start-rate <= --max-rate and --bisections at least 0")
+	}
+	cfg, shape, err := selftestConfig(o)
+	if err != nil {
+		return err
+	}
+	// The simulator serves the target's model: a request naming another
+	// gets 404, and every rate would fail.
 	base, stop, simPID, err := startSimChild(ctx, logger, &benchOptions{simZero: true, simArgs: []string{
-		"--sim.max-num-seqs=65536", "--sim.max-num-batched-tokens=1048576", "--sim.num-kv-blocks=1048576"}})
+		"--sim.max-num-seqs=65536", "--sim.max-num-batched-tokens=1048576", "--sim.num-kv-blocks=1048576",
+		"--model=" + cfg.Targets[0].Model}})
 	if err != nil {
 		return err
 	}
 	defer stop()
-	cfg, shape, err := selftestConfig(o, base)
-	if err != nil {
-		return err
-	}
+	cfg.Targets[0].URL = base + "/v1"
 	fmt.Fprintf(out, "selftest: %s, GOMAXPROCS %d on %d CPUs, %v per step, against a zero-latency simulator (pid %d)\n",
 		shape, runtime.GOMAXPROCS(0), runtime.NumCPU(), o.step, simPID)
 
@@ -139,46 +155,25 @@ func runSelftest(ctx context.Context, logger *slog.Logger, o *selftestOptions, o
 				errs += n
 			}
 		}
+		// Failing requests first: they fail at every rate, and a
+		// saturated verdict beside them is not what to fix.
 		switch {
+		case errs > s.Sent/100:
+			st.failed = true
+			st.because = fmt.Sprintf("%d of %d requests failed (%s)", errs, s.Sent, outcomeBreakdown(s.Outcomes))
 		case !s.Trusted:
 			st.because = strings.Join(s.Reasons, "; ")
 		case s.Shortfall() != "":
 			st.because = s.Shortfall()
-		case errs > s.Sent/100:
-			st.because = fmt.Sprintf("%d of %d requests failed", errs, s.Sent)
 		default:
 			st.good = true
 		}
 		return st, nil
 	}
 
-	var steps []selftestStep
-	var good, bad *selftestStep
-	for rate := o.startRate; rate <= o.maxRate && ctx.Err() == nil; rate *= 2 {
-		st, err := measure(rate)
-		if err != nil {
-			return err
-		}
-		steps = append(steps, st)
-		printStep(out, st)
-		if !st.good {
-			bad = &steps[len(steps)-1]
-			break
-		}
-		good = &steps[len(steps)-1]
-	}
-	for i := 0; i < o.bisections && good != nil && bad != nil && ctx.Err() == nil; i++ {
-		st, err := measure(math.Round(math.Sqrt(good.rate * bad.rate)))
-		if err != nil {
-			return err
-		}
-		steps = append(steps, st)
-		printStep(out, st)
-		if st.good {
-			good = &steps[len(steps)-1]
-		} else {
-			bad = &steps[len(steps)-1]
-		}
+	good, bad, err := searchCeiling(ctx, o, measure, func(st selftestStep) { printStep(out, st) })
+	if err != nil {
+		return err
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -187,16 +182,20 @@ func runSelftest(ctx context.Context, logger *slog.Logger, o *selftestOptions, o
 	res.Host, _ = os.Hostname()
 	switch {
 	case good == nil:
-		res.Bottleneck = bottleneck(*bad, o.step)
-		fmt.Fprintf(out, "\nNot even %.0f req/s is delivered honestly on this host: %s\n", o.startRate, res.Bottleneck)
+		// Nothing to save: a result of 0 would tell run nothing, and
+		// exit 0 would tell a script the host was measured.
+		why := bottleneck(*bad, o.step)
+		fmt.Fprintf(out, "\nNot even %s req/s (--min-rate) is delivered honestly on this host: %s\n", fmtSelftestRate(bad.rate), why)
+		return fmt.Errorf("selftest: no rate from %s down to %s req/s was delivered honestly, so nothing was saved%s. %s",
+			fmtSelftestRate(o.startRate), fmtSelftestRate(o.minRate), savedWhere(o.output), selftestAdvice(*bad))
 	case bad == nil:
 		res.Ceiling = good.rate
 		res.Bottleneck = "none found up to --max-rate"
-		fmt.Fprintf(out, "\nThis host drives at least %.0f req/s with an honest verdict (no limit found up to --max-rate).\n", good.rate)
+		fmt.Fprintf(out, "\nThis host drives at least %s req/s with an honest verdict (no limit found up to --max-rate).\n", fmtSelftestRate(good.rate))
 	default:
 		res.Ceiling = good.rate
 		res.Bottleneck = bottleneck(*bad, o.step)
-		fmt.Fprintf(out, "\nThis host drives %.0f req/s with an honest verdict; at %.0f req/s: %s\n", good.rate, bad.rate, res.Bottleneck)
+		fmt.Fprintf(out, "\nThis host drives %s req/s with an honest verdict; at %s req/s: %s\n", fmtSelftestRate(good.rate), fmtSelftestRate(bad.rate), res.Bottleneck)
 	}
 	if o.output != "" && res.Ceiling > 0 {
 		if err := saveSelftest(o.output, res); err != nil {
@@ -205,6 +204,133 @@ func runSelftest(ctx context.Context, logger *slog.Logger, o *selftestOptions, o
 		fmt.Fprintf(out, "saved to %s (llmprobe run warns when a configuration asks for more)\n", o.output)
 	}
 	return nil
+}
+
+// searchCeiling measures rates from o.startRate: doubling while they
+// hold (up to o.maxRate), or, when the start rate does not, halving until
+// one does (down to o.minRate); then o.bisections steps between the last
+// good and the first bad rate. good is nil when no rate held, bad when
+// every rate up to o.maxRate did.
+func searchCeiling(ctx context.Context, o *selftestOptions, measure func(float64) (selftestStep, error), step func(selftestStep)) (good, bad *selftestStep, err error) {
+	run := func(rate float64) (*selftestStep, error) {
+		st, err := measure(rate)
+		if err != nil {
+			return nil, err
+		}
+		step(st)
+		return &st, nil
+	}
+	for rate := o.startRate; rate <= o.maxRate && ctx.Err() == nil; rate *= 2 {
+		st, err := run(rate)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !st.good {
+			bad = st
+			break
+		}
+		good = st
+	}
+	// Even the start rate failed: downward, halving.
+	for rate := o.startRate / 2; good == nil && bad != nil && rate >= o.minRate && ctx.Err() == nil; rate /= 2 {
+		st, err := run(rate)
+		if err != nil {
+			return nil, nil, err
+		}
+		if st.good {
+			good = st
+		} else {
+			bad = st
+		}
+	}
+	if good == nil && bad != nil && bad.rate > o.minRate && ctx.Err() == nil {
+		// The halving stepped over the floor: try the floor itself.
+		st, err := run(o.minRate)
+		if err != nil {
+			return nil, nil, err
+		}
+		if st.good {
+			good = st
+		} else {
+			bad = st
+		}
+	}
+	for i := 0; i < o.bisections && good != nil && bad != nil && ctx.Err() == nil; i++ {
+		mid := bisectRate(good.rate, bad.rate)
+		if mid <= good.rate || mid >= bad.rate {
+			break // as close as rates are told apart
+		}
+		st, err := run(mid)
+		if err != nil {
+			return nil, nil, err
+		}
+		if st.good {
+			good = st
+		} else {
+			bad = st
+		}
+	}
+	return good, bad, ctx.Err()
+}
+
+// bisectRate is the geometric mean of two rates, whole above 10 req/s and
+// to a tenth below.
+func bisectRate(good, bad float64) float64 {
+	mid := math.Sqrt(good * bad)
+	if mid >= 10 {
+		return math.Round(mid)
+	}
+	return math.Round(mid*10) / 10
+}
+
+// fmtSelftestRate writes a rate as the steps are named: whole from
+// 10 req/s up, with up to 3 significant digits below.
+func fmtSelftestRate(r float64) string {
+	if r >= 10 {
+		return fmt.Sprintf("%.0f", r)
+	}
+	return strconv.FormatFloat(r, 'g', 3, 64)
+}
+
+func savedWhere(output string) string {
+	if output == "" {
+		return ""
+	}
+	return " to " + output
+}
+
+// selftestAdvice says what to do when not even the lowest rate held.
+func selftestAdvice(bad selftestStep) string {
+	if bad.failed {
+		return "The requests themselves fail against the simulator (" + bad.because + "): check the request shape selftest takes from --config.file and --target (the API, the lengths, the sampling and extra_body), e.g. with `llmprobe bench --sim`."
+	}
+	return "The harness cannot keep its timing even at the lowest rate (" + bad.because + "): stop other load on this host (or run selftest where llmprobe will run), give llmprobe more CPUs (GOMAXPROCS, the container's CPU limit), and run selftest again; --min-rate lowers the floor."
+}
+
+// outcomeBreakdown lists a stage's outcomes other than success, most
+// frequent first: "connect_error 16, http_4xx 2".
+func outcomeBreakdown(outcomes map[wire.Outcome]int) string {
+	type count struct {
+		o wire.Outcome
+		n int
+	}
+	var cs []count
+	for o, n := range outcomes {
+		if o != wire.OutcomeSuccess && n > 0 {
+			cs = append(cs, count{o, n})
+		}
+	}
+	slices.SortFunc(cs, func(a, b count) int {
+		if a.n != b.n {
+			return b.n - a.n
+		}
+		return strings.Compare(string(a.o), string(b.o))
+	})
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = fmt.Sprintf("%s %d", c.o, c.n)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // bottleneck names what limited a step: the process whose CPU ran out,
@@ -230,16 +356,16 @@ func printStep(out io.Writer, st selftestStep) {
 	if !st.good {
 		verdict = "NOT HONEST: " + st.because
 	}
-	fmt.Fprintf(out, "  %7.0f req/s  achieved %8.1f/s  lag p99 %8v  llmprobe %.3f CPU-s/1k  simulator %.2f CPUs  %s\n",
-		st.rate, s.AchievedRate, time.Duration(s.Lag.P99*float64(time.Second)).Round(10*time.Microsecond), s.ClientCPUPer1000, st.simCPU, verdict)
+	fmt.Fprintf(out, "  %7s req/s  achieved %8.1f/s  lag p99 %8v  llmprobe %.3f CPU-s/1k  simulator %.2f CPUs  %s\n",
+		fmtSelftestRate(st.rate), s.AchievedRate, time.Duration(s.Lag.P99*float64(time.Second)).Round(10*time.Microsecond), s.ClientCPUPer1000, st.simCPU, verdict)
 }
 
 // selftestConfig is the request shape to measure: the named (or first)
-// target of the user's configuration, pointed at the simulator, or the
-// default shape.
-func selftestConfig(o *selftestOptions, simBase string) (*config.Config, string, error) {
+// target of the user's configuration, or the default shape; the caller
+// points its URL at the simulator.
+func selftestConfig(o *selftestOptions) (*config.Config, string, error) {
 	if o.configFile == "" {
-		cfg, err := config.Load([]byte(strings.ReplaceAll(selftestShape, "${SIM_URL}", simBase)), "selftest (built in)")
+		cfg, err := config.Load([]byte(strings.ReplaceAll(selftestShape, "${SIM_URL}", "http://127.0.0.1:1")), "selftest (built in)")
 		return cfg, "64-token prompts, 16 streamed tokens (chat)", err
 	}
 	cfg, err := config.LoadFile(o.configFile)
@@ -253,7 +379,7 @@ func selftestConfig(o *selftestOptions, simBase string) (*config.Config, string,
 		}
 	}
 	tc := *t
-	tc.URL, tc.Name = simBase+"/v1", "selftest"
+	tc.Name = "selftest"
 	tc.HTTPClientConfig = config.DefaultTargetHTTPClientConfig
 	tc.MaxInflight = 1 << 20
 	tc.WorkloadFrom = nil

@@ -123,16 +123,16 @@ func (j Judgement) Judge(w WindowStats, h Stats) Verdict {
 		add(ReasonLateDrops, "%d of %d scheduled requests over %v could not be sent in time (max_shortfall %.1f%%)", w.DroppedLate, w.Scheduled, w.Span.Round(100*time.Millisecond), 100*j.maxShortfall)
 	}
 	if exceeds(h.WakeOver, h.WakeEvents, j.minEvidence, j.maxLateRatio) {
-		add(ReasonWakeLatency, "the process woke up more than max_inflation %v late in %d of %d heartbeats (p99 %v) over %v", j.maxInflation, h.WakeOver, h.WakeEvents, h.WakeP99, h.Span.Round(time.Second))
+		add(ReasonWakeLatency, "the process woke up more than max_inflation %v late in %d of %d heartbeats (p99 %v) over %v", j.maxInflation, h.WakeOver, h.WakeEvents, RoundDuration(h.WakeP99), h.Span.Round(time.Second))
 	}
 	if exceeds(h.SchedOver, h.SchedEvents, j.minEvidence, j.maxLateRatio) {
-		add(ReasonSchedLatency, "goroutines waited to run for more than max_inflation %v in %d of %d schedulings (p99 %v) over %v", j.maxInflation, h.SchedOver, h.SchedEvents, h.SchedP99, h.Span.Round(time.Second))
+		add(ReasonSchedLatency, "goroutines waited to run for more than max_inflation %v in %d of %d schedulings (p99 %v) over %v", j.maxInflation, h.SchedOver, h.SchedEvents, RoundDuration(h.SchedP99), h.Span.Round(time.Second))
 	}
 	if h.HasSchedstat && h.Timeslices >= j.minEvidence && h.RunqueueWait > j.maxInflation {
-		add(ReasonCPUContention, "the process' threads waited %v per timeslice for a CPU (max_inflation %v) over %v", h.RunqueueWait, j.maxInflation, h.Span.Round(time.Second))
+		add(ReasonCPUContention, "the process' threads waited %v per timeslice for a CPU (max_inflation %v) over %v", RoundDuration(h.RunqueueWait), j.maxInflation, h.Span.Round(time.Second))
 	}
 	if h.HasCgroup && exceeds(h.ThrottledPeriods, h.Periods, j.minEvidence, j.maxLateRatio) && h.ThrottleStall > j.maxInflation {
-		add(ReasonCPUThrottled, "the CPU quota stopped the process in %d of %d periods for %v each (max_inflation %v) over %v", h.ThrottledPeriods, h.Periods, h.ThrottleStall, j.maxInflation, h.Span.Round(time.Second))
+		add(ReasonCPUThrottled, "the CPU quota stopped the process in %d of %d periods for %v each (max_inflation %v) over %v", h.ThrottledPeriods, h.Periods, RoundDuration(h.ThrottleStall), j.maxInflation, h.Span.Round(time.Second))
 	}
 	v.Detail = strings.Join(why, "; ")
 	if exceeds(w.DroppedInflight, w.Scheduled, j.minEvidence, j.maxShortfall) {
@@ -140,4 +140,14 @@ func (j Judgement) Judge(w WindowStats, h Stats) Verdict {
 		v.Overload = fmt.Sprintf("%d of %d scheduled requests over %v were dropped because max_inflight requests were still running: the target does not absorb the offered load", w.DroppedInflight, w.Scheduled, w.Span.Round(100*time.Millisecond))
 	}
 	return v
+}
+
+// RoundDuration rounds d to 3 significant digits (30.814879ms is
+// 30.8ms, 131.2µs is 131µs), for the explanations people read.
+func RoundDuration(d time.Duration) time.Duration {
+	unit := time.Duration(1)
+	for a := max(d, -d); a >= 1000*unit && unit < time.Hour; {
+		unit *= 10
+	}
+	return d.Round(unit)
 }

@@ -5,6 +5,7 @@ package harness
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,6 +66,31 @@ func TestJudgeByCounts(t *testing.T) {
 		}
 		if v.Saturated() != (v.Detail != "") || v.Overloaded != (v.Overload != "") {
 			t.Errorf("%s: explanation missing: %+v", tc.name, v)
+		}
+	}
+}
+
+// TestJudgeRoundsDurations: the explanations the status page and bench
+// show round the measured durations to 3 significant digits (the page
+// said "p99 30.814879ms").
+func TestJudgeRoundsDurations(t *testing.T) {
+	min := time.Minute
+	v := defaultJudgement.Judge(WindowStats{Span: min, Scheduled: 60, Sent: 60}, Stats{
+		Span: min, WakeEvents: 6000, WakeOver: 300, WakeP99: 30814879,
+		SchedEvents: 10000, SchedOver: 500, SchedP99: 12345678,
+		HasSchedstat: true, Timeslices: 5000, RunqueueWait: 15432101,
+		HasCgroup: true, Periods: 600, ThrottledPeriods: 300, ThrottleStall: 61234567,
+	})
+	for _, want := range []string{"(p99 30.8ms)", "(p99 12.3ms)", "waited 15.4ms per timeslice", "for 61.2ms each"} {
+		if !strings.Contains(v.Detail, want) {
+			t.Errorf("the explanation lacks %q: %s", want, v.Detail)
+		}
+	}
+	for _, c := range []struct{ d, want time.Duration }{
+		{30814879, 30800000}, {131249, 131000}, {999, 999}, {1234567891, 1230000000}, {-30814879, -30800000}, {0, 0}, {90 * time.Minute, 90 * time.Minute},
+	} {
+		if got := RoundDuration(c.d); got != c.want {
+			t.Errorf("RoundDuration(%v) = %v, want %v", c.d, got, c.want)
 		}
 	}
 }
