@@ -354,10 +354,12 @@ func writeClosedLoop(w io.Writer, r *Report) {
 func (r *Report) writeClosedLoopOnly(w io.Writer) error {
 	writeClosedLoop(w, r)
 	writeDataset(w, r.Dataset)
+	var sampling []string
 	for _, si := range r.Sampling {
-		fmt.Fprintf(w, "sampling: %s/%s temperature=%g top_p=%g\n", si.Target, si.Class, si.Temperature, si.TopP)
+		sampling = append(sampling, fmt.Sprintf("%s/%s temperature=%g top_p=%g", si.Target, si.Class, si.Temperature, si.TopP))
 	}
-	return nil
+	_, err := fmt.Fprintf(w, "sampling: %s\n", strings.Join(sampling, "; "))
+	return err
 }
 
 func (l *ClosedLoopStage) errors() int {

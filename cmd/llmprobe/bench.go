@@ -103,6 +103,9 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	if o.stageDurationSet && o.find.active() {
 		o.find.opts.StageDuration = o.stageDuration // the search's measured window (bench-find.md)
 	}
+	if o.plot != "" && len(o.stages) == 0 && !o.find.active() {
+		return usagef("--plot draws open-loop stages against their offered rate; closed-loop levels (--concurrency) are not drawn: add --stage or leave out --plot")
+	}
 	if len(o.stages) == 0 && !o.find.active() && len(o.load.levels) == 0 {
 		return usagef("required flag(s) '--stage' not provided (or --concurrency for closed-loop levels)")
 	}
