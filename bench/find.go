@@ -279,6 +279,10 @@ func Find(ctx context.Context, opts Options, f FindOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.rep.Percentiles = opts.Percentiles
+	if opts.Dataset != nil {
+		s.rep.Dataset = opts.Dataset.Info()
+	}
 	s.rep.Finished = time.Now()
 	return s.rep, nil
 }
@@ -366,6 +370,8 @@ func (s *search) stage(rate float64) (*StageReport, error) {
 	o.Stages = []Stage{{Rate: rate, Duration: (s.warmup + window).Round(time.Millisecond)}}
 	o.Warmup = s.warmup
 	o.StopWhenSaturated = false
+	// A search sizes its stages and runs open-loop ones only.
+	o.MaxRequests, o.Concurrency = 0, nil
 	// Number the stage in the request log and the progress line as in
 	// the report: after the stages already run.
 	o.StageOffset = len(s.rep.Stages)
