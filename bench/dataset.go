@@ -68,6 +68,9 @@ type Dataset struct {
 	// did not).
 	truncated string
 	textBytes int
+	// base is the offset in the file of the JSON array's reader's first
+	// byte (white space and a byte-order mark before it were read).
+	base int64
 
 	mu   sync.Mutex
 	next map[string]*atomic.Uint64 // by target
@@ -168,7 +171,7 @@ func LoadDataset(ctx context.Context, path string, maxPrompts int, outputs strin
 	}
 	d := &Dataset{Path: path, OutputLengths: outputs, skipped: map[string]int{}}
 	br := bufio.NewReaderSize(f, 1<<16)
-	first, err := firstByte(br)
+	first, skipped, newlines, err := firstByte(br)
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%s: empty dataset", path)
@@ -178,12 +181,13 @@ func LoadDataset(ctx context.Context, path string, maxPrompts int, outputs strin
 	switch first {
 	case '[':
 		d.Format = "sharegpt"
+		d.base = skipped
 		err = d.readArray(ctx, br, maxPrompts)
 	case '{':
 		d.Format = "jsonl"
-		err = d.readLines(ctx, br, maxPrompts)
+		err = d.readLines(ctx, br, maxPrompts, newlines)
 	default:
-		return nil, fmt.Errorf("%s:1: want a JSON array (ShareGPT) or JSON Lines of objects, got %q", path, first)
+		return nil, fmt.Errorf("%s:%d: want a JSON array (ShareGPT) or JSON Lines of objects, got %q", path, newlines+1, first)
 	}
 	if err != nil {
 		return nil, err
@@ -194,23 +198,30 @@ func LoadDataset(ctx context.Context, path string, maxPrompts int, outputs strin
 	return d, nil
 }
 
-// firstByte peeks at the first byte that is not white space (or a BOM).
-func firstByte(br *bufio.Reader) (byte, error) {
+// firstByte peeks at the first byte that is not white space (or a
+// BOM), and says how many bytes and newlines came before it: the
+// readers' positions start after them.
+func firstByte(br *bufio.Reader) (b byte, skipped int64, newlines int, err error) {
 	for {
 		b, err := br.ReadByte()
 		if err != nil {
-			return 0, err
+			return 0, skipped, newlines, err
 		}
 		switch b {
-		case ' ', '\t', '\r', '\n':
+		case '\n':
+			newlines++
+			fallthrough
+		case ' ', '\t', '\r':
+			skipped++
 			continue
 		case 0xEF: // a UTF-8 byte-order mark
 			if bom, err := br.Peek(2); err == nil && bom[0] == 0xBB && bom[1] == 0xBF {
 				_, _ = br.Discard(2)
+				skipped += 3
 				continue
 			}
 		}
-		return b, br.UnreadByte()
+		return b, skipped, newlines, br.UnreadByte()
 	}
 }
 
@@ -319,8 +330,7 @@ func (d *Dataset) full(maxPrompts int) bool {
 	return true
 }
 
-func (d *Dataset) readLines(ctx context.Context, br *bufio.Reader, maxPrompts int) error {
-	line := 0
+func (d *Dataset) readLines(ctx context.Context, br *bufio.Reader, maxPrompts, line int) error {
 	for {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -426,7 +436,7 @@ func (d *Dataset) arrayError(at int64, err error) error {
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		err = errors.New("the file ends inside the JSON array")
 	}
-	return fmt.Errorf("%s:%d: %v", d.Path, lineAt(d.Path, at), err)
+	return fmt.Errorf("%s:%d: %v", d.Path, lineAt(d.Path, d.base+at), err)
 }
 
 func cmpOr(s, def string) string {

@@ -142,6 +142,9 @@ func TestLoadDatasetErrors(t *testing.T) {
 		{"type.json", "[\n {\"conversations\": [\n  {\"from\": \"human\", \"value\": \"a\"}]},\n {\"conversations\": [\n  {\"from\": \"human\",\n   \"value\": 5}]}\n]\n", ":6: "},
 		{"cut.json", "[\n {\"conversations\": [{\"from\": \"human\", \"value\": \"a\"}]},\n", "ends inside the JSON array"},
 		{"empty.jsonl", "\n  \n", "empty dataset"},
+		{"blank.jsonl", "\n\n{\"prompt\": \"a\"}\n{\"prompt\": 7}\n", ":4: "},
+		{"blank.json", "\ufeff\n\n[{\"conversations\": [{\"from\": \"human\", \"value\": \"a\"}]},\n {\"conversations\": [{\"from\": \"human\", \"value\": 1}]}]", ":4: "},
+		{"blanksyntax.json", "\n\n\n[{\"conversations\": [{\"from\": \"human\", \"value\": \"a\"}]},\n\n {\"conversations\": [}]}]", ":6: "},
 		{"text.txt", "hello\n", ":1: want a JSON array (ShareGPT) or JSON Lines"},
 		{"nohuman.json", "[{\"conversations\": [{\"from\": \"gpt\", \"value\": \"a\"}]}]", "no usable prompt (1 skipped: no human turn)"},
 	}
