@@ -125,6 +125,7 @@ type closedTarget struct {
 	wl      *workload.Workload
 	sent    atomic.Int64
 	done    atomic.Int64 // completed successfully
+	failed  atomic.Int64 // ended otherwise
 }
 
 // runClosed runs one closed-loop level against targets at once and
@@ -312,6 +313,8 @@ func (ct *closedTarget) work(ctx context.Context, stop <-chan struct{}, rng *ran
 		p.Learn(res)
 		if res.Outcome == wire.OutcomeSuccess {
 			ct.done.Add(1)
+		} else {
+			ct.failed.Add(1)
 		}
 		col.Observe(res)
 	}

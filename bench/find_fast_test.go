@@ -15,14 +15,14 @@ import (
 )
 
 // findFastBudget is the goal of a capacity search with the defaults
-// (issue #21): its stages and bursts, by their timers, take at most this.
+// (issue #21): its estimate and stages, by their timers, take at most this.
 const findFastBudget = 2 * time.Minute
 
 // TestFindCapacityDefaults: --find=capacity with every default (the
 // CLI's 5 s warm-up, no start rate: the estimate) finds the capacity of
 // the simulator of findSimConfig within 15% of what the simulator served
 // (as TestFindCapacity derives it from its request log; the timing
-// model's is logged beside it), on a trusted stage, and its bursts and
+// model's is logged beside it), on a trusted stage, and its estimate and
 // stages take at most findFastBudget by their own timers (the drains
 // after each stage depend on the machine and are printed, not judged).
 // The old ramp from 1 req/s held the first stage 2m10s.
@@ -74,10 +74,10 @@ func TestFindCapacityDefaults(t *testing.T) {
 		planned += s.Duration
 		drains += s.Drain
 	}
-	fmt.Printf("--- TestFindCapacityDefaults: capacity %.2f req/s (model %.2f) in %v wall, %v of bursts and stages, %v of drains, %d stages\n",
+	fmt.Printf("--- TestFindCapacityDefaults: capacity %.2f req/s (model %.2f) in %v wall, %v of estimate and stages, %v of drains, %d stages\n",
 		c.RequestsPerSecond, modelReq, got.wall.Round(100*time.Millisecond), planned.Round(100*time.Millisecond), drains.Round(100*time.Millisecond), len(rep.Stages))
 	if planned > findFastBudget {
-		t.Errorf("the search's bursts and stages took %v, want at most %v", planned.Round(time.Second), findFastBudget)
+		t.Errorf("the search's estimate and stages took %v, want at most %v", planned.Round(time.Second), findFastBudget)
 	}
 	if f.Estimate == nil || !(f.Estimate.RequestsPerSecond > 0) {
 		t.Errorf("no capacity estimate: %+v", f.Estimate)
