@@ -174,7 +174,7 @@ func (s *search) estimateRule() string {
 		estimateMaxC, estimateMinCompleted, estimateMinLevel, estimateMaxLevel, estimateBudget, 100*s.f.MinGain, s.f.Factor)
 }
 
-// writeEstimate writes the estimate's bursts before the ramp.
+// writeEstimate writes the estimate's levels before the ramp.
 func writeEstimate(w io.Writer, e *CapacityEstimate) {
 	if e == nil {
 		return

@@ -38,7 +38,7 @@ func TestFindCapacityDefaults(t *testing.T) {
 		requests []byte
 		wall     time.Duration
 	}
-	got := simtest.RetryFor(t, 2, time.Minute, func(int) (found, string) {
+	got := simtest.RetryFor(t, 2, 75*time.Second, func(int) (found, string) {
 		ctx, logger, cancel := untrustedStop()
 		defer cancel()
 		// Bounded: well past the goal, so that a slow search fails
