@@ -99,6 +99,23 @@ type Options struct {
 	GPUPricePerHour float64
 	GPUCount        int
 
+	// Dataset, when set, supplies the prompts of single-turn requests
+	// (dataset.go); conversations keep synthesised ones.
+	Dataset *Dataset
+	// MaxRequests, when positive, ends every stage (open- or closed-loop)
+	// once each target was sent this many requests, before its duration
+	// if sooner (--max-requests, --num-prompts).
+	MaxRequests int
+	// Percentiles are the percentiles (in percent, e.g. 50, 90, 99)
+	// reported for every metric beside the fixed p50/p95/p99 and shown
+	// in their place in the text and Markdown tables (percentiles.go).
+	Percentiles []float64
+	// Concurrency, when set, runs one closed-loop level per value after
+	// the open-loop stages (closedloop.go), each for ClosedLoopDuration:
+	// reported apart, in Report.ClosedLoop.
+	Concurrency        []int
+	ClosedLoopDuration time.Duration
+
 	stage      int               // the stage runStage runs (1-based), set by Run
 	serverURLs map[string]string // target → metrics URL, set by Run
 }
@@ -125,7 +142,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if len(opts.Stages) == 0 {
+	if len(opts.Stages) == 0 && len(opts.Concurrency) == 0 {
 		return nil, fmt.Errorf("no stages")
 	}
 	base := opts.Config
@@ -153,7 +170,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		opts.serverURLs = urls
 	}
-	rep := &Report{Started: time.Now(), SLOBounds: sloBounds(base, targets, opts.SLO)}
+	rep := &Report{Started: time.Now(), SLOBounds: sloBounds(base, targets, opts.SLO), Percentiles: opts.Percentiles}
 	for _, t := range targets {
 		for _, c := range base.Workload(t).Classes {
 			rep.Sampling = append(rep.Sampling, SamplingInfo{
@@ -192,6 +209,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		if opts.StopWhenSaturated && slices.ContainsFunc(srs, func(s *StageReport) bool { return !s.Trusted }) {
 			break
 		}
+	}
+	if err := runClosedLoopLevels(ctx, opts, base, targets, rep); err != nil {
+		return nil, err
+	}
+	if opts.Dataset != nil {
+		rep.Dataset = opts.Dataset.Info()
 	}
 	rep.Finished = time.Now()
 	return rep, nil
@@ -234,8 +257,13 @@ func expectedResults(rate float64, d time.Duration) int {
 func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) ([]*StageReport, error) {
 	col := newCollector(cfg, expectedResults(st.Rate, st.Duration), opts.SLO)
 	col.stage, col.requests = opts.stage, opts.Requests
-	eng := probe.NewEngine(probe.Options{Logger: opts.Logger, Observer: col, UserAgent: "llmprobe-bench",
-		Tracer: opts.Tracer, Propagator: opts.Propagator})
+	col.setLimits(opts)
+	popts := probe.Options{Logger: opts.Logger, Observer: col, UserAgent: "llmprobe-bench",
+		Tracer: opts.Tracer, Propagator: opts.Propagator}
+	if opts.Dataset != nil {
+		popts.Prompts = opts.Dataset
+	}
+	eng := probe.NewEngine(popts)
 	cpu0 := cpuTime()
 	start := time.Now()
 	col.start, col.warmup = start, time.Duration(cfg.Global.Warmup)
@@ -280,6 +308,8 @@ wait:
 		case <-ctx.Done():
 			break wait
 		case <-timer.C:
+			break wait
+		case <-col.reached:
 			break wait
 		case <-tick:
 			opts.Progress(col.progress(opts.stage, opts.StageOffset+len(opts.Stages), time.Since(start), st.Duration, false))
@@ -380,6 +410,9 @@ type collector struct {
 	// the served figures count completions in.
 	start  time.Time
 	warmup time.Duration
+	// limits: Options.MaxRequests and Options.Percentiles (percentiles.go).
+	limits  collectorLimits
+	reached <-chan struct{} // closed when every target was sent MaxRequests
 }
 
 type targetData struct {
@@ -446,7 +479,7 @@ func (c *collector) Dropped(target, _ string, reason probe.DropReason) {
 
 func (c *collector) Sent(target, _ string) {
 	if d := c.targets[target]; d != nil {
-		d.sent.Add(1)
+		c.limits.sent(d.sent.Add(1), len(c.targets))
 	}
 }
 
@@ -554,6 +587,7 @@ func (c *collector) report(target string, elapsed time.Duration) *StageReport {
 	if d.slo != nil {
 		sr.SLO = d.slo.report(&d.sloCounts, elapsed, map[string][]float64{"ttft": d.ttft, "tpot": d.tpot, "itl": d.itl, "e2e": d.e2e})
 	}
+	c.limits.percentiles(sr, d)
 	sr.promptTokens, sr.outputTokens = d.promptTokens, d.outputTokens
 	// Served: successes that ended inside [warm-up, stage end], whatever
 	// they started, so the grace period's completions are not counted.

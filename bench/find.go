@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -88,10 +89,19 @@ type FindOptions struct {
 	MaxWindow   time.Duration
 	Precision   float64 // bisection stops when hi/lo − 1 ≤ Precision
 	MaxStages   int     // stages of the ramp, and of the SLO search
+	// StageDuration, when positive (--stage.duration given), is every
+	// stage's measured window, lengthened where it would hold fewer than
+	// 1.25 × N requests (the rule for trusting a stage); otherwise the
+	// window is max(MinWindow, 1.25 × N / rate).
+	StageDuration time.Duration
 }
 
 func (f *FindOptions) defaults() {
-	orDefault(&f.StartRate, DefaultFindStartRate)
+	if f.Mode != FindCapacity || f.Capacity > 0 {
+		// The capacity ramp estimates its start when none is given
+		// (find_estimate.go).
+		orDefault(&f.StartRate, DefaultFindStartRate)
+	}
 	if f.Factor <= 1 {
 		f.Factor = DefaultFindFactor
 	}
@@ -125,6 +135,9 @@ type FindReport struct {
 	Levels []LevelStage `json:"levels,omitempty"`
 	// SLO is the outcome of the SLO search.
 	SLO *SLOSearch `json:"slo_search,omitempty"`
+	// Estimate is how the capacity ramp chose its first rate (nil when
+	// it was given).
+	Estimate *CapacityEstimate `json:"capacity_estimate,omitempty"`
 	// Untrusted lists the stages that were not taken as evidence because
 	// the verdict did not trust them.
 	Untrusted []int `json:"untrusted_stages_not_evidence,omitempty"`
@@ -266,6 +279,10 @@ func Find(ctx context.Context, opts Options, f FindOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.rep.Percentiles = opts.Percentiles
+	if opts.Dataset != nil {
+		s.rep.Dataset = opts.Dataset.Info()
+	}
 	s.rep.Finished = time.Now()
 	return s.rep, nil
 }
@@ -312,15 +329,27 @@ func (s *search) sloSamples() int {
 }
 
 func (s *search) rules() []string {
+	window := fmt.Sprintf("each stage: %v warm-up (excluded), then a measured window of max(%v, %.2f × %d / rate), at most %v, so that about %.2f × %d requests complete in it at a rate the target keeps up with; --stage.duration is not used (give it to set the window)",
+		s.warmup, s.f.MinWindow, findWindowMargin, s.need, s.f.MaxWindow, findWindowMargin, s.need)
+	if s.f.StageDuration > 0 {
+		window = fmt.Sprintf("each stage: %v warm-up (excluded), then a measured window of --stage.duration %v, lengthened to %.2f × %d / rate (at most --find.max-window) where that is longer, so that about %.2f × %d requests complete in it at a rate the target keeps up with (the rule for trusting a stage)",
+			s.warmup, s.f.StageDuration, findWindowMargin, s.need, findWindowMargin, s.need)
+	}
 	r := []string{
-		fmt.Sprintf("each stage: %v warm-up (excluded), then a measured window of max(%v, %.2f × %d / rate), at most %v, so that about %.2f × %d requests complete in it at a rate the target keeps up with",
-			s.warmup, s.f.MinWindow, findWindowMargin, s.need, s.f.MaxWindow, findWindowMargin, s.need),
+		window,
 		"served rate: successful requests that ended inside the measured window, per second of it (the grace period's completions do not count)",
 		"a stage the verdict does not trust (harness saturated, or drops over max_inflight) is never evidence of capacity or of meeting the SLO",
 	}
+	if s.f.Mode == FindCapacity && !(s.f.StartRate > 0) {
+		r = append(r, s.estimateRule())
+	}
 	if s.f.Mode == FindCapacity {
-		r = append(r, fmt.Sprintf("capacity ramp: rates %g × %g^k req/s until neither the served rate nor the served output tokens/s grows by %.0f%% over the previous stage, or TTFT p50 more than doubles while the served rate grows by less than half the step, or a stage is not trusted, or %d stages ran; capacity = the trusted stage with the highest served rate",
-			s.f.StartRate, s.f.Factor, 100*s.f.MinGain, s.f.MaxStages))
+		start := strconv.FormatFloat(s.f.StartRate, 'g', -1, 64)
+		if !(s.f.StartRate > 0) {
+			start = "(the estimate's start)"
+		}
+		r = append(r, fmt.Sprintf("capacity ramp: rates %s × %g^k req/s until neither the served rate nor the served output tokens/s grows by %.0f%% over the previous stage, or TTFT p50 more than doubles while the served rate grows by less than half the step, or a stage is not trusted, or %d stages ran; capacity = the trusted stage with the highest served rate",
+			start, s.f.Factor, 100*s.f.MinGain, s.f.MaxStages))
 	}
 	if s.f.Mode == FindSLO {
 		r = append(r, fmt.Sprintf("SLO search: a stage meets the SLO when it is trusted, served at least %.0f%% of the rate it was sent, holds at least %d samples per quantile bound (max(%d, ⌈1/(1−q)⌉)) and %d judged requests for a per-request objective, and its bounds held; the rate is stepped by ×%g to a bracket, then bisected until the bracket is within %.0f%%",
@@ -332,11 +361,17 @@ func (s *search) rules() []string {
 // stage runs one stage at rate and appends it to the report.
 func (s *search) stage(rate float64) (*StageReport, error) {
 	window := time.Duration(findWindowMargin * float64(s.need) / rate * float64(time.Second))
-	window = min(max(window, s.f.MinWindow), s.f.MaxWindow)
+	if s.f.StageDuration > 0 {
+		window = min(max(window, s.f.StageDuration), max(s.f.MaxWindow, s.f.StageDuration))
+	} else {
+		window = min(max(window, s.f.MinWindow), s.f.MaxWindow)
+	}
 	o := s.opts
 	o.Stages = []Stage{{Rate: rate, Duration: (s.warmup + window).Round(time.Millisecond)}}
 	o.Warmup = s.warmup
 	o.StopWhenSaturated = false
+	// A search sizes its stages and runs open-loop ones only.
+	o.MaxRequests, o.Concurrency = 0, nil
 	// Number the stage in the request log and the progress line as in
 	// the report: after the stages already run.
 	o.StageOffset = len(s.rep.Stages)
@@ -365,6 +400,9 @@ func (s *search) capacity() error {
 	stop := ""
 	found := false
 	rate := s.f.StartRate
+	if !(rate > 0) {
+		rate = s.estimate()
+	}
 	for i := 0; i < s.f.MaxStages && s.ctx.Err() == nil; i++ {
 		if rate > config.MaxArrivalRate {
 			stop = fmt.Sprintf("the next rate, %.3g req/s, is above the arrival cap of %d requests per second", rate, config.MaxArrivalRate)
@@ -579,6 +617,7 @@ func writeFind(w io.Writer, f *FindReport) {
 	for _, r := range f.Rules {
 		fmt.Fprintf(w, "  rule: %s\n", r)
 	}
+	writeEstimate(w, f.Estimate)
 	for _, st := range f.Ramp {
 		trusted := ""
 		if !st.Trusted {

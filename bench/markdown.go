@@ -181,11 +181,7 @@ func (r *Report) WriteMarkdown(w io.Writer, o MarkdownOptions) error {
 		if len(s.Reasons) > 0 || s.Shortfall() != "" || s.describeDrain() != "" {
 			b.WriteString("\n")
 		}
-		b.WriteString("| metric | n | p50 | p95 | p99 | max |\n|---|--:|--:|--:|--:|--:|\n")
-		for _, m := range s.metrics() {
-			fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s |\n", m.name, m.q.Count,
-				fmtQ(m.q, m.q.P50), fmtQ(m.q, m.q.P95), fmtQ(m.q, m.q.P99), fmtQ(m.q, m.q.Max))
-		}
+		writeQuantileTable(b, s.metrics(), r.Percentiles) // percentiles.go
 		b.WriteString("\n")
 		cache := "not reported by the server"
 		if s.CacheHitRatio > 0 || s.ReuseIntent > 0 {
@@ -217,6 +213,7 @@ func (r *Report) WriteMarkdown(w io.Writer, o MarkdownOptions) error {
 			}
 		}
 	}
+	writeClosedLoopMarkdown(b, r) // closedloop.go: the closed-loop levels and the dataset
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -35,6 +35,14 @@ type Report struct {
 	// Find is the outcome of a search (--find, --levels); nil for a plain
 	// list of stages.
 	Find *FindReport `json:"find,omitempty"`
+	// Percentiles are the percentiles asked for (--percentiles), in
+	// percent; every Quantiles then holds them (empty: p50, p95, p99).
+	Percentiles []float64 `json:"percentiles,omitempty"`
+	// Dataset describes the prompts' dataset (--dataset; nil without).
+	Dataset *DatasetInfo `json:"dataset,omitempty"`
+	// ClosedLoop are the closed-loop levels (--concurrency), apart from
+	// the open-loop Stages: never compare the two (closedloop.go).
+	ClosedLoop []*ClosedLoopStage `json:"closed_loop,omitempty"`
 }
 
 // SamplingInfo records the sampling parameters of a class: numbers taken
@@ -56,6 +64,9 @@ type Quantiles struct {
 	P95   float64 `json:"p95"`
 	P99   float64 `json:"p99"`
 	Max   float64 `json:"max"`
+	// Percentiles are those asked for (Report.Percentiles), by name
+	// ("p90", "p99.9"); none unless asked for.
+	Percentiles map[string]float64 `json:"percentiles,omitempty"`
 }
 
 func summarize(v []float64) Quantiles {
@@ -217,6 +228,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	// Two narrow tables (under 100 columns for target names of up to 16
 	// characters): the load of each stage and its verdict, then one row
 	// per stage, target and metric with the samples beside the quantiles.
+	if len(r.Stages) == 0 && len(r.ClosedLoop) > 0 {
+		return r.writeClosedLoopOnly(w) // closedloop.go
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "stage\ttarget\treq/s\tachieved\tsent\tdrop\terr\ttok/s\tcache\tCPU/1k\ttrusted\t")
 	for _, s := range r.Stages {
@@ -234,11 +248,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "stage\ttarget\tmetric\tn\tp50\tp95\tp99\tmax\t")
+	fmt.Fprintf(tw, "stage\ttarget\tmetric\tn\t%s\tmax\t\n", strings.Join(quantileHeader(r.Percentiles), "\t"))
 	for _, s := range r.Stages {
 		for _, m := range s.metrics() {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", s.Stage, s.Target, m.name, m.q.Count,
-				fmtQ(m.q, m.q.P50), fmtQ(m.q, m.q.P95), fmtQ(m.q, m.q.P99), fmtQ(m.q, m.q.Max))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t\n", s.Stage, s.Target, m.name, m.q.Count,
+				strings.Join(quantileCells(m.q, r.Percentiles), "\t"), fmtQ(m.q, m.q.Max))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -259,6 +273,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	writeCost(w, r.Stages)
 	writeSLO(w, r.Stages)
 	writeFind(w, r.Find)
+	writeClosedLoop(w, r)
+	writeDataset(w, r.Dataset)
 	var sampling []string
 	for _, si := range r.Sampling {
 		extra := ""

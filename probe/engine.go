@@ -53,6 +53,10 @@ type Options struct {
 	// (tracing.record_content); off, no text is kept beyond what a
 	// conversation's history needs.
 	RecordContent bool
+	// Prompts, when set, supplies the prompts of single-turn requests in
+	// place of synthesised ones (bench --dataset); conversations keep
+	// theirs.
+	Prompts workload.PromptSource
 }
 
 // Engine runs one runner per configured target and reconciles them with
@@ -268,6 +272,7 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64, identity *iden
 		client:      client,
 		httpClient:  httpClient,
 		builder:     workload.NewBuilder(t, h.Sum64()^g.Seed),
+		prompts:     e.opts.Prompts,
 		perArrival:  wl.RequestsPerArrival(),
 		obs:         e.opts.Observer,
 		arrivalHook: e.arrivalHook,

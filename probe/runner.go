@@ -36,8 +36,9 @@ type runner struct {
 	// refitRedactor holds workload_from's Prometheus secrets (set by the
 	// refit loop before its first refit).
 	refitRedactor *wire.Redactor
-	builder       *workload.Builder // prepares the requests: prompts, lengths, bodies
-	perArrival    float64           // expected requests per arrival (multi-turn classes)
+	builder       *workload.Builder     // prepares the requests: prompts, lengths, bodies
+	prompts       workload.PromptSource // nil: every prompt is synthesised (Options.Prompts)
+	perArrival    float64               // expected requests per arrival (multi-turn classes)
 	obs           Observer
 	logger        *slog.Logger
 	seed          uint64
@@ -240,6 +241,12 @@ func (d DropReason) cause() harness.DropCause {
 // single sends the request of a single-turn arrival.
 func (r *runner) single(plan workload.Plan, planned time.Time, seed uint64) {
 	defer r.reqs.Done()
+	if r.prompts != nil {
+		if d, ok := r.prompts.Next(r.name); ok {
+			r.exchange(r.builder.FromDataset(&plan, d), planned)
+			return
+		}
+	}
 	rng := rand.New(rand.NewPCG(seed, ^seed))
 	r.exchange(r.builder.FirstTurn(&plan, rng, nil), planned)
 }

@@ -54,6 +54,9 @@ type benchOptions struct {
 	gpuCount      int      // --gpu.count
 
 	find findFlags // --find, --levels, --capacity, --find.*
+	load loadFlags // --dataset, --max-requests, --percentiles, --concurrency (bench_load.go)
+
+	stageDurationSet bool // --stage.duration was given
 }
 
 func registerBench(app *kingpin.Application) command {
@@ -62,7 +65,7 @@ func registerBench(app *kingpin.Application) command {
 	cmd.Flag("config.file", "llmprobe configuration file (targets, workloads). With --sim and no file, the embedded demo configuration.").StringVar(&o.configFile)
 	cmd.Flag("target", "Only these targets (repeatable). Default: all.").StringsVar(&o.targets)
 	cmd.Flag("stage", "A stage as RATE[:DURATION], e.g. 10:60s (repeatable, run in order; required but with compare).").StringsVar(&o.stages)
-	cmd.Flag("stage.duration", "Duration of stages given without one.").Default("60s").DurationVar(&o.stageDuration)
+	cmd.Flag("stage.duration", "Duration of stages given without one.").Default("60s").IsSetByUser(&o.stageDurationSet).DurationVar(&o.stageDuration)
 	cmd.Flag("stage.grace", "Wait at most this long after each stage for its requests still in flight (their results count for the stage; those still running then are cancelled, and the report says how many). 0: the longest request timeout of the targets.").Default("0s").DurationVar(&o.grace)
 	cmd.Flag("warmup", "Warm-up excluded from each stage's latency figures (negative: global.warmup).").Default("5s").DurationVar(&o.warmup)
 	cmd.Flag("output", "Also write the report to this file: Markdown when it ends in .md, else JSON (what compare reads).").StringVar(&o.output)
@@ -76,6 +79,7 @@ func registerBench(app *kingpin.Application) command {
 	cmd.Flag("gpu.price-per-hour", "What one GPU costs per hour: each stage also reports the GPU cost per million generated tokens (with --gpu.count, or the GPUs --prometheus.url finds). 0: none.").Default("0").Float64Var(&o.gpuPrice)
 	cmd.Flag("gpu.count", "The number of GPUs serving the targets, for the GPU time and cost per generated token. 0: those --prometheus.url finds with --gpu.selector.").Default("0").IntVar(&o.gpuCount)
 	o.find.register(cmd)
+	o.load.register(cmd)
 	cmd.Flag("stop-when-saturated", "Stop after the first stage whose load was not delivered.").BoolVar(&o.stopSaturated)
 	cmd.Flag("sim", "Start the built-in simulator in a child process on a loopback port; "+examples.DemoURLPlaceholder+" in the config stands for its base URL.").BoolVar(&o.sim)
 	cmd.Flag("sim.config.file", "Simulator configuration for --sim.").StringVar(&o.simConfig)
@@ -98,8 +102,17 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	if err := o.find.check(len(o.stages) > 0); err != nil {
 		return err
 	}
-	if len(o.stages) == 0 && !o.find.active() {
-		return usagef("required flag(s) '--stage' not provided")
+	if err := o.load.check(o.find.active()); err != nil {
+		return err
+	}
+	if o.stageDurationSet && o.find.active() {
+		o.find.opts.StageDuration = o.stageDuration // the search's measured window (bench-find.md)
+	}
+	if o.plot != "" && len(o.stages) == 0 && !o.find.active() {
+		return usagef("--plot draws open-loop stages against their offered rate; closed-loop levels (--concurrency) are not drawn: add --stage or leave out --plot")
+	}
+	if len(o.stages) == 0 && !o.find.active() && len(o.load.levels) == 0 {
+		return usagef("required flag(s) '--stage' not provided (or --concurrency for closed-loop levels)")
 	}
 	stages, err := parseStages(o.stages, o.stageDuration)
 	if err != nil {
@@ -178,6 +191,9 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		GPUSelector:       o.gpuSelector,
 		GPUPricePerHour:   o.gpuPrice,
 		GPUCount:          o.gpuCount,
+	}
+	if err := o.load.apply(ctx, &bopts, o.stageDuration); err != nil {
+		return err
 	}
 	if isTerminal(os.Stdout) {
 		bopts.Progress = progressPrinter(os.Stdout)

@@ -20,17 +20,18 @@ import (
 // findFlags are bench's search flags: --find, --levels, --capacity and
 // the --find.* rules.
 type findFlags struct {
-	mode        string
-	levels      string
-	capacity    float64
-	startRate   float64
-	factor      float64
-	minGain     float64
-	minRequests int
-	minWindow   time.Duration
-	maxWindow   time.Duration
-	precision   float64
-	maxStages   int
+	mode         string
+	levels       string
+	capacity     float64
+	startRate    float64
+	startRateSet bool
+	factor       float64
+	minGain      float64
+	minRequests  int
+	minWindow    time.Duration
+	maxWindow    time.Duration
+	precision    float64
+	maxStages    int
 
 	opts bench.FindOptions // set by check
 }
@@ -39,7 +40,7 @@ func (f *findFlags) register(cmd *kingpin.CmdClause) {
 	cmd.Flag("find", "Search instead of running --stage: capacity (ramp the rate until the served throughput stops growing or the queue runs away) or slo (bisect the highest rate that meets --slo, or the targets' slo blocks). One target.").EnumVar(&f.mode, bench.FindCapacity, bench.FindSLO)
 	cmd.Flag("levels", "Run one stage at each of these fractions of the capacity (found by --find=capacity, or --capacity), e.g. 0.7,0.85,0.95.").PlaceHolder("F,F,...").StringVar(&f.levels)
 	cmd.Flag("capacity", "The target's capacity in requests/s, for --levels and --find=slo instead of measuring it.").PlaceHolder("RATE").Float64Var(&f.capacity)
-	cmd.Flag("find.start-rate", "First rate of a search, req/s.").Default(strconv.FormatFloat(bench.DefaultFindStartRate, 'g', -1, 64)).Float64Var(&f.startRate)
+	cmd.Flag("find.start-rate", "First rate of a search, req/s. Default: --find=capacity estimates it by a short closed-loop concurrency ramp (doubling workers until the served rate stops growing) and starts below the estimate; --find=slo starts at the capacity, else at "+strconv.FormatFloat(bench.DefaultFindStartRate, 'g', -1, 64)+".").IsSetByUser(&f.startRateSet).Float64Var(&f.startRate)
 	cmd.Flag("find.factor", "Ratio of successive rates of the capacity ramp (and of the SLO search's bracketing steps).").Default(strconv.FormatFloat(bench.DefaultFindFactor, 'g', -1, 64)).Float64Var(&f.factor)
 	cmd.Flag("find.min-gain", "The capacity ramp stops when neither served requests/s nor output tokens/s grew by this share over the previous stage.").Default(strconv.FormatFloat(bench.DefaultFindMinGain, 'g', -1, 64)).Float64Var(&f.minGain)
 	cmd.Flag("find.min-requests", "N: completed requests a search stage should hold (its window is max(--find.min-window, 1.25 N / rate)); for --find=slo raised to 1/(1-q) for a quantile q (p99: 100).").Default(strconv.Itoa(bench.DefaultFindMinRequests)).IntVar(&f.minRequests)
@@ -90,7 +91,7 @@ func (f *findFlags) check(stages bool) error {
 		}
 	}
 	switch {
-	case !(f.startRate > 0):
+	case f.startRateSet && !(f.startRate > 0):
 		return usagef("--find.start-rate must be a positive number of requests per second, got %v", f.startRate)
 	case f.startRate > config.MaxArrivalRate:
 		return usagef("--find.start-rate %g is above the arrival cap of %d requests per second", f.startRate, config.MaxArrivalRate)

@@ -1,0 +1,188 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/llmprobe/llmprobe/config"
+)
+
+// The capacity estimate (FindOptions.StartRate unset): closed-loop
+// workers against the target, 1, then doubled level by level (2, 4,
+// ...) without draining in between, so every level starts with the
+// previous level's requests in flight. A level's rate is its completed
+// requests per second; it lasts until max(4, concurrency) requests
+// completed in it and max(1 s, 2 × the previous level's mean E2E by
+// Little's law, concurrency / rate) passed, at most 15 s. Once doubling
+// the concurrency no longer raises the rate by MinGain the target is
+// saturated and the highest rate is the estimate. The ramp then starts at
+// estimate / Factor, below the capacity, so that its next stages cross
+// it: the capacity is still the trusted open-loop stage with the highest
+// served rate, by the same rules; the estimate only saves the stages from
+// 1 req/s up. At the end the requests still in flight are cancelled.
+const (
+	estimateMinCompleted = 4                // completed requests a level holds at least (and its concurrency)
+	estimateMinLevel     = time.Second      // a level lasts at least this
+	estimateMaxLevel     = 15 * time.Second // and at most this
+	estimateBudget       = time.Minute      // no level starts after this
+	estimateMaxC         = 1024             // highest concurrency (and the target's max_inflight)
+)
+
+// CapacityEstimate is how the capacity ramp chose its first rate
+// (FindReport.Estimate).
+type CapacityEstimate struct {
+	// Levels are the closed-loop levels, in order.
+	Levels []EstimateLevel `json:"levels"`
+	// RequestsPerSecond is the estimate (0: none); StartRate the ramp's
+	// first rate.
+	RequestsPerSecond float64       `json:"requests_per_second"`
+	StartRate         float64       `json:"ramp_start_rate"`
+	Duration          time.Duration `json:"duration_ns"`
+	Note              string        `json:"note"`
+}
+
+// EstimateLevel is one closed-loop level of the estimate.
+type EstimateLevel struct {
+	Concurrency int           `json:"concurrency"`
+	Duration    time.Duration `json:"duration_ns"`
+	Completed   int           `json:"completed"`
+	Errors      int           `json:"errors"`
+	// Rate is Completed per second of Duration; Concurrency / Rate is
+	// the mean E2E it implies (Little's law).
+	Rate float64 `json:"requests_per_second"`
+}
+
+// estimate runs the levels and returns the ramp's first rate.
+func (s *search) estimate() float64 {
+	start := time.Now()
+	est := &CapacityEstimate{}
+	s.find.Estimate = est
+	best, err := s.estimateLevels(est)
+	est.Duration = time.Since(start)
+	saturated := err == nil && est.Note != ""
+	switch {
+	case best > 0:
+		est.RequestsPerSecond = best
+		est.StartRate = best / s.f.Factor
+		if !saturated {
+			msg := "not saturated within the levels' bounds"
+			if err != nil {
+				msg = err.Error()
+			}
+			est.Note = msg + ": the estimate is a lower bound, the ramp goes on from it"
+		}
+	default:
+		est.StartRate = DefaultFindStartRate
+		msg := "no estimate"
+		if err != nil {
+			msg = err.Error()
+		}
+		est.Note = fmt.Sprintf("%s; the ramp starts at %g req/s", msg, DefaultFindStartRate)
+	}
+	est.StartRate = min(est.StartRate, config.MaxArrivalRate)
+	return est.StartRate
+}
+
+// estimateLevels runs the closed-loop levels and returns the highest
+// rate; est.Note is set when the target saturated, err when a level
+// failed.
+func (s *search) estimateLevels(est *CapacityEstimate) (float64, error) {
+	var target *config.Target
+	for _, t := range s.opts.Config.Targets {
+		if len(s.opts.Targets) == 0 || slices.Contains(s.opts.Targets, t.Name) {
+			target = t
+			break
+		}
+	}
+	maxC := estimateMaxC
+	if m := target.MaxInflight; m > 0 {
+		maxC = min(maxC, m)
+	}
+	cfg := stageConfig(s.opts.Config, []*config.Target{target}, 1, estimateBudget, 0)
+	ct, err := newClosedTarget(cfg, cfg.Targets[0], s.opts)
+	if err != nil {
+		return 0, err
+	}
+	defer ct.hc.CloseIdleConnections()
+	col := newCollector(cfg, 1024, nil)
+	col.setLimits(Options{})
+	stop := make(chan struct{})
+	reqCtx, cancelReqs := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() {
+		close(stop)
+		cancelReqs() // what is still in flight is not waited for
+		wg.Wait()
+	}()
+	began := time.Now()
+	workers := 0
+	best, prev := 0.0, 0.0
+	minLevel := estimateMinLevel
+	for c := 1; c <= maxC && s.ctx.Err() == nil && time.Since(began) < estimateBudget; c *= 2 {
+		for ; workers < c; workers++ {
+			wg.Add(1)
+			seed := cfg.Global.Seed ^ uint64(workers+1)*0x9e3779b97f4a7c15
+			go func() {
+				defer wg.Done()
+				ct.work(reqCtx, stop, rand.New(rand.NewPCG(seed, ^seed)), col, s.opts.Dataset, 0, time.Time{})
+			}()
+		}
+		levelStart := time.Now()
+		done0, failed0 := ct.done.Load(), ct.failed.Load()
+		need := int64(max(estimateMinCompleted, c))
+		tick := time.NewTicker(20 * time.Millisecond)
+		for s.ctx.Err() == nil {
+			el := time.Since(levelStart)
+			if el >= estimateMaxLevel || (el >= minLevel && ct.done.Load()-done0 >= need) {
+				break
+			}
+			<-tick.C
+		}
+		tick.Stop()
+		l := EstimateLevel{Concurrency: c, Duration: time.Since(levelStart),
+			Completed: int(ct.done.Load() - done0), Errors: int(ct.failed.Load() - failed0)}
+		l.Rate = float64(l.Completed) / l.Duration.Seconds()
+		est.Levels = append(est.Levels, l)
+		s.opts.Logger.Info("bench capacity estimate level", "concurrency", c, "completed", l.Completed, "errors", l.Errors, "rate", l.Rate)
+		if l.Completed == 0 || l.Errors > l.Completed {
+			return best, fmt.Errorf("the level at concurrency %d completed %d requests with %d errors", c, l.Completed, l.Errors)
+		}
+		best = max(best, l.Rate)
+		if prev > 0 && l.Rate < prev*(1+s.f.MinGain) {
+			est.Note = fmt.Sprintf("saturated: doubling the concurrency to %d raised the rate by less than %.0f%%", c, 100*s.f.MinGain)
+			return best, nil
+		}
+		prev = max(prev, l.Rate)
+		// The next level lasts at least twice this one's mean E2E, so that
+		// its new requests have completed a few times.
+		minLevel = min(max(estimateMinLevel, time.Duration(2*float64(c)/l.Rate*float64(time.Second))), estimateMaxLevel)
+	}
+	return best, nil
+}
+
+// estimateRule states the estimate for FindReport.Rules.
+func (s *search) estimateRule() string {
+	return fmt.Sprintf("capacity estimate (no --find.start-rate): closed-loop workers, 1 then doubled level by level without draining (at most %d and max_inflight); a level's rate is its completed requests per second, once max(%d, concurrency) completed and max(%v, 2 × the previous level's mean E2E by Little's law) passed (at most %v; none starts after %v); when doubling raises it by less than %.0f%% the target is saturated, and the ramp starts at the highest rate / %g, below the capacity. The estimate is not evidence (a closed loop hides queueing): the capacity is the trusted open-loop stage with the highest served rate",
+		estimateMaxC, estimateMinCompleted, estimateMinLevel, estimateMaxLevel, estimateBudget, 100*s.f.MinGain, s.f.Factor)
+}
+
+// writeEstimate writes the estimate's levels before the ramp.
+func writeEstimate(w io.Writer, e *CapacityEstimate) {
+	if e == nil {
+		return
+	}
+	for _, l := range e.Levels {
+		fmt.Fprintf(w, "  estimate level (closed loop, not evidence): concurrency %d, %d completed in %s, %d errors: %.3g req/s (mean E2E %s by Little's law)\n",
+			l.Concurrency, l.Completed, l.Duration.Round(10*time.Millisecond), l.Errors, l.Rate, fmtSeconds(float64(l.Concurrency)/l.Rate))
+	}
+	fmt.Fprintf(w, "  estimate: %.3g req/s in %s (%s); the ramp starts at %.3g req/s\n",
+		e.RequestsPerSecond, e.Duration.Round(100*time.Millisecond), e.Note, e.StartRate)
+}
