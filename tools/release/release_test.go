@@ -11,12 +11,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -272,6 +275,7 @@ func TestReleaseSnapshot(t *testing.T) {
 		}
 	}
 
+	t.Run("build_info", func(t *testing.T) { checkBuildInfo(t, unpacked, rec, head) })
 	t.Run("image", func(t *testing.T) { checkImage(t, filepath.Join(a, "llmprobe-"+v+".oci"), rec, created, binary) })
 	t.Run("chart", func(t *testing.T) { checkChart(t, helm, filepath.Join(a, "llmprobe-"+v+".tgz"), v) })
 	t.Run("sbom", func(t *testing.T) { checkSBOM(t, root, filepath.Join(a, name+".spdx.json"), v, head, binary) })
@@ -500,5 +504,56 @@ func checkSBOM(t *testing.T, root, path, version, revision string, binary []byte
 	}
 	if !strings.HasPrefix(byName["stdlib"], "go1.") {
 		t.Errorf("SBOM lists the standard library at %q", byName["stdlib"])
+	}
+}
+
+// checkBuildInfo runs the unpacked binary (`run --demo`: its own simulator
+// on loopback) and reads llmprobe_build_info from /metrics: the stamp is
+// in its labels.
+func checkBuildInfo(t *testing.T, bin string, rec record, revision string) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin, "run", "--demo", "--web.listen-address="+addr, "--log.level=warn")
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(45 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	}()
+	var line string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && line == ""; time.Sleep(200 * time.Millisecond) {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, l := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(l, "llmprobe_build_info{") {
+				line = l
+			}
+		}
+	}
+	if line == "" {
+		t.Fatalf("no llmprobe_build_info from %s within 30 s; log:\n%s", addr, logs.String())
+	}
+	for _, w := range []string{`version="` + rec.Version + `"`, `revision="` + revision + `"`, `branch="` + rec.Branch + `"`} {
+		if !strings.Contains(line, w) {
+			t.Errorf("%s lacks %s", line, w)
+		}
 	}
 }
