@@ -109,7 +109,7 @@ func sbom(path, name string, m meta) ([]byte, error) {
 		DataLicense:       "CC0-1.0",
 		SPDXID:            "SPDXRef-DOCUMENT",
 		Name:              name,
-		DocumentNamespace: m.Source + "/releases/" + m.Version + "/" + name + ".spdx.json#sha256-" + binSum,
+		DocumentNamespace: m.Source + "/releases/" + m.Version + "/" + name + ".spdx.json/sha256-" + binSum,
 		CreationInfo: spdxCreation{
 			Created:  m.Created.UTC().Format(time.RFC3339),
 			Creators: []string{"Organization: The llmprobe Authors", "Tool: llmprobe-release"},
