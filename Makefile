@@ -189,7 +189,7 @@ release-build: $(RELEASE_TOOL) $(HELM)
 	@cat $(RELEASE_DIR)/sha256sums.txt
 
 # What `make test` runs of the release: the tool's tests, which build the
-# snapshot for the host's linux/amd64 only, twice, and inspect it
+# snapshot for the host (linux/amd64 in CI) only, twice, and inspect it
 # (tools/release/release_test.go).
 release-test: $(RELEASE_TOOL) $(HELM)
 	cd tools/release && $(TEST_ENV) RELEASE_TOOL=$(RELEASE_TOOL) $(GO) test -count=1 -timeout 10m ./...

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -166,7 +167,8 @@ func readTar(t *testing.T, r io.Reader) ([]*tar.Header, map[string][]byte) {
 	}
 }
 
-// TestReleaseSnapshot builds `make release-snapshot` for linux/amd64 (the
+// TestReleaseSnapshot builds `make release-snapshot` for the host, linux
+// on its architecture (linux/amd64 in CI; the
 // full six platforms are `make release-snapshot` without
 // RELEASE_PLATFORMS), then: runs `llmprobe --version` from the unpacked
 // tarball, inspects the OCI image layout, lints and renders the packaged
@@ -179,12 +181,16 @@ func TestReleaseSnapshot(t *testing.T) {
 	}
 	helm := requireTool(t, "HELM", "helm")
 	makeBin := requireTool(t, "MAKE", "make")
+	if runtime.GOOS != "linux" {
+		t.Skip("the image is linux's: run on a linux host")
+	}
+	plat := "linux/" + runtime.GOARCH
 	root := repoRoot(t)
 	tmp := t.TempDir()
 	a := filepath.Join(tmp, "a")
 	start := time.Now()
-	run(t, root, childEnv(), makeBin, "release-snapshot", "RELEASE_PLATFORMS=linux/amd64", "RELEASE_DIR="+a, "HELM="+helm)
-	t.Logf("make release-snapshot (linux/amd64): %v", time.Since(start).Round(time.Second))
+	run(t, root, childEnv(), makeBin, "release-snapshot", "RELEASE_PLATFORMS="+plat, "RELEASE_DIR="+a, "HELM="+helm)
+	t.Logf("make release-snapshot (%s): %v", plat, time.Since(start).Round(time.Second))
 
 	rec := readRecord(t, a)
 	base, err := os.ReadFile(filepath.Join(root, "VERSION"))
@@ -201,7 +207,7 @@ func TestReleaseSnapshot(t *testing.T) {
 	}
 	created := time.Unix(epoch, 0).UTC()
 	v := rec.Version
-	name := "llmprobe-" + v + ".linux-amd64"
+	name := "llmprobe-" + v + "." + strings.ReplaceAll(plat, "/", "-")
 
 	// The checksums cover every release file and are right.
 	sums, err := os.ReadFile(filepath.Join(a, "sha256sums.txt"))
@@ -268,7 +274,7 @@ func TestReleaseSnapshot(t *testing.T) {
 	for _, w := range []string{
 		"llmprobe, version " + v + " ", "revision: " + head + ")", "branch: " + rec.Branch + ",",
 		"build user:       " + rec.BuildUser + "\n", "build date:       " + created.Format("20060102-15:04:05") + "\n",
-		"platform:         linux/amd64",
+		"platform:         " + plat,
 	} {
 		if !strings.Contains(out, w) {
 			t.Errorf("llmprobe --version lacks %q:\n%s", w, out)
@@ -304,7 +310,7 @@ func TestReleaseSnapshot(t *testing.T) {
 	b := filepath.Join(tmp, "b")
 	start = time.Now()
 	run(t, src, childEnv("TZ=Pacific/Chatham"), "/bin/sh", "-c", `umask 077 && exec "$@"`, "sh", makeBin, "release-build",
-		"RELEASE_PLATFORMS=linux/amd64", "RELEASE_DIR="+b, "HELM="+helm,
+		"RELEASE_PLATFORMS="+plat, "RELEASE_DIR="+b, "HELM="+helm,
 		"REL_VERSION="+rec.Version, "REL_REVISION="+rec.Revision, "REL_BRANCH="+rec.Branch,
 		"SOURCE_DATE_EPOCH="+strconv.FormatInt(rec.SourceDateEpoch, 10), "RELEASE_BUILD_USER="+rec.BuildUser)
 	t.Logf("second build from a copy: %v", time.Since(start).Round(time.Second))
@@ -321,7 +327,7 @@ func TestReleaseSnapshot(t *testing.T) {
 }
 
 // checkImage inspects the layout with go-containerregistry's reader: one
-// image index for linux/amd64, whose image runs /bin/llmprobe as 65534 with
+// image index for the host's linux platform, whose image runs /bin/llmprobe as 65534 with
 // the OCI labels, in one layer of root-owned files at the commit's time.
 func checkImage(t *testing.T, dir string, rec record, created time.Time, binary []byte) {
 	idx, err := layoutIndex(dir)
@@ -335,8 +341,8 @@ func checkImage(t *testing.T, dir string, rec record, created time.Time, binary 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(im.Manifests) != 1 || im.Manifests[0].Platform == nil || im.Manifests[0].Platform.OS != "linux" || im.Manifests[0].Platform.Architecture != "amd64" {
-		t.Fatalf("index manifests %+v, want one for linux/amd64", im.Manifests)
+	if len(im.Manifests) != 1 || im.Manifests[0].Platform == nil || im.Manifests[0].Platform.OS != "linux" || im.Manifests[0].Platform.Architecture != runtime.GOARCH {
+		t.Fatalf("index manifests %+v, want one for linux/%s", im.Manifests, runtime.GOARCH)
 	}
 	wantLabels := map[string]string{
 		"org.opencontainers.image.source":   "https://github.com/llmprobe/llmprobe",
@@ -375,7 +381,7 @@ func checkImage(t *testing.T, dir string, rec record, created time.Time, binary 
 			t.Errorf("label %s = %q, want %q", k, c.Labels[k], w)
 		}
 	}
-	if cf.OS != "linux" || cf.Architecture != "amd64" || !cf.Created.Time.Equal(created) {
+	if cf.OS != "linux" || cf.Architecture != runtime.GOARCH || !cf.Created.Time.Equal(created) {
 		t.Errorf("config os %s arch %s created %v", cf.OS, cf.Architecture, cf.Created)
 	}
 	mt, _ := img.MediaType()
