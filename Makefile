@@ -157,15 +157,20 @@ REL_LDFLAGS  = -s -w -X github.com/prometheus/common/version.Version=$(REL_VERSI
 $(RELEASE_TOOL): tools/release/go.mod tools/release/go.sum $(filter-out %_test.go,$(wildcard tools/release/*.go))
 	cd tools/release && $(GO) build -trimpath -o $(RELEASE_TOOL) .
 
+# The stamp is read from git once and handed to release-build, so that a
+# commit made while it builds cannot mix two revisions.
+REL_STAMP = REL_REVISION=$$(git rev-parse HEAD) REL_BRANCH=$$(git rev-parse --abbrev-ref HEAD) \
+            SOURCE_DATE_EPOCH=$(REL_EPOCH)
+
 release-snapshot:
-	$(MAKE) release-build REL_VERSION=$$(cat VERSION)-snapshot.g$$(git rev-parse --short=12 HEAD)
+	$(MAKE) release-build REL_VERSION=$$(cat VERSION)-snapshot.g$$(git rev-parse --short=12 HEAD) $(REL_STAMP)
 
 release: $(RELEASE_TOOL)
 	@v=$$(cat VERSION); tag=$$(git describe --exact-match --tags HEAD 2>/dev/null); \
 		test "$$tag" = "v$$v" || { echo "release: HEAD must be tagged v$$v (VERSION), is tagged '$$tag'"; exit 1; }; \
 		test -z "$$(git status --porcelain)" || { echo 'release: the work tree is not clean'; exit 1; }
 	$(RELEASE_TOOL) notes -changelog CHANGELOG.md -version $$(cat VERSION) >/dev/null
-	$(MAKE) release-build REL_VERSION=$$(cat VERSION)
+	$(MAKE) release-build REL_VERSION=$$(cat VERSION) $(REL_STAMP)
 	$(RELEASE_TOOL) notes -changelog CHANGELOG.md -version $$(cat VERSION) > $(RELEASE_DIR)/build/notes.md
 
 # The binaries are cross-compiled here (CGO off, -trimpath, no VCS stamp
