@@ -157,8 +157,9 @@ REL_LDFLAGS  = -s -w -X github.com/prometheus/common/version.Version=$(REL_VERSI
 $(RELEASE_TOOL): tools/release/go.mod tools/release/go.sum $(filter-out %_test.go,$(wildcard tools/release/*.go))
 	cd tools/release && $(GO) build -trimpath -o $(RELEASE_TOOL) .
 
-# The stamp is read from git once and handed to release-build, so that a
-# commit made while it builds cannot mix two revisions.
+# The stamp is read from git once, by the target you run, and handed to
+# release-build (which a copy of the tree without .git can run with the
+# values of a release.json).
 REL_STAMP = REL_REVISION=$$(git rev-parse HEAD) REL_BRANCH=$$(git rev-parse --abbrev-ref HEAD) \
             SOURCE_DATE_EPOCH=$(REL_EPOCH)
 
