@@ -524,8 +524,9 @@ func renderNotes(t *testing.T, bin string, args ...string) string {
 	return str(docs[0], "notes")
 }
 
-// TestHelmNotes requires the install notes to say plainly that the image
-// must be built and pushed, naming the image the release runs, and how to
+// TestHelmNotes requires the install notes to say plainly which image is
+// published and when the image must be built and pushed, naming the image
+// the release runs, and how to
 // reach the status page and /metrics (over HTTPS when the probes are).
 func TestHelmNotes(t *testing.T) {
 	bin := helmBinary(t)
@@ -537,21 +538,21 @@ func TestHelmNotes(t *testing.T) {
 		want []string
 	}{
 		{"defaults", nil, []string{
-			"no llmprobe image is published", "deploy/docker/Dockerfile", "docker push",
+			"The release of each version tag vX.Y.Z publishes ghcr.io/llmprobe/llmprobe:X.Y.Z", "deploy/docker/Dockerfile", "docker push",
 			"  " + chartDefaultImage(t) + "\n",
 			"kubectl -n monitoring port-forward svc/probe-llmprobe 9477:9477",
 			"http://localhost:9477/ ", "http://localhost:9477/metrics",
 			"1 target(s) from 1 pod(s)", "No ServiceMonitor was created",
 		}},
 		{"full", []string{"-f", full}, []string{
-			"no llmprobe image is published",
+			"The release of each version tag vX.Y.Z publishes ghcr.io/llmprobe/llmprobe:X.Y.Z",
 			"  " + str(v, "image", "repository") + "@" + str(v, "image", "digest") + "\n",
 			"port-forward svc/llmprobe-full 9477:9477",
 			"https://localhost:9477/ ", "curl -sk https://localhost:9477/metrics",
 			"from 3 pod(s)", "PrometheusRule llmprobe-full (namespace prometheus)", "NetworkPolicy llmprobe-full",
 		}},
 		{"existing", []string{"--set", "config.existingConfigMap=site-llmprobe", "--set", "credentials.existingSecret=site-credentials"}, []string{
-			"no llmprobe image is published", "ConfigMap site-llmprobe (key llmprobe.yml)",
+			"The release of each version tag vX.Y.Z publishes ghcr.io/llmprobe/llmprobe:X.Y.Z", "ConfigMap site-llmprobe (key llmprobe.yml)",
 			"kubectl -n monitoring create secret generic site-credentials",
 		}},
 	}

@@ -170,6 +170,10 @@ func packages(t *testing.T, root, module string) map[string]*imports {
 		if name := d.Name(); path != root && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
 			return filepath.SkipDir
 		}
+		// A nested module (tools/release) is not this module's.
+		if _, err := os.Stat(filepath.Join(path, "go.mod")); path != root && err == nil {
+			return filepath.SkipDir
+		}
 		rel, err := filepath.Rel(root, path)
 		if err != nil {
 			return err

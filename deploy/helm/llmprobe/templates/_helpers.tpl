@@ -118,11 +118,14 @@ render them with `helm template`.
 {{- define "llmprobe.notes" -}}
 {{- $fullname := include "llmprobe.fullname" . }}
 {{- $scheme := lower .Values.readinessProbe.scheme -}}
-IMAGE: no llmprobe image is published. This release runs
+IMAGE: this release runs
   {{ include "llmprobe.image" . }}
-which must exist in a registry your nodes can pull from: build it from the
-repository with deploy/docker/Dockerfile, push it, and set image.repository
-and image.tag (or image.digest). Until then the pods stay in ImagePullBackOff:
+The release of each version tag vX.Y.Z publishes ghcr.io/llmprobe/llmprobe:X.Y.Z
+and this chart at version X.Y.Z, whose default image it is. A chart from an
+untagged commit, or a private registry, needs an image you build from the
+repository (deploy/docker/Dockerfile, or `make release-snapshot`'s OCI layout),
+push, and set as image.repository and image.tag (or image.digest). Until the
+image exists the pods stay in ImagePullBackOff:
   docker build -f deploy/docker/Dockerfile -t REGISTRY/llmprobe:TAG . && docker push REGISTRY/llmprobe:TAG
   helm upgrade {{ .Release.Name }} deploy/helm/llmprobe -n {{ .Release.Namespace }} --reuse-values --set image.repository=REGISTRY/llmprobe --set image.tag=TAG
 {{ if .Values.config.existingConfigMap }}
