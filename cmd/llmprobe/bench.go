@@ -141,7 +141,7 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	if isTerminal(os.Stdout) {
 		// Log lines (and the simulator's) are written around the
 		// progress block, never over it.
-		con = &console{out: os.Stdout}
+		con = &console{out: os.Stdout, width: termWidth(os.Stdout)}
 		logger = slog.New(consoleHandler{logger.Handler(), con})
 		o.childOut = &lineWriter{c: con, w: os.Stderr}
 	}

@@ -287,6 +287,7 @@ func benchVerdict(rep *bench.Report, maxRatio float64) error {
 type console struct {
 	mu    sync.Mutex
 	out   io.Writer // the terminal the block is drawn on
+	width int       // its columns (0: unknown); longer lines are cut, lest they wrap
 	block string    // the block on screen ("" none)
 }
 
@@ -305,6 +306,15 @@ func (c *console) clear() {
 // draw replaces the block by block; done leaves it as the stage's summary
 // (the next block starts below it).
 func (c *console) draw(block string, done bool) {
+	if c.width > 1 {
+		lines := strings.Split(block, "\n")
+		for i, l := range lines {
+			if r := []rune(l); len(r) >= c.width {
+				lines[i] = string(r[:c.width-1])
+			}
+		}
+		block = strings.Join(lines, "\n")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.clear()

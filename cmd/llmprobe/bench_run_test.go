@@ -500,4 +500,15 @@ func TestConsoleLogAroundProgress(t *testing.T) {
 	if got := term.String(); got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
+
+	// On a narrow terminal the lines are cut, so that none wraps and
+	// the block's height stays what the clearing counts.
+	term.Reset()
+	c = &console{out: &term, width: 20}
+	progressPrinter(c, progressPlan{total: 1, exact: true})(p)
+	for _, l := range strings.Split(term.String(), "\n") {
+		if n := len([]rune(l)); n >= 20 {
+			t.Errorf("%d columns on a terminal of 20: %q", n, l)
+		}
+	}
 }
