@@ -4,6 +4,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -120,7 +121,7 @@ func (r *Report) WriteMarkdown(w io.Writer, o MarkdownOptions) error {
 			args[i] = shellQuote(a)
 		}
 		fmt.Fprintf(b, "- llmprobe %s (revision %s, %s), report schema %d\n", mdEscape(ri.Version), mdEscape(orDash(ri.Revision)),
-			mdEscape(orDash(ri.GoVersion)), max(r.SchemaVersion, 1))
+			mdEscape(orDash(ri.GoVersion)), cmp.Or(r.SchemaVersion, ReportSchemaVersion))
 		fmt.Fprintf(b, "- command line: `%s`\n", strings.ReplaceAll(strings.Join(args, " "), "`", "'"))
 		fmt.Fprintf(b, "- host %s, GOMAXPROCS %d, %d CPUs\n", mdEscape(orDash(ri.Host)), ri.GOMAXPROCS, ri.NumCPU)
 		fmt.Fprintf(b, "- seed %d (%s): `--seed=%d` repeats the workload's random draws\n\n", ri.Seed, mdEscape(orDash(ri.SeedSource)), ri.Seed)

@@ -302,10 +302,16 @@ func (s *StageReport) describeDrain() string {
 }
 
 // WriteJSON writes the report as indented JSON.
+// A report without a schema version (a search's, one read from an older
+// file) is written as ReportSchemaVersion, the format written.
 func (r *Report) WriteJSON(w io.Writer) error {
+	out := *r
+	if out.SchemaVersion == 0 {
+		out.SchemaVersion = ReportSchemaVersion
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return enc.Encode(&out)
 }
 
 // WriteText writes a table per target: one row per stage with the load

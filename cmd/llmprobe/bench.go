@@ -255,7 +255,7 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		}
 		logger.Info("report written", "file", out.path)
 	}
-	return benchVerdict(rep, o.maxErrorRatio)
+	return benchVerdict(ctx, rep, o.maxErrorRatio)
 }
 
 // writeFile writes path with write, which writes to memory first: a

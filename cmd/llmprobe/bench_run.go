@@ -239,6 +239,9 @@ func redactURLArg(s string) string {
 // naming each target that failed and why, unless every one succeeded.
 func preflight(ctx context.Context, logger *slog.Logger, opts bench.Options) error {
 	results, err := bench.Preflight(ctx, opts)
+	if err != nil && ctx.Err() != nil {
+		return errors.New("interrupted during the preflight requests: nothing was benchmarked")
+	}
 	if err != nil {
 		return fmt.Errorf("preflight: %w", err)
 	}
@@ -261,10 +264,11 @@ func preflight(ctx context.Context, logger *slog.Logger, opts bench.Options) err
 
 // benchVerdict is the run's failure when a stage's error share is above
 // maxRatio (each such stage named with its outcomes) or the run was
-// interrupted; nil otherwise. The reports are written before.
-func benchVerdict(rep *bench.Report, maxRatio float64) error {
+// interrupted (ctx cancelled); nil otherwise. The reports are written
+// before.
+func benchVerdict(ctx context.Context, rep *bench.Report, maxRatio float64) error {
 	var bad []string
-	interrupted := false
+	interrupted := ctx.Err() != nil
 	for _, s := range rep.Stages {
 		interrupted = interrupted || s.Interrupted
 		if errs, results, share := s.ErrorShare(); errs > 0 && share > maxRatio {
@@ -275,7 +279,7 @@ func benchVerdict(rep *bench.Report, maxRatio float64) error {
 	case len(bad) > 0:
 		return fmt.Errorf("the error share is above --max-error-ratio=%g in %s (their outcomes are above)", maxRatio, strings.Join(bad, "; "))
 	case interrupted:
-		return errors.New("interrupted: the run was cancelled before its end; the reports hold the stages run so far, the last one marked interrupted")
+		return errors.New("interrupted: the run was cancelled before its end; the reports hold the stages run so far, a stage cut short marked interrupted")
 	}
 	return nil
 }
