@@ -71,10 +71,13 @@ type RunInfo struct {
 	SeedSource string `json:"seed_source,omitempty"`
 }
 
-// describe is the run in one line.
-func (ri *RunInfo) describe() string {
-	return fmt.Sprintf("llmprobe %s (revision %s, %s) on %s, GOMAXPROCS %d of %d CPUs, seed %d (%s)",
-		ri.Version, orDash(ri.Revision), orDash(ri.GoVersion), orDash(ri.Host), ri.GOMAXPROCS, ri.NumCPU, ri.Seed, orDash(ri.SeedSource))
+// describe is the run in two lines of under 100 columns (for a host
+// name up to 20 characters): the program, then the machine and the seed.
+func (ri *RunInfo) describe() [2]string {
+	return [2]string{
+		fmt.Sprintf("llmprobe %s (revision %s, %s)", ri.Version, orDash(ri.Revision), orDash(ri.GoVersion)),
+		fmt.Sprintf("host %s, GOMAXPROCS %d of %d CPUs, seed %d (%s)", orDash(ri.Host), ri.GOMAXPROCS, ri.NumCPU, ri.Seed, orDash(ri.SeedSource)),
+	}
 }
 
 func orDash(s string) string {
@@ -386,7 +389,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	_, err := fmt.Fprintf(w, "sampling: %s\n", strings.Join(sampling, "; "))
 	if err == nil && r.Run != nil {
-		_, err = fmt.Fprintf(w, "run: %s\n", r.Run.describe())
+		d := r.Run.describe()
+		_, err = fmt.Fprintf(w, "run: %s\nrun: %s\n", d[0], d[1])
 	}
 	return err
 }

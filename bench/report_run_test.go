@@ -43,7 +43,7 @@ func TestReportRunAndOutcomes(t *testing.T) {
 	if err := r.WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"stage 1 t errors: " + outcomes, "stage 1 t INTERRUPTED: ", "after 3s of 1m0s", "run: llmprobe 1.2.3 (revision -, -) on h, GOMAXPROCS 2 of 4 CPUs, seed 9 (flag)"} {
+	for _, want := range []string{"stage 1 t errors: " + outcomes, "stage 1 t INTERRUPTED: ", "after 3s of 1m0s", "run: llmprobe 1.2.3 (revision -, -)\nrun: host h, GOMAXPROCS 2 of 4 CPUs, seed 9 (flag)\n"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the text has no %q:\n%s", want, b.String())
 		}
