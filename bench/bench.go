@@ -124,6 +124,7 @@ type Options struct {
 type Progress struct {
 	Stage, Stages     int
 	Elapsed, Duration time.Duration
+	RequestedRate     float64 // the stage's rate, req/s
 	Sent, Dropped     int
 	// Rate is Sent per second of Elapsed.
 	Rate   float64
@@ -133,6 +134,19 @@ type Progress struct {
 	TTFTP50, TTFTP99 float64
 	TTFTCount        int
 	Done             bool
+	// Targets are the same figures per target, by name (Rate: each
+	// target's Sent per second of Elapsed).
+	Targets []TargetProgress
+}
+
+// TargetProgress is one target's share of a Progress.
+type TargetProgress struct {
+	Target           string
+	Sent, Dropped    int
+	Rate             float64
+	Errors           int
+	TTFTP50, TTFTP99 float64
+	TTFTCount        int
 }
 
 // Run executes the stages one after another and returns the report. A
@@ -302,17 +316,21 @@ func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) (
 		defer ticker.Stop()
 		tick = ticker.C
 	}
+	interrupted := false
 wait:
 	for {
 		select {
 		case <-ctx.Done():
+			interrupted = true
 			break wait
 		case <-timer.C:
 			break wait
 		case <-col.reached:
 			break wait
 		case <-tick:
-			opts.Progress(col.progress(opts.stage, opts.StageOffset+len(opts.Stages), time.Since(start), st.Duration, false))
+			p := col.progress(opts.stage, opts.StageOffset+len(opts.Stages), time.Since(start), st.Duration, false)
+			p.RequestedRate = st.Rate
+			opts.Progress(p)
 		}
 	}
 	timer.Stop()
@@ -347,7 +365,9 @@ wait:
 	drain := time.Since(stageEnd)
 	cpu := cpuTime() - cpu0
 	if opts.Progress != nil {
-		opts.Progress(col.progress(opts.stage, opts.StageOffset+len(opts.Stages), elapsed, st.Duration, true))
+		p := col.progress(opts.stage, opts.StageOffset+len(opts.Stages), elapsed, st.Duration, true)
+		p.RequestedRate = st.Rate
+		opts.Progress(p)
 	}
 
 	servers := map[string]*ServerStats{}
@@ -369,6 +389,7 @@ wait:
 			}
 		}
 		sr.GPU = gpu
+		sr.Interrupted, sr.PlannedDuration = interrupted, st.Duration
 		sr.InFlightAtEnd, sr.CutAtGrace, sr.Grace = inflight[ts.Name], cut[ts.Name], grace
 		if sr.InFlightAtEnd > 0 {
 			sr.Drain = drain
@@ -617,21 +638,36 @@ const progressWindow = 4096
 func (c *collector) progress(stage, stages int, elapsed, duration time.Duration, done bool) Progress {
 	p := Progress{Stage: stage, Stages: stages, Elapsed: elapsed, Duration: duration, Done: done}
 	var ttft []float64
-	for _, d := range c.targets {
-		p.Sent += int(d.sent.Load())
+	secs := elapsed.Seconds()
+	for _, name := range slices.Sorted(maps.Keys(c.targets)) {
+		d := c.targets[name]
+		tp := TargetProgress{Target: name, Sent: int(d.sent.Load())}
 		for i := range d.dropped {
-			p.Dropped += int(d.dropped[i].Load())
+			tp.Dropped += int(d.dropped[i].Load())
 		}
 		d.mu.Lock()
 		for o, n := range d.outcomes {
 			if o != wire.OutcomeSuccess {
-				p.Errors += n
+				tp.Errors += n
 			}
 		}
-		ttft = append(ttft, d.ttft[max(0, len(d.ttft)-progressWindow):]...)
+		own := slices.Clone(d.ttft[max(0, len(d.ttft)-progressWindow):])
 		d.mu.Unlock()
+		ttft = append(ttft, own...)
+		if secs > 0 {
+			tp.Rate = float64(tp.Sent) / secs
+		}
+		if len(own) > 0 {
+			slices.Sort(own)
+			tp.TTFTCount = len(own)
+			tp.TTFTP50, tp.TTFTP99 = dist.Quantile(own, 0.5), dist.Quantile(own, 0.99)
+		}
+		p.Sent += tp.Sent
+		p.Dropped += tp.Dropped
+		p.Errors += tp.Errors
+		p.Targets = append(p.Targets, tp)
 	}
-	if secs := elapsed.Seconds(); secs > 0 {
+	if secs > 0 {
 		p.Rate = float64(p.Sent) / secs
 	}
 	if len(ttft) > 0 {

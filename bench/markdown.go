@@ -4,6 +4,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -36,7 +37,9 @@ type ClassInfo struct {
 }
 
 func describeWorkload(cfg *config.Config, t *config.Target) WorkloadInfo {
-	wi := WorkloadInfo{Target: t.Name, URL: t.URL, API: t.API, Model: t.Model, Workload: t.Workload}
+	// Credentials can sit in a URL's user information or query: neither
+	// is written.
+	wi := WorkloadInfo{Target: t.Name, URL: baseURL(t.URL), API: t.API, Model: t.Model, Workload: t.Workload}
 	w := cfg.Workload(t)
 	if w == nil {
 		return wi
@@ -112,6 +115,17 @@ func (r *Report) WriteMarkdown(w io.Writer, o MarkdownOptions) error {
 	}
 
 	b.WriteString("## Parameters\n\n")
+	if ri := r.Run; ri != nil {
+		args := make([]string, len(ri.CommandLine))
+		for i, a := range ri.CommandLine {
+			args[i] = shellQuote(a)
+		}
+		fmt.Fprintf(b, "- llmprobe %s (revision %s, %s), report schema %d\n", mdEscape(ri.Version), mdEscape(orDash(ri.Revision)),
+			mdEscape(orDash(ri.GoVersion)), cmp.Or(r.SchemaVersion, ReportSchemaVersion))
+		fmt.Fprintf(b, "- command line: `%s`\n", strings.ReplaceAll(strings.Join(args, " "), "`", "'"))
+		fmt.Fprintf(b, "- host %s, GOMAXPROCS %d, %d CPUs\n", mdEscape(orDash(ri.Host)), ri.GOMAXPROCS, ri.NumCPU)
+		fmt.Fprintf(b, "- seed %d (%s): `--seed=%d` repeats the workload's random draws\n\n", ri.Seed, mdEscape(orDash(ri.SeedSource)), ri.Seed)
+	}
 	if len(r.Workloads) > 0 {
 		b.WriteString("| target | model | API | URL | workload |\n|---|---|---|---|---|\n")
 		for _, wi := range r.Workloads {
@@ -178,7 +192,13 @@ func (r *Report) WriteMarkdown(w io.Writer, o MarkdownOptions) error {
 		if d := s.describeDrain(); d != "" {
 			fmt.Fprintf(b, "- %s\n", mdEscape(d))
 		}
-		if len(s.Reasons) > 0 || s.Shortfall() != "" || s.describeDrain() != "" {
+		if d := s.describeOutcomes(); d != "" {
+			fmt.Fprintf(b, "- errors: %s\n", mdEscape(d))
+		}
+		if d := s.describeInterrupted(); d != "" {
+			fmt.Fprintf(b, "- **INTERRUPTED**: %s\n", mdEscape(d))
+		}
+		if len(s.Reasons) > 0 || s.Shortfall() != "" || s.describeDrain() != "" || s.describeOutcomes() != "" || s.Interrupted {
 			b.WriteString("\n")
 		}
 		writeQuantileTable(b, s.metrics(), r.Percentiles) // percentiles.go
@@ -246,6 +266,14 @@ type namedQuantiles struct {
 
 func (s *StageReport) metrics() []namedQuantiles {
 	return []namedQuantiles{{"TTFT", s.TTFT}, {"TPOT", s.TPOT}, {"ITL", s.ITL}, {"E2E", s.E2E}, {"lag", s.Lag}}
+}
+
+// shellQuote quotes an argument for a POSIX shell when it needs it.
+func shellQuote(a string) string {
+	if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=.,:/@%+") == "" {
+		return a
+	}
+	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 }
 
 // mdEscape keeps a value from breaking a table or starting markup.

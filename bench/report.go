@@ -43,6 +43,56 @@ type Report struct {
 	// ClosedLoop are the closed-loop levels (--concurrency), apart from
 	// the open-loop Stages: never compare the two (closedloop.go).
 	ClosedLoop []*ClosedLoopStage `json:"closed_loop,omitempty"`
+
+	// SchemaVersion is the report format's version (ReportSchemaVersion
+	// when written; 0, absent, in reports written before it was kept,
+	// which read as version 1). Run says how the report was produced
+	// (nil in those older reports).
+	SchemaVersion int      `json:"schema_version,omitempty"`
+	Run           *RunInfo `json:"run,omitempty"`
+}
+
+// ReportSchemaVersion is the version of the JSON report written: 2 added
+// schema_version, run and the stages' interrupted and planned duration.
+// Reports without schema_version are version 1 and read the same.
+const ReportSchemaVersion = 2
+
+// RunInfo is what it takes to reproduce a report: the program, the
+// command line, the machine and the workload's seed.
+type RunInfo struct {
+	// Version is llmprobe's version (prometheus/common/version), Revision
+	// its VCS revision, GoVersion the toolchain it was built with.
+	Version   string `json:"llmprobe_version"`
+	Revision  string `json:"revision,omitempty"`
+	GoVersion string `json:"go_version,omitempty"`
+	// CommandLine is the program's arguments, secrets redacted.
+	CommandLine []string `json:"command_line"`
+	Host        string   `json:"host"`
+	GOMAXPROCS  int      `json:"gomaxprocs"`
+	NumCPU      int      `json:"num_cpu"`
+	// Seed is global.seed as the run used it: the arrivals, class picks
+	// and request plans of every target are drawn from it (with the
+	// target's name), so the same seed gives the same draws. SeedSource
+	// says where it came from: "flag" (--seed), "config" (global.seed) or
+	// "random" (drawn for the run; give it as --seed to repeat the draws).
+	Seed       uint64 `json:"seed"`
+	SeedSource string `json:"seed_source,omitempty"`
+}
+
+// describe is the run in two lines of under 100 columns (for a host
+// name up to 20 characters): the program, then the machine and the seed.
+func (ri *RunInfo) describe() [2]string {
+	return [2]string{
+		fmt.Sprintf("llmprobe %s (revision %s, %s)", ri.Version, orDash(ri.Revision), orDash(ri.GoVersion)),
+		fmt.Sprintf("host %s, GOMAXPROCS %d of %d CPUs, seed %d (%s)", orDash(ri.Host), ri.GOMAXPROCS, ri.NumCPU, ri.Seed, orDash(ri.SeedSource)),
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // SamplingInfo records the sampling parameters of a class: numbers taken
@@ -153,6 +203,12 @@ type StageReport struct {
 	// the same for every target of the stage).
 	Cost *CostStats `json:"cost,omitempty"`
 
+	// Interrupted is true when the run was cancelled (SIGINT, SIGTERM)
+	// before the stage's planned duration, PlannedDuration, was over: its
+	// figures cover only Duration.
+	Interrupted     bool          `json:"interrupted,omitempty"`
+	PlannedDuration time.Duration `json:"planned_duration_ns,omitempty"`
+
 	promptTokens, outputTokens int
 	weight                     float64
 }
@@ -201,6 +257,53 @@ func (s *StageReport) Shortfall() string {
 		s.Sent, want, s.AchievedRate, s.RequestedRate, math.Ceil(low))
 }
 
+// ErrorShare is the stage's results other than success (errs), all its
+// results, and the share of the first in the second (0 without results).
+func (s *StageReport) ErrorShare() (errs, results int, share float64) {
+	for o, n := range s.Outcomes {
+		results += n
+		if o != wire.OutcomeSuccess {
+			errs += n
+		}
+	}
+	if results > 0 {
+		share = float64(errs) / float64(results)
+	}
+	return errs, results, share
+}
+
+// describeOutcomes is the stage's results by outcome, most frequent
+// first, when any failed ("" otherwise): "17 of 17 results failed
+// (100.0%): connect_error 17".
+func (s *StageReport) describeOutcomes() string {
+	errs, results, share := s.ErrorShare()
+	if errs == 0 {
+		return ""
+	}
+	outcomes := slices.Collect(maps.Keys(s.Outcomes))
+	slices.SortFunc(outcomes, func(a, b wire.Outcome) int {
+		if d := s.Outcomes[b] - s.Outcomes[a]; d != 0 {
+			return d
+		}
+		return strings.Compare(string(a), string(b))
+	})
+	parts := make([]string, 0, len(outcomes))
+	for _, o := range outcomes {
+		parts = append(parts, fmt.Sprintf("%s %d", o, s.Outcomes[o]))
+	}
+	return fmt.Sprintf("%d of %d results failed (%.1f%%): %s", errs, results, 100*share, strings.Join(parts, ", "))
+}
+
+// describeInterrupted says how much of the stage ran when it was cut
+// ("" when it was not).
+func (s *StageReport) describeInterrupted() string {
+	if !s.Interrupted {
+		return ""
+	}
+	return fmt.Sprintf("interrupted (the run was cancelled, SIGINT or SIGTERM) after %s of %s; the figures cover what ran",
+		s.Duration.Round(time.Millisecond), s.PlannedDuration)
+}
+
 // describeDrain says what the stage waited for after its end ("" when
 // nothing was in flight).
 func (s *StageReport) describeDrain() string {
@@ -216,10 +319,16 @@ func (s *StageReport) describeDrain() string {
 }
 
 // WriteJSON writes the report as indented JSON.
+// A report without a schema version (a search's, one read from an older
+// file) is written as ReportSchemaVersion, the format written.
 func (r *Report) WriteJSON(w io.Writer) error {
+	out := *r
+	if out.SchemaVersion == 0 {
+		out.SchemaVersion = ReportSchemaVersion
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return enc.Encode(&out)
 }
 
 // WriteText writes a table per target: one row per stage with the load
@@ -268,6 +377,16 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(w, "stage %d %s: %s\n", s.Stage, s.Target, d)
 		}
 	}
+	for _, s := range r.Stages {
+		if d := s.describeOutcomes(); d != "" {
+			fmt.Fprintf(w, "stage %d %s errors: %s\n", s.Stage, s.Target, d)
+		}
+	}
+	for _, s := range r.Stages {
+		if d := s.describeInterrupted(); d != "" {
+			fmt.Fprintf(w, "stage %d %s INTERRUPTED: %s\n", s.Stage, s.Target, d)
+		}
+	}
 	writeServerMetrics(w, r.Stages)
 	writeGPU(w, r.Stages)
 	writeCost(w, r.Stages)
@@ -289,6 +408,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		sampling = append(sampling, fmt.Sprintf("%s/%s temperature=%g top_p=%g%s", si.Target, si.Class, si.Temperature, si.TopP, extra))
 	}
 	_, err := fmt.Fprintf(w, "sampling: %s\n", strings.Join(sampling, "; "))
+	if err == nil && r.Run != nil {
+		d := r.Run.describe()
+		_, err = fmt.Fprintf(w, "run: %s\nrun: %s\n", d[0], d[1])
+	}
 	return err
 }
 

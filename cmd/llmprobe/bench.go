@@ -37,7 +37,7 @@ type benchOptions struct {
 	stageDuration time.Duration
 	grace         time.Duration // --stage.grace
 	warmup        time.Duration
-	output        string
+	outputs       []string // --output, repeatable
 	stopSaturated bool
 	sim           bool
 	simConfig     string
@@ -52,6 +52,11 @@ type benchOptions struct {
 	gpuSelector   string   // --gpu.selector
 	gpuPrice      float64  // --gpu.price-per-hour
 	gpuCount      int      // --gpu.count
+	noPreflight   bool     // --no-preflight
+	maxErrorRatio float64  // --max-error-ratio
+	seed          uint64   // --seed
+	seedSet       bool
+	childOut      io.Writer // the simulator child's output (nil: standard error)
 
 	find findFlags // --find, --levels, --capacity, --find.*
 	load loadFlags // --dataset, --max-requests, --percentiles, --concurrency (bench_load.go)
@@ -68,7 +73,10 @@ func registerBench(app *kingpin.Application) command {
 	cmd.Flag("stage.duration", "Duration of stages given without one.").Default("60s").IsSetByUser(&o.stageDurationSet).DurationVar(&o.stageDuration)
 	cmd.Flag("stage.grace", "Wait at most this long after each stage for its requests still in flight (their results count for the stage; those still running then are cancelled, and the report says how many). 0: the longest request timeout of the targets.").Default("0s").DurationVar(&o.grace)
 	cmd.Flag("warmup", "Warm-up excluded from each stage's latency figures (negative: global.warmup).").Default("5s").DurationVar(&o.warmup)
-	cmd.Flag("output", "Also write the report to this file: Markdown when it ends in .md, else JSON (what compare reads).").StringVar(&o.output)
+	cmd.Flag("output", "Also write the report to this file: FILE.json (what compare reads) or FILE.md (Markdown); repeatable. Every output file (and --plot, --requests) is checked before the first request.").PlaceHolder("FILE").StringsVar(&o.outputs)
+	cmd.Flag("no-preflight", "Do not send the one request per target that must succeed before the first stage.").BoolVar(&o.noPreflight)
+	cmd.Flag("max-error-ratio", "Exit non-zero (after writing the reports) when a stage's share of failed results is above this.").Default("0.5").Float64Var(&o.maxErrorRatio)
+	cmd.Flag("seed", "Seed of the workload's random draws (arrivals, classes, lengths, prompts): the same seed repeats them. Default: global.seed, else a random one; the report records it.").IsSetByUser(&o.seedSet).Uint64Var(&o.seed)
 	cmd.Flag("plot", "Also draw latency (TTFT, TPOT, E2E p50 and p99) and throughput against offered rate into this file: FILE.svg or FILE.png.").PlaceHolder("FILE").StringVar(&o.plot)
 	cmd.Flag("requests", "Also write one JSON line per request (stage, class, times, TTFT, ITLs, E2E, tokens, outcome; no text) to this file.").PlaceHolder("FILE.jsonl").StringVar(&o.requests)
 	cmd.Arg("compare", "compare OLD.json NEW.json: say, per stage and metric, whether the latency of NEW differs from OLD's beyond chance (Mann-Whitney U for medians, Fisher's exact test for p99, Holm-adjusted; no verdict on stages not trusted).").StringsVar(&o.args)
@@ -141,6 +149,23 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 			return usagef("--slo: %w", err)
 		}
 	}
+	if !(o.maxErrorRatio >= 0 && o.maxErrorRatio <= 1) {
+		return usagef("--max-error-ratio must be a share in [0, 1], got %v", o.maxErrorRatio)
+	}
+	// Every file the run writes is checked before anything is sent.
+	outputs, err := checkBenchOutputs(o)
+	if err != nil {
+		return err
+	}
+	plan := o.progressPlan(stages)
+	var con *console
+	if isTerminal(os.Stdout) {
+		// Log lines (and the simulator's) are written around the
+		// progress block, never over it.
+		con = &console{out: os.Stdout, width: termWidth(os.Stdout)}
+		logger = slog.New(consoleHandler{logger.Handler(), con})
+		o.childOut = &lineWriter{c: con, w: os.Stderr}
+	}
 	if o.configFile == "" && !o.sim {
 		return usagef("--config.file is required (or --sim for the embedded demo)")
 	}
@@ -177,6 +202,7 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 			return invalidConfig(err)
 		}
 	}
+	seed, seedSource := resolveSeed(cfg, o.seed, o.seedSet)
 	bopts := bench.Options{
 		Config:            cfg,
 		Targets:           o.targets,
@@ -195,8 +221,22 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	if err := o.load.apply(ctx, &bopts, o.stageDuration); err != nil {
 		return err
 	}
-	if isTerminal(os.Stdout) {
-		bopts.Progress = progressPrinter(os.Stdout)
+	if con != nil {
+		bopts.Progress = progressPrinter(con, plan)
+	} else {
+		bopts.Progress, bopts.ProgressInterval = plainProgress(os.Stderr, plan), plainProgressInterval
+	}
+	if o.find.active() && !o.noPreflight {
+		// A search's target count is checked before the preflight sends
+		// anything (bench.Find checks it again).
+		if n := countTargets(cfg, o.targets); n != 1 {
+			return usagef("%v", bench.ErrFindTargets)
+		}
+	}
+	if !o.noPreflight {
+		if err := preflight(ctx, logger, bopts); err != nil {
+			return err
+		}
 	}
 	var reqFile *os.File
 	if o.requests != "" {
@@ -210,6 +250,7 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	if err != nil {
 		return err
 	}
+	rep.SchemaVersion, rep.Run = bench.ReportSchemaVersion, runInfo(os.Args[1:], seed, seedSource)
 	if reqFile != nil {
 		if err := bopts.Requests.Flush(); err != nil {
 			return fmt.Errorf("--requests: %w", err)
@@ -228,19 +269,19 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		}
 		logger.Info("plot written", "file", o.plot)
 	}
-	if o.output != "" {
+	for _, out := range outputs {
 		write := rep.WriteJSON
-		if strings.EqualFold(filepath.Ext(o.output), ".md") {
+		if out.markdown {
 			write = func(w io.Writer) error {
-				return rep.WriteMarkdown(w, bench.MarkdownOptions{Plot: relativeLink(o.output, o.plot)})
+				return rep.WriteMarkdown(w, bench.MarkdownOptions{Plot: relativeLink(out.path, o.plot)})
 			}
 		}
-		if err := writeFile(o.output, write); err != nil {
+		if err := writeFile(out.path, write); err != nil {
 			return err
 		}
-		logger.Info("report written", "file", o.output)
+		logger.Info("report written", "file", out.path)
 	}
-	return nil
+	return benchVerdict(ctx, rep, o.maxErrorRatio)
 }
 
 // writeFile writes path with write, which writes to memory first: a
@@ -297,27 +338,6 @@ func isTerminal(f *os.File) bool {
 		return false
 	}
 	return true
-}
-
-// progressPrinter redraws one line per stage in place (carriage return,
-// erase to the end of the line) and ends it when the stage is done.
-func progressPrinter(w io.Writer) func(bench.Progress) {
-	return func(p bench.Progress) {
-		fmt.Fprintf(w, "\r\x1b[K%s", formatProgress(p))
-		if p.Done {
-			fmt.Fprintln(w)
-		}
-	}
-}
-
-// formatProgress is a stage's progress in under 100 columns.
-func formatProgress(p bench.Progress) string {
-	ttft := "TTFT -"
-	if p.TTFTCount > 0 {
-		ttft = fmt.Sprintf("TTFT p50 %s p99 %s", fmtDur(p.TTFTP50), fmtDur(p.TTFTP99))
-	}
-	return fmt.Sprintf("stage %d/%d %s/%s sent %d %.1f/s err %d drop %d %s",
-		p.Stage, p.Stages, p.Elapsed.Truncate(time.Second), p.Duration, p.Sent, p.Rate, p.Errors, p.Dropped, ttft)
 }
 
 func fmtDur(seconds float64) string {
@@ -377,7 +397,11 @@ func startSimChild(ctx context.Context, logger *slog.Logger, o *benchOptions) (s
 	}
 	args = append(args, o.simArgs...)
 	cmd := exec.Command(exe, args...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	out := o.childOut
+	if out == nil {
+		out = os.Stderr
+	}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return "", nil, 0, err
 	}

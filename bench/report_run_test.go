@@ -1,0 +1,61 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmprobe/llmprobe/probe/wire"
+)
+
+// TestReportRunAndOutcomes: the JSON always carries the schema version
+// (a search's report too, which sets none), the run information and an
+// interrupted stage; the text and the Markdown give the outcomes of a
+// stage with errors, most frequent first, and say it was interrupted.
+func TestReportRunAndOutcomes(t *testing.T) {
+	r := &Report{
+		Started: time.Unix(0, 0), Finished: time.Unix(10, 0),
+		Run: &RunInfo{Version: "1.2.3", CommandLine: []string{"bench", "--stage=1:2s", "--slo=ttft=1s,tpot=2s"}, Host: "h", GOMAXPROCS: 2, NumCPU: 4, Seed: 9, SeedSource: "flag"},
+		Stages: []*StageReport{{Stage: 1, Target: "t", RequestedRate: 1, Duration: 3 * time.Second, PlannedDuration: time.Minute, Interrupted: true,
+			Outcomes: map[wire.Outcome]int{wire.OutcomeSuccess: 2, wire.OutcomeConnectError: 5, wire.OutcomeTimeout: 1}}},
+	}
+	var b bytes.Buffer
+	if err := r.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.SchemaVersion != ReportSchemaVersion || back.Run == nil || back.Run.Seed != 9 || !back.Stages[0].Interrupted || back.Stages[0].PlannedDuration != time.Minute {
+		t.Errorf("read back: %+v %+v", back, back.Run)
+	}
+	if r.SchemaVersion != 0 {
+		t.Error("WriteJSON changed the report")
+	}
+	const outcomes = "6 of 8 results failed (75.0%): connect_error 5, success 2, timeout 1"
+	b.Reset()
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"stage 1 t errors: " + outcomes, "stage 1 t INTERRUPTED: ", "after 3s of 1m0s", "run: llmprobe 1.2.3 (revision -, -)\nrun: host h, GOMAXPROCS 2 of 4 CPUs, seed 9 (flag)\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the text has no %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	if err := r.WriteMarkdown(&b, MarkdownOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"- errors: " + strings.ReplaceAll(outcomes, "_", `\_`), "- **INTERRUPTED**: ", "report schema 2",
+		"command line: `bench --stage=1:2s --slo=ttft=1s,tpot=2s`", "host h, GOMAXPROCS 2, 4 CPUs", "seed 9 (flag)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the Markdown has no %q:\n%s", want, b.String())
+		}
+	}
+}
