@@ -4,7 +4,6 @@
 package bench
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/probe/workload"
 )
@@ -246,29 +246,13 @@ func allDone(cts []*closedTarget, n int) bool {
 // newClosedTarget builds the client and the request builder of t as the
 // engine does (same HTTP client, same measurements).
 func newClosedTarget(cfg *config.Config, t *config.Target, opts Options) (*closedTarget, error) {
-	hc, err := wire.NewHTTPClient(t.HTTPClientConfig, t.Name, t.IdleConnTimeout())
-	if err != nil {
-		return nil, fmt.Errorf("http_client_config: %w", err)
-	}
-	var configured []string
-	if hh := t.HTTPClientConfig.HTTPHeaders; hh != nil {
-		for name := range hh.Headers {
-			configured = append(configured, name)
-		}
-	}
-	client, err := wire.NewClient(wire.ClientConfig{
-		ConfiguredHeaders: configured,
-		BaseURL:           t.URL,
-		HTTPClient:        hc,
-		Timeout:           t.Timeout(cfg.Global),
-		UserAgent:         "llmprobe-bench",
-		Provider:          cmp.Or(t.Provider, wire.DefaultProviderFor(wire.API(t.API))),
-		Tracer:            opts.Tracer,
-		Propagator:        opts.Propagator,
-		Redactor:          wire.NewRedactor(t.HTTPClientConfig),
+	client, hc, err := probe.NewTargetClient(t, probe.ClientOptions{
+		Timeout:    t.Timeout(cfg.Global),
+		UserAgent:  "llmprobe-bench",
+		Tracer:     opts.Tracer,
+		Propagator: opts.Propagator,
 	})
 	if err != nil {
-		hc.CloseIdleConnections()
 		return nil, err
 	}
 	return &closedTarget{t: t, client: client, hc: hc,

@@ -7,13 +7,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/httpclient"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/wire"
 )
@@ -134,9 +134,9 @@ func preflightOne(ctx context.Context, opts Options, t *config.Target) (Prefligh
 	defer obs.mu.Unlock()
 	r := obs.first
 	if r == nil {
-		return PreflightResult{Target: t.Name, URL: baseURL(t.URL)}, ctx.Err()
+		return PreflightResult{Target: t.Name, URL: httpclient.RedactURL(t.URL)}, ctx.Err()
 	}
-	return PreflightResult{Target: t.Name, URL: baseURL(t.URL), Outcome: r.Outcome, ErrorType: r.ErrorType,
+	return PreflightResult{Target: t.Name, URL: httpclient.RedactURL(t.URL), Outcome: r.Outcome, ErrorType: r.ErrorType,
 		Error: r.Error, StatusCode: r.StatusCode, FirstToken: r.FirstToken, TTFT: r.TTFT, E2E: r.E2E}, nil
 }
 
@@ -165,17 +165,6 @@ func (o *preflightObserver) Observe(r *wire.Result) {
 		o.first = &c
 		close(o.done)
 	}
-}
-
-// baseURL is s without user information, query or fragment (where
-// credentials may hide).
-func baseURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "<invalid URL>"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
 }
 
 var discardLogger = slog.New(slog.DiscardHandler)

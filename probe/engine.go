@@ -4,14 +4,12 @@
 package probe
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
-	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -23,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/httpclient"
 	"github.com/llmprobe/llmprobe/probe/harness"
 	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/probe/workload"
@@ -226,33 +225,18 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64, identity *iden
 	if err != nil {
 		return nil, err
 	}
-	httpClient, err := wire.NewHTTPClient(t.HTTPClientConfig, t.Name, t.IdleConnTimeout())
-	if err != nil {
-		return nil, fmt.Errorf("http_client_config: %w", err)
-	}
-	redactor := wire.NewRedactor(t.HTTPClientConfig)
-	var configured []string
-	if hh := t.HTTPClientConfig.HTTPHeaders; hh != nil {
-		for name := range hh.Headers {
-			configured = append(configured, name)
-		}
-	}
-	client, err := wire.NewClient(wire.ClientConfig{
-		ConfiguredHeaders: configured,
-		BaseURL:           t.URL,
-		HTTPClient:        httpClient,
-		Timeout:           spec.Timeout,
-		UserAgent:         e.opts.UserAgent,
-		RecordContent:     e.opts.RecordContent,
-		Provider:          cmp.Or(t.Provider, wire.DefaultProviderFor(wire.API(t.API))),
-		Tracer:            e.opts.Tracer,
-		Propagator:        e.opts.Propagator,
-		Redactor:          redactor,
-		Inspect:           identity.inspect(t.Model),
+	client, httpClient, err := NewTargetClient(t, ClientOptions{
+		Timeout:       spec.Timeout,
+		UserAgent:     e.opts.UserAgent,
+		RecordContent: e.opts.RecordContent,
+		Tracer:        e.opts.Tracer,
+		Propagator:    e.opts.Propagator,
+		Inspect:       identity.inspect(t.Model),
 	})
 	if err != nil {
 		return nil, err
 	}
+	redactor := wire.NewRedactor(t.HTTPClientConfig)
 	seed := g.Seed
 	if seed == 0 {
 		seed = rand.Uint64()
@@ -266,7 +250,7 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64, identity *iden
 		name:        t.Name,
 		model:       t.Model,
 		api:         wire.API(t.API),
-		url:         redactURL(t.URL),
+		url:         httpclient.RedactURL(t.URL),
 		spec:        spec,
 		arrivals:    arr,
 		client:      client,
@@ -351,14 +335,4 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		<-e.harnessDone
 	}
 	return err
-}
-
-// redactURL drops userinfo, query and fragment for display.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "<invalid URL>"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
 }

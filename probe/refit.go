@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/fit"
+	"github.com/llmprobe/llmprobe/internal/httpclient"
 	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/probe/workload"
 )
@@ -127,7 +128,7 @@ func (r *runner) refitFailed(err error) {
 }
 
 func redactedSource(rawURL, selector string) string {
-	s := redactURL(rawURL)
+	s := httpclient.RedactURL(rawURL)
 	if selector != "" {
 		s += " {" + selector + "}"
 	}
