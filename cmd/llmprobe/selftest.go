@@ -220,6 +220,19 @@ func searchCeiling(ctx context.Context, o *selftestOptions, measure func(float64
 		step(st)
 		return &st, nil
 	}
+	// try measures rate and files it as the good or the bad rate.
+	try := func(rate float64) error {
+		st, err := run(rate)
+		if err != nil {
+			return err
+		}
+		if st.good {
+			good = st
+		} else {
+			bad = st
+		}
+		return nil
+	}
 	for rate := o.startRate; rate <= o.maxRate && ctx.Err() == nil; rate *= 2 {
 		st, err := run(rate)
 		if err != nil {
@@ -233,26 +246,14 @@ func searchCeiling(ctx context.Context, o *selftestOptions, measure func(float64
 	}
 	// Even the start rate failed: downward, halving.
 	for rate := o.startRate / 2; good == nil && bad != nil && rate >= o.minRate && ctx.Err() == nil; rate /= 2 {
-		st, err := run(rate)
-		if err != nil {
+		if err := try(rate); err != nil {
 			return nil, nil, err
-		}
-		if st.good {
-			good = st
-		} else {
-			bad = st
 		}
 	}
 	if good == nil && bad != nil && bad.rate > o.minRate && ctx.Err() == nil {
 		// The halving stepped over the floor: try the floor itself.
-		st, err := run(o.minRate)
-		if err != nil {
+		if err := try(o.minRate); err != nil {
 			return nil, nil, err
-		}
-		if st.good {
-			good = st
-		} else {
-			bad = st
 		}
 	}
 	for i := 0; i < o.bisections && good != nil && bad != nil && ctx.Err() == nil; i++ {
@@ -260,14 +261,8 @@ func searchCeiling(ctx context.Context, o *selftestOptions, measure func(float64
 		if mid <= good.rate || mid >= bad.rate {
 			break // as close as rates are told apart
 		}
-		st, err := run(mid)
-		if err != nil {
+		if err := try(mid); err != nil {
 			return nil, nil, err
-		}
-		if st.good {
-			good = st
-		} else {
-			bad = st
 		}
 	}
 	return good, bad, ctx.Err()
