@@ -16,20 +16,27 @@ import (
 )
 
 // The capacity estimate (FindOptions.StartRate unset): closed-loop
-// workers against the target, 1, then doubled level by level (2, 4,
+// workers against the target, 4, then doubled level by level (8, 16,
 // ...) without draining in between, so every level starts with the
-// previous level's requests in flight. A level's rate is its completed
-// requests per second; it lasts until max(4, concurrency) requests
-// completed in it and max(1 s, 2 × the previous level's mean E2E by
-// Little's law, concurrency / rate) passed, at most 15 s. Once doubling
-// the concurrency no longer raises the rate by MinGain the target is
-// saturated and the highest rate is the estimate. The ramp then starts at
+// previous level's requests in flight. A new level's workers first wait
+// out the previous level's mean E2E by Little's law (concurrency /
+// rate, at most 5 s): until their first requests end, completions are
+// the old level's. Then the level's rate is its completed requests per
+// second; it lasts until max(16, 2 × concurrency) requests completed and
+// max(1 s, 2 × that mean E2E) passed, at most 15 s. With heavy-tailed
+// lengths (the demo's E2E runs from 0.1 s to 10 s) fewer completions, or
+// a count that starts with the new workers, told a 20% gain from noise
+// no better than a coin. Once two doublings in a row raise the rate by
+// less than MinGain over the best level the target is saturated and the
+// highest rate is the estimate. The ramp then starts at
 // estimate / Factor, below the capacity, so that its next stages cross
 // it: the capacity is still the trusted open-loop stage with the highest
 // served rate, by the same rules; the estimate only saves the stages from
 // 1 req/s up. At the end the requests still in flight are cancelled.
 const (
-	estimateMinCompleted = 4                // completed requests a level holds at least (and its concurrency)
+	estimateStartC       = 4                // the first level's concurrency
+	estimateMinCompleted = 16               // completed requests a level counts at least (and twice its concurrency)
+	estimateMaxSettle    = 5 * time.Second  // a level waits at most this before it counts
 	estimateMinLevel     = time.Second      // a level lasts at least this
 	estimateMaxLevel     = 15 * time.Second // and at most this
 	estimateBudget       = time.Minute      // no level starts after this
@@ -124,9 +131,10 @@ func (s *search) estimateLevels(est *CapacityEstimate) (float64, error) {
 	}()
 	began := time.Now()
 	workers := 0
-	best, prev := 0.0, 0.0
-	minLevel := estimateMinLevel
-	for c := 1; c <= maxC && s.ctx.Err() == nil && time.Since(began) < estimateBudget; c *= 2 {
+	best := 0.0
+	flat := 0 // levels in a row that did not raise the best rate by MinGain
+	minLevel, settle := estimateMinLevel, time.Duration(0)
+	for c := min(estimateStartC, maxC); c <= maxC && s.ctx.Err() == nil && time.Since(began) < estimateBudget; c *= 2 {
 		for ; workers < c; workers++ {
 			wg.Add(1)
 			seed := cfg.Global.Seed ^ uint64(workers+1)*0x9e3779b97f4a7c15
@@ -135,9 +143,12 @@ func (s *search) estimateLevels(est *CapacityEstimate) (float64, error) {
 				ct.work(reqCtx, stop, rand.New(rand.NewPCG(seed, ^seed)), col, s.opts.Dataset, 0, time.Time{})
 			}()
 		}
+		if !sleepCtx(s.ctx, settle) {
+			break
+		}
 		levelStart := time.Now()
 		done0, failed0 := ct.done.Load(), ct.failed.Load()
-		need := int64(max(estimateMinCompleted, c))
+		need := int64(max(estimateMinCompleted, 2*c))
 		tick := time.NewTicker(20 * time.Millisecond)
 		for s.ctx.Err() == nil {
 			el := time.Since(levelStart)
@@ -155,23 +166,30 @@ func (s *search) estimateLevels(est *CapacityEstimate) (float64, error) {
 		if l.Completed == 0 || l.Errors > l.Completed {
 			return best, fmt.Errorf("the level at concurrency %d completed %d requests with %d errors", c, l.Completed, l.Errors)
 		}
+		if best > 0 && l.Rate < best*(1+s.f.MinGain) {
+			flat++
+		} else {
+			flat = 0
+		}
 		best = max(best, l.Rate)
-		if prev > 0 && l.Rate < prev*(1+s.f.MinGain) {
-			est.Note = fmt.Sprintf("saturated: doubling the concurrency to %d raised the rate by less than %.0f%%", c, 100*s.f.MinGain)
+		if flat == 2 {
+			est.Note = fmt.Sprintf("saturated: doubling the concurrency twice, to %d, raised the rate by less than %.0f%%", c, 100*s.f.MinGain)
 			return best, nil
 		}
-		prev = max(prev, l.Rate)
-		// The next level lasts at least twice this one's mean E2E, so that
-		// its new requests have completed a few times.
-		minLevel = min(max(estimateMinLevel, time.Duration(2*float64(c)/l.Rate*float64(time.Second))), estimateMaxLevel)
+		// The next level waits out this one's mean E2E before it counts,
+		// and lasts at least twice that, so that its new requests have
+		// completed a few times.
+		e2e := time.Duration(float64(c) / l.Rate * float64(time.Second))
+		settle = min(e2e, estimateMaxSettle)
+		minLevel = min(max(estimateMinLevel, 2*e2e), estimateMaxLevel)
 	}
 	return best, nil
 }
 
 // estimateRule states the estimate for FindReport.Rules.
 func (s *search) estimateRule() string {
-	return fmt.Sprintf("capacity estimate (no --find.start-rate): closed-loop workers, 1 then doubled level by level without draining (at most %d and max_inflight); a level's rate is its completed requests per second, once max(%d, concurrency) completed and max(%v, 2 × the previous level's mean E2E by Little's law) passed (at most %v; none starts after %v); when doubling raises it by less than %.0f%% the target is saturated, and the ramp starts at the highest rate / %g, below the capacity. The estimate is not evidence (a closed loop hides queueing): the capacity is the trusted open-loop stage with the highest served rate",
-		estimateMaxC, estimateMinCompleted, estimateMinLevel, estimateMaxLevel, estimateBudget, 100*s.f.MinGain, s.f.Factor)
+	return fmt.Sprintf("capacity estimate (no --find.start-rate): closed-loop workers, %d then doubled level by level without draining (at most %d and max_inflight); a level first waits out the previous level's mean E2E by Little's law (at most %v), then its rate is its completed requests per second, once max(%d, 2 × concurrency) completed and max(%v, 2 × that mean E2E) passed (at most %v; none starts after %v); when two doublings in a row raise it by less than %.0f%% the target is saturated, and the ramp starts at the highest rate / %g, below the capacity. The estimate is not evidence (a closed loop hides queueing): the capacity is the trusted open-loop stage with the highest served rate",
+		estimateStartC, estimateMaxC, estimateMaxSettle, estimateMinCompleted, estimateMinLevel, estimateMaxLevel, estimateBudget, 100*s.f.MinGain, s.f.Factor)
 }
 
 // writeEstimate writes the estimate's levels before the ramp.
@@ -185,4 +203,19 @@ func writeEstimate(w io.Writer, e *CapacityEstimate) {
 	}
 	fmt.Fprintf(w, "  estimate: %.3g req/s in %s (%s); the ramp starts at %.3g req/s\n",
 		e.RequestsPerSecond, e.Duration.Round(100*time.Millisecond), e.Note, e.StartRate)
+}
+
+// sleepCtx waits d, or until ctx ends (false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
