@@ -129,8 +129,11 @@ func TestLoadFileContext(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("returned after %v", d)
 	}
-	// Let the abandoned read finish.
-	if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+	// Let the abandoned read finish, if it opened the FIFO: non-blocking,
+	// since a reader that saw the context end first never opens it, and a
+	// blocking open for writing would then wait for ever (it hung CI for
+	// 15 minutes on a busy machine).
+	if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
 		w.Close()
 	}
 
