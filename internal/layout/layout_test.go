@@ -55,6 +55,9 @@ var layers = map[string]rule{
 	"internal/bounded":    {},
 	"internal/httpclient": {},
 	"config":              {imports: []string{"dist", "slo", "internal/bounded"}},
+	// The trace readers (Mooncake, Azure, BurstGPT, llmprobe's own
+	// records, access logs): beside the leaves, reading files only.
+	"tracefile": {imports: []string{"internal/bounded"}},
 
 	// The simulator is what everything else is tested against: it shares
 	// no code with it, its tests included.
@@ -64,8 +67,8 @@ var layers = map[string]rule{
 	// judgement of itself; what to send; the engine that wires them.
 	"probe/wire":     {imports: []string{"slo", "internal/httpclient", "internal/bounded"}},
 	"probe/harness":  {imports: []string{"config"}},
-	"probe/workload": {imports: []string{"probe/wire", "config", "dist", "fit"}},
-	"fit":            {imports: []string{"config", "dist", "internal/bounded", "internal/httpclient"}},
+	"probe/workload": {imports: []string{"probe/wire", "config", "dist", "fit", "tracefile"}},
+	"fit":            {imports: []string{"config", "dist", "internal/bounded", "internal/httpclient", "tracefile"}},
 	"probe": {
 		imports: join(engine[1:], leaves, []string{"config", "fit"}),
 		tests:   []string{"exporter"}, // the exposition fixture (exposition_golden_test.go)
@@ -78,7 +81,7 @@ var layers = map[string]rule{
 		imports: join(engine, []string{"config", "slo", "dist", "internal/bounded"}),
 		tests:   []string{"regression"}, // the detector's results in the test status (helpers_test.go)
 	},
-	"bench": {imports: join(engine, leaves, []string{"config", "fit"}), tests: []string{"exporter"}},
+	"bench": {imports: join(engine, leaves, []string{"config", "fit", "tracefile"}), tests: []string{"exporter"}},
 
 	// The monitoring mixin and its dashboards.
 	"alerts":              {imports: []string{"internal/bounded"}},
@@ -87,7 +90,7 @@ var layers = map[string]rule{
 	"examples":            {tests: join(engine, []string{"config"})},
 
 	// The binary may import every production package.
-	"cmd/llmprobe": {imports: join(engine, leaves, []string{"config", "fit", "sim", "exporter", "bench", "alerts", "dashboards", "examples"}), testOnly: true},
+	"cmd/llmprobe": {imports: join(engine, leaves, []string{"config", "fit", "sim", "exporter", "bench", "alerts", "dashboards", "examples", "tracefile"}), testOnly: true},
 
 	// Test support and the packages that are only tests.
 	"internal/promtest":     {imports: []string{"internal/proctest", "internal/testio"}},
