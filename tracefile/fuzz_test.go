@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -37,6 +38,20 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0, 0})
 	f.Add([]byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff})
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// The Mooncake fast path agrees with the full parser on every line
+		// it accepts.
+		for _, line := range bytes.Split(data, []byte("\n")) {
+			var fast, full Record
+			st, ok := fastMooncake(line, &fast)
+			if !ok {
+				continue
+			}
+			st2, ok2, err := parseMooncakeJSON(line, &full)
+			if err != nil || !ok2 || st != st2 || fast.PromptTokens != full.PromptTokens || fast.OutputTokens != full.OutputTokens ||
+				!slices.Equal(fast.HashIDs, full.HashIDs) || (fast.HashIDs == nil) != (full.HashIDs == nil) || full.Session != "" {
+				t.Fatalf("%q: fast path %+v %v, full parser %+v %v %v", line, fast, st, full, st2, err)
+			}
+		}
 		for _, format := range Formats {
 			r, err := NewReader(bytes.NewReader(data), "fuzz", Options{Format: format})
 			if err != nil {
