@@ -33,7 +33,9 @@
 //     drops them): the reader skips them, since a request that asks for
 //     no output cannot be sent, and counts them (Reader.Skipped).
 //   - llmprobe: the per-request JSON lines of `llmprobe bench --requests`
-//     (planned, prompt_tokens, output_tokens, conversation, turn).
+//     (planned, prompt_tokens, output_tokens, conversation, turn), every
+//     line a record (warm-up and failed requests too: they were sent),
+//     written in completion order, so planned times are not sorted.
 //   - Access logs: the JSON lines `llmprobe fit` reads, through the same
 //     line parser (AccessLogParser); lines without token counts are
 //     skipped and counted, as fit does.
@@ -52,7 +54,11 @@
 // latest one seen. Offset is measured from the first record in file order,
 // so in a file that is not sorted it may be negative by at most that
 // tolerance. Between records the reader keeps only the first timestamp,
-// the latest one and its line buffer; records come in file order.
+// the latest one and its line buffer; records come in file order. A zstd
+// frame may ask for a window of at most 16 MiB (zstd's levels up to 19
+// use 8 MiB; a --long or --ultra file asking for more is refused).
+// Mooncake lines of the usual shape take a fast path; every other line,
+// and every error, goes through encoding/json.
 //
 // tracefile imports no llmprobe package but internal/bounded.
 package tracefile
