@@ -24,8 +24,9 @@
 //     AzureLLMInferenceDataset2023 code/conv traces, and the week-long
 //     2024 traces, which keep the same columns; CC-BY 4.0): CSV with the
 //     header TIMESTAMP,ContextTokens,GeneratedTokens and times like
-//     2023-11-16 18:15:46.6805900 (UTC, up to 9 fraction digits, an
-//     optional +00:00 zone).
+//     2023-11-16 18:15:46.6805900 (read as UTC unless a zone such as
+//     +00:00 follows; 0 to 9 fraction digits; the 2024 files' exact time
+//     text was not seen here, hence the tolerance).
 //   - BurstGPT (HPMLL/BurstGPT, CC-BY 4.0): CSV with the header
 //     Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type;
 //     Timestamp is seconds since the trace's start. Rows with 0 Response
