@@ -208,11 +208,11 @@ func (a *shapeArrivals) NextAt(r *rand.Rand, from time.Time) time.Duration {
 	into := pos - time.Duration(i)*a.bin
 	for range 2*len(a.rates) + 1 { // less than two periods are left
 		left := a.width(i) - into
-		if h := a.rates[i] * left.Seconds(); h >= e {
+		h := a.rates[i] * left.Seconds()
+		if h >= e {
 			return gap + time.Duration(math.Round(e/a.rates[i]*1e9))
-		} else {
-			e -= h
 		}
+		e -= h
 		gap += left
 		i, into = (i+1)%len(a.rates), 0
 	}

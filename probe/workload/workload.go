@@ -29,7 +29,8 @@ type Class struct {
 	Trace *TraceSource
 
 	// ReuseIntent is the configured fraction of prompt tokens meant to be
-	// served from a prefix cache (llmprobe_prefix_reuse_target_ratio).
+	// served from a prefix cache (llmprobe_prefix_reuse_target_ratio); for
+	// a from_trace class, the trace's own reuse (config.TraceSample.Reuse).
 	ReuseIntent float64
 
 	// Batch is the number of inputs of an embeddings request (1 or more).
