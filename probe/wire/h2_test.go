@@ -24,6 +24,8 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/llmprobe/llmprobe/internal/httpclient"
+	"github.com/llmprobe/llmprobe/internal/simtest"
+	"github.com/llmprobe/llmprobe/sim"
 )
 
 // HTTP/2 and h2c: the client over a real HTTP/2 connection, against
@@ -368,3 +370,39 @@ func TestH2OpensConnectionsPastMaxConcurrentStreams(t *testing.T) {
 }
 
 func quietLog() *log.Logger { return log.New(io.Discard, "", 0) }
+
+// TestH2CClientMatchesSimulatorTiming is TestClientMatchesSimulatorTiming
+// over h2c: the first token and the last are where the simulator's
+// request log says it sent them, the median inter-token gap is its mean
+// step, and the log says the request came over HTTP/2.
+func TestH2CClientMatchesSimulatorTiming(t *testing.T) {
+	const step = 30 * time.Millisecond
+	def := sim.DefaultConfig()
+	srv := startRecordedSim(t, func(cfg *sim.Config) {
+		cfg.PrefillBase, cfg.PrefillPerToken = def.PrefillBase, def.PrefillPerToken
+		cfg.DecodeBase, cfg.DecodePerSeq = step, 0
+	})
+	req := simRequest(APIChat, 12)
+	req.ExtraBody = map[string]any{"stream_options": map[string]any{"include_usage": true, "continuous_usage_stats": true}}
+	m := doTimed(t, simtest.WatchLateness(t), h2cClient(t, srv.Base, nil), req, step)
+	res := m.res
+	expectOutcome(t, res, OutcomeSuccess, "")
+	checkTimingInvariants(t, res)
+	if len(res.ITLs) != 11 || res.Proto != "HTTP/2.0" {
+		t.Fatalf("%d ITLs for 12 tokens over %q", len(res.ITLs), res.Proto)
+	}
+	e := srv.Entry(t, res.ResponseID)
+	if e.Proto != "HTTP/2.0" {
+		t.Errorf("the simulator logged the request over %q", e.Proto)
+	}
+	if err := simtest.Check(clientTiming(res), e, m.slack); err != nil {
+		t.Error(err)
+	}
+	sorted := slices.Clone(res.ITLs)
+	slices.Sort(sorted)
+	med, tpot := sorted[len(sorted)/2], simtest.Seconds(*e.TPOTSeconds)
+	if d := med - tpot; d < -(m.slack.Early+m.slack.Late) || d > m.slack.Early+m.slack.Late {
+		t.Errorf("median ITL %v, the simulator's mean step %v (slack %v)", med, tpot, m.slack)
+	}
+	t.Logf("median ITL %v over h2c (server step %v), slack %v", med, tpot, m.slack)
+}
