@@ -6,6 +6,8 @@ package probe_test
 import (
 	"context"
 	"log/slog"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,5 +79,56 @@ targets:
 				t.Errorf("%s: the simulator logged %s over %q, want %s", name, r.ResponseID, e.Proto, proto)
 			}
 		}
+	}
+}
+
+// TestTargetClientHTTPVersionOverTLS: over TLS, http_version "1.1" is
+// HTTP/1.1 although the server offers HTTP/2, "2" is HTTP/2 by ALPN, and
+// a target without the key keeps what enable_http2 said before it
+// existed (prometheus/common's default: HTTP/2 when offered; false:
+// HTTP/1.1). The server is the simulator's handler under httptest's TLS.
+func TestTargetClientHTTPVersionOverTLS(t *testing.T) {
+	simCfg := sim.DefaultConfig()
+	simCfg.ZeroLatency = true
+	simCfg.EOSProbability = 0
+	s, _ := simtest.Listen(t, simCfg)
+	tlsSrv := httptest.NewUnstartedServer(s.Handler())
+	tlsSrv.EnableHTTP2 = true
+	tlsSrv.StartTLS()
+	defer tlsSrv.Close()
+	for _, tc := range []struct{ name, lines, want string }{
+		{"unset", "", "HTTP/2.0"},
+		{"unset without enable_http2", "    http_client_config: {enable_http2: false, tls_config: {insecure_skip_verify: true}}\n", "HTTP/1.1"},
+		{"1.1", "    http_version: \"1.1\"\n", "HTTP/1.1"},
+		{"2", "    http_version: \"2\"\n", "HTTP/2.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lines := tc.lines
+			if !strings.Contains(lines, "http_client_config") {
+				lines += "    http_client_config: {tls_config: {insecure_skip_verify: true}}\n"
+			}
+			cfg := loadConfig(t, `
+workloads:
+  w:
+    classes: [{name: c, prompt_tokens: 16, output_tokens: 4}]
+targets:
+  - name: tls
+    url: %s/v1
+    model: sim-model
+    workload: w
+    arrival: {rate: 1}
+`+lines, tlsSrv.URL)
+			client, hc, err := probe.NewTargetClient(cfg.Targets[0], probe.ClientOptions{Timeout: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer hc.CloseIdleConnections()
+			res := &wire.Result{}
+			client.Do(context.Background(), &wire.Request{API: wire.APIChat, Model: "sim-model", MaxTokens: 4,
+				Messages: []wire.Message{{Role: "user", Content: "hello"}}}, res)
+			if res.Outcome != wire.OutcomeSuccess || res.Proto != tc.want {
+				t.Errorf("%s/%s %q over %q, want success over %s", res.Outcome, res.ErrorType, res.Error, res.Proto, tc.want)
+			}
+		})
 	}
 }
