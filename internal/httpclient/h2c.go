@@ -54,27 +54,69 @@ func (c *Conns) Open() int64 {
 }
 
 // dial returns a dial function that counts the connections it opens in
-// c (nil: no counting) around next.
-func (c *Conns) dial(next func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// c (nil: no counting) around next; with sniff, each connection also
+// notes what its server sent first (AnsweredHTTP1), even uncounted.
+func (c *Conns) dial(next func(ctx context.Context, network, addr string) (net.Conn, error), sniff bool) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := next(ctx, network, addr)
-		if err != nil || c == nil {
+		if err != nil || (c == nil && !sniff) {
 			return conn, err
 		}
-		c.n.Add(1)
-		return &countedConn{Conn: conn, c: c}, nil
+		if c != nil {
+			c.n.Add(1)
+		}
+		return &countedConn{Conn: conn, c: c, sniff: sniff}, nil
 	}
 }
 
 type countedConn struct {
 	net.Conn
-	c    *Conns
-	once sync.Once
+	c     *Conns // nil: not counted
+	once  sync.Once
+	sniff bool
+	first atomic.Int32 // what the first bytes read were: 0 none yet, firstHTTP1, firstOther
+}
+
+const (
+	firstHTTP1 = 1 // "HTTP/": an HTTP/1.x answer
+	firstOther = 2 // anything else (an HTTP/2 server's SETTINGS)
+)
+
+func (cc *countedConn) Read(b []byte) (int, error) {
+	n, err := cc.Conn.Read(b)
+	if cc.sniff && n > 0 && cc.first.Load() == 0 {
+		kind := int32(firstOther)
+		if m := min(n, 5); string(b[:m]) == "HTTP/"[:m] {
+			kind = firstHTTP1
+		}
+		cc.first.CompareAndSwap(0, kind)
+	}
+	return n, err
 }
 
 func (cc *countedConn) Close() error {
-	cc.once.Do(func() { cc.c.n.Add(-1) })
+	if cc.c != nil {
+		cc.once.Do(func() { cc.c.n.Add(-1) })
+	}
 	return cc.Conn.Close()
+}
+
+// SpokeFirst reports, for a connection of an H2C client (the Conn of
+// httptrace's GotConn), whether its server sent anything yet (known) and
+// whether that was an HTTP/1.x answer (http1) rather than HTTP/2 frames.
+// Connections of other clients are unknown.
+func SpokeFirst(conn net.Conn) (known, http1 bool) {
+	cc, ok := conn.(*countedConn)
+	if !ok || !cc.sniff {
+		return false, false
+	}
+	switch cc.first.Load() {
+	case firstHTTP1:
+		return true, true
+	case firstOther:
+		return true, false
+	}
+	return false, false
 }
 
 // defaultIdleConnTimeout is prometheus/common's default.
@@ -95,11 +137,12 @@ func newH2CRoundTripper(cfg commoncfg.HTTPClientConfig, name string, o Options) 
 	if idle <= 0 {
 		idle = defaultIdleConnTimeout
 	}
-	dial := conntrack.NewDialContextFunc(
-		conntrack.DialWithDialContextFunc(o.Conns.dial((&net.Dialer{}).DialContext)),
+	// Outermost, so that httptrace's GotConn hands the wire client this
+	// connection (SpokeFirst).
+	dial := o.Conns.dial(conntrack.NewDialContextFunc(
 		conntrack.DialWithTracing(),
 		conntrack.DialWithName(name),
-	)
+	), true)
 	tr := &http.Transport{
 		MaxIdleConns:          20000,
 		MaxIdleConnsPerHost:   1000,

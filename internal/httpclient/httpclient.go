@@ -81,7 +81,7 @@ func New(cfg commoncfg.HTTPClientConfig, name string, o Options) (*http.Client, 
 		opts = append(opts, commoncfg.WithIdleConnTimeout(o.IdleConnTimeout))
 	}
 	if o.Conns != nil {
-		opts = append(opts, commoncfg.WithDialContextFunc(o.Conns.dial((&net.Dialer{}).DialContext)))
+		opts = append(opts, commoncfg.WithDialContextFunc(o.Conns.dial((&net.Dialer{}).DialContext, false)))
 	}
 	oauth := cfg.OAuth2
 	cfg.OAuth2 = nil // added below, with a token client of our own

@@ -68,7 +68,9 @@ func h2Failure(err error, res *Result) bool {
 
 // h2cRefused reports whether an h2c round trip that got no response
 // failed because the server does not speak h2c: on a new connection
-// (a reused one spoke HTTP/2 already), the server answered in HTTP/1.1
+// (a reused one spoke HTTP/2 already) whose server sent no HTTP/2 frame
+// (what it sent first is known where the client read it), it answered
+// in HTTP/1.1
 // (net/http: "the frame header looked like an HTTP/1.1 header"), or
 // closed or reset it before any HTTP/2 (Go's HTTP/1.1-only server closes
 // on the h2c preface, which the client sees as a broken pipe, a reset or
@@ -77,6 +79,11 @@ func h2Failure(err error, res *Result) bool {
 func h2cRefused(err error, ct *connTrace) bool {
 	if ct.reusedConn() {
 		return false
+	}
+	if known, http1 := ct.serverSpoke(); known {
+		// The server's first bytes say: HTTP/2 frames (a failure of a
+		// connection that spoke h2c, as of any other), or HTTP/1.x.
+		return http1
 	}
 	msg := err.Error()
 	return strings.Contains(msg, "looked like an HTTP/1.1 header") ||
@@ -167,7 +174,10 @@ func (c *Client) roundTripFailed(parent, ctx context.Context, err error, ct *con
 		res.fail(OutcomeTimeout, "timeout", msg)
 	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE),
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, net.ErrClosed):
+		errors.Is(err, net.ErrClosed),
+		// HTTP/2: the connection under the stream ended.
+		strings.Contains(err.Error(), "http2: client conn is closed"),
+		strings.Contains(err.Error(), "http2: client connection lost"):
 		// The connection ended before response headers. Reset or closed
 		// is not something the client can tell here: a server that
 		// resets every connection right after accepting it is seen as

@@ -127,6 +127,29 @@ func TestH2CRefusedByHTTP1Server(t *testing.T) {
 			}
 		})
 	}
+	// An HTTP/2 server (its SETTINGS came) that closes before answering
+	// speaks h2c: the connection ended before the response, no_response.
+	h2Closes := h2RawServer(t, func(c net.Conn) {
+		preface := make([]byte, len(http2.ClientPreface))
+		if _, err := io.ReadFull(c, preface); err != nil {
+			return
+		}
+		fr := http2.NewFramer(c, c)
+		_ = fr.WriteSettings()
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if f.Header().Flags.Has(http2.FlagDataEndStream) && f.Header().Type != http2.FrameSettings {
+				closeAfter(c)
+				return
+			}
+		}
+	})
+	res := do(t, h2cClient(t, h2Closes, nil), hostileRequest("hi", 8))
+	expectOutcome(t, res, OutcomeStreamError, "no_response")
+
 	// A server that is not there is still connection_refused.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -134,7 +157,7 @@ func TestH2CRefusedByHTTP1Server(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	res := do(t, h2cClient(t, "http://"+addr, nil), hostileRequest("hi", 8))
+	res = do(t, h2cClient(t, "http://"+addr, nil), hostileRequest("hi", 8))
 	expectOutcome(t, res, OutcomeConnectError, "connection_refused")
 }
 
@@ -203,7 +226,7 @@ func TestH2CSimulatorResetFault(t *testing.T) {
 // h2Frames is an h2c server written with x/net's Framer over a raw TCP
 // listener: it reads the client's preface and first request, answers
 // headers and the given events, then runs end.
-func h2Frames(t *testing.T, events int, end func(fr *http2.Framer, stream uint32)) string {
+func h2Frames(t *testing.T, events int, end func(c net.Conn, fr *http2.Framer, stream uint32)) string {
 	t.Helper()
 	return h2RawServer(t, func(c net.Conn) {
 		preface := make([]byte, len(http2.ClientPreface))
@@ -214,8 +237,11 @@ func h2Frames(t *testing.T, events int, end func(fr *http2.Framer, stream uint32
 		if err := fr.WriteSettings(); err != nil {
 			return
 		}
+		// The whole request first (its END_STREAM): a server that ends
+		// the connection while the client still writes makes net/http
+		// report the write's failure, not the response.
 		var stream uint32
-		for stream == 0 {
+		for ended := false; !ended; {
 			f, err := fr.ReadFrame()
 			if err != nil {
 				return
@@ -226,7 +252,9 @@ func h2Frames(t *testing.T, events int, end func(fr *http2.Framer, stream uint32
 					_ = fr.WriteSettingsAck()
 				}
 			case *http2.HeadersFrame:
-				stream = f.StreamID
+				stream, ended = f.StreamID, f.StreamEnded()
+			case *http2.DataFrame:
+				ended = f.StreamEnded()
 			}
 		}
 		var hb bytes.Buffer
@@ -237,9 +265,21 @@ func h2Frames(t *testing.T, events int, end func(fr *http2.Framer, stream uint32
 		for i := 0; i < events; i++ {
 			_ = fr.WriteData(stream, false, []byte(sseBody(chatContent("tok "))))
 		}
-		end(fr, stream)
+		end(c, fr, stream)
 	})
 }
+
+// closeAfter ends the connection as a server does after its last frame:
+// half-closed (FIN, so no reset can overtake what was written), then
+// read until the client closes it.
+func closeAfter(c net.Conn) {
+	_ = c.(*net.TCPConn).CloseWrite()
+	_, _ = io.Copy(io.Discard, c)
+}
+
+// keepOpen reads until the client closes the connection: the stream,
+// not the connection, ends.
+func keepOpen(c net.Conn) { _, _ = io.Copy(io.Discard, c) }
 
 // TestH2GoAwayAndResetFrames: a GOAWAY that closes the connection
 // mid-stream, with or without an error code, is goaway; a RST_STREAM
@@ -249,28 +289,29 @@ func TestH2GoAwayAndResetFrames(t *testing.T) {
 	cases := []struct {
 		name    string
 		events  int
-		end     func(fr *http2.Framer, stream uint32)
+		end     func(c net.Conn, fr *http2.Framer, stream uint32)
 		errType string
 		chunks  int
 	}{
-		{"goaway no_error mid-stream", 2, func(fr *http2.Framer, stream uint32) {
+		{"goaway no_error mid-stream", 2, func(c net.Conn, fr *http2.Framer, stream uint32) {
 			_ = fr.WriteGoAway(stream, http2.ErrCodeNo, nil)
+			closeAfter(c)
 		}, ErrorTypeGoAway, 2},
-		{"goaway internal_error mid-stream", 2, func(fr *http2.Framer, stream uint32) {
+		{"goaway internal_error mid-stream", 2, func(c net.Conn, fr *http2.Framer, stream uint32) {
 			_ = fr.WriteGoAway(stream, http2.ErrCodeInternal, []byte("draining"))
+			closeAfter(c)
 		}, ErrorTypeGoAway, 2},
-		{"rst_stream cancel mid-stream", 2, func(fr *http2.Framer, stream uint32) {
+		{"rst_stream cancel mid-stream", 2, func(c net.Conn, fr *http2.Framer, stream uint32) {
 			_ = fr.WriteRSTStream(stream, http2.ErrCodeCancel)
-			time.Sleep(100 * time.Millisecond) // the reset, not the close, ends the stream
+			keepOpen(c)
 		}, ErrorTypeStreamReset, 2},
-		{"rst_stream internal_error mid-stream", 1, func(fr *http2.Framer, stream uint32) {
+		{"rst_stream internal_error mid-stream", 1, func(c net.Conn, fr *http2.Framer, stream uint32) {
 			_ = fr.WriteRSTStream(stream, http2.ErrCodeInternal)
-			time.Sleep(100 * time.Millisecond)
+			keepOpen(c)
 		}, ErrorTypeStreamReset, 1},
-		// Closed with bytes of the client's unread, the server's socket
-		// sends a reset instead of an end: either is the broken stream
-		// of HTTP/1.1, as there.
-		{"connection closed mid-stream", 2, func(*http2.Framer, uint32) {}, "unexpected_eof|connection_reset", 2},
+		// The connection ends under the stream without a GOAWAY: the
+		// broken stream of HTTP/1.1.
+		{"connection closed mid-stream", 2, func(c net.Conn, _ *http2.Framer, _ uint32) { closeAfter(c) }, "unexpected_eof|connection_reset", 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -384,7 +425,9 @@ func TestH2CClientMatchesSimulatorTiming(t *testing.T) {
 	})
 	req := simRequest(APIChat, 12)
 	req.ExtraBody = map[string]any{"stream_options": map[string]any{"include_usage": true, "continuous_usage_stats": true}}
-	m := doTimed(t, simtest.WatchLateness(t), h2cClient(t, srv.Base, nil), req, step)
+	// As TestClientMatchesSimulatorTiming: a slack under four steps
+	// still tells a token stamped at the wrong event.
+	m := doTimed(t, simtest.WatchLateness(t), h2cClient(t, srv.Base, nil), req, 4*step)
 	res := m.res
 	expectOutcome(t, res, OutcomeSuccess, "")
 	checkTimingInvariants(t, res)
