@@ -5,9 +5,12 @@ package wire
 
 import (
 	"crypto/tls"
+	"net"
 	"net/http/httptrace"
 	"sync"
 	"time"
+
+	"github.com/llmprobe/llmprobe/internal/httpclient"
 )
 
 // connTrace records the httptrace hooks of one request. Dial hooks run on
@@ -16,6 +19,7 @@ import (
 type connTrace struct {
 	mu           sync.Mutex
 	gotConn      bool
+	conn         net.Conn  // the last connection handed over
 	conns        int       // GotConn calls: more than one when the transport retried
 	auth         [2]string // the Authorization and Proxy-Authorization values written
 	reused       bool
@@ -37,7 +41,7 @@ func newConnTrace() *connTrace {
 		GotConn: func(info httptrace.GotConnInfo) {
 			now := time.Now()
 			t.mu.Lock()
-			t.gotConn, t.reused, t.gotConnAt = true, info.Reused, now
+			t.gotConn, t.reused, t.gotConnAt, t.conn = true, info.Reused, now, info.Conn
 			t.conns++
 			t.mu.Unlock()
 		},
@@ -133,6 +137,17 @@ func (t *connTrace) transportRetries() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return max(t.conns-1, 0)
+}
+
+// serverSpoke is httpclient.SpokeFirst of the connection handed over.
+func (t *connTrace) serverSpoke() (known, http1 bool) {
+	t.mu.Lock()
+	conn := t.conn
+	t.mu.Unlock()
+	if conn == nil {
+		return false, false
+	}
+	return httpclient.SpokeFirst(conn)
 }
 
 func (t *connTrace) reusedConn() bool {
