@@ -1,0 +1,311 @@
+// Copyright The llmprobe Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package bench_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/probe"
+)
+
+// BenchmarkLongStreams holds N concurrent long streams against the
+// simulator (in its own process, so only the client is measured) and
+// prints, per HTTP version side by side: the client's RSS above the idle
+// process, its live heap and its goroutines, each per stream, and the ITL
+// p50 against the simulator's decode step with the stage's verdict
+// (issue 25). The streams arrive at a constant rate over a ramp and last
+// longer than it, so at the sample (just after the ramp) all N are open
+// and none has ended. The client runs at the daemon's GOGC
+// (probe.GCPercent), so RSS is what the daemon would hold.
+//
+// Environment: LLMPROBE_STREAMS (default 1000), LLMPROBE_STREAM_STEP (the
+// simulator's decode step, default 50ms), LLMPROBE_STREAMS_PROFILE (a
+// directory: heap and goroutine profiles at the sample, per version),
+// LLMPROBE_STREAMS_STARVE=1 (another run per version with CPU-burning
+// goroutines in the client: its timestamps are inflated and the verdict
+// must say so). Figures only.
+func BenchmarkLongStreams(b *testing.B) {
+	if testing.Short() {
+		b.Skip("load run")
+	}
+	n := envInt(b, "LLMPROBE_STREAMS", 1000)
+	step := 50 * time.Millisecond
+	if s := os.Getenv("LLMPROBE_STREAM_STEP"); s != "" {
+		var err error
+		if step, err = time.ParseDuration(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	raiseFileLimit(b, 2*n+1024) // before the simulator starts: it inherits the limit
+	// The ramp: at most 400 arrivals a second (the simulator's admission
+	// is not free), at least 10 s.
+	ramp := max(10*time.Second, time.Duration(float64(n)/400*float64(time.Second)))
+	hold := 8 * time.Second
+	tokens := int((ramp + hold) / step)
+	p := startSimProcess(b, fmt.Sprintf(`
+max_num_seqs: %d
+max_num_batched_tokens: %d
+num_kv_blocks: %d
+max_model_len: %d
+prefill_base: 1ms
+prefill_per_token: 0s
+decode_base: %v
+decode_per_seq: 0s
+enable_prefix_caching: false
+`, min(2*n, 1<<16), 1<<20, 1<<24, tokens+1024, step))
+	versions := []string{"1.1"}
+	defer debug.SetGCPercent(debug.SetGCPercent(probe.GCPercent))
+	modes := []bool{false}
+	if os.Getenv("LLMPROBE_STREAMS_STARVE") == "1" {
+		modes = append(modes, true)
+	}
+	var rows []streamRow
+	for range b.N {
+		for _, starve := range modes {
+			for _, v := range versions {
+				rows = append(rows, runLongStreams(b, p, v, n, tokens, ramp, step, starve))
+			}
+		}
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%d streams of %d tokens, decode step %v, ramp %v; GOMAXPROCS=%d NumCPU=%d; the simulator in its own process\n",
+		n, tokens, step, ramp, runtime.GOMAXPROCS(0), runtime.NumCPU())
+	fmt.Fprintf(&sb, "%-9s %7s %9s %10s %9s %9s %9s %9s %10s %10s  %s\n", "http", "open", "idle RSS", "RSS", "RSS/str", "heap/str", "stack/str", "gor/str", "ITL p50", "vs step", "verdict")
+	for _, r := range rows {
+		name := r.version
+		if r.starved {
+			name += " starved"
+		}
+		verdict := "trusted"
+		if !r.trusted {
+			verdict = "NOT TRUSTED: " + strings.Join(r.reasons, "; ")
+		}
+		fmt.Fprintf(&sb, "%-9s %7d %8.1fM %9.1fM %8.1fK %8.1fK %8.1fK %9.2f %8.2fms %+9.2f%%  %s\n",
+			name, r.open, mib(r.idleRSS), mib(r.rss), kib(r.rss-r.idleRSS)/float64(r.open),
+			kib(r.heap-r.idleHeap)/float64(r.open), kib(r.stacks-r.idleStacks)/float64(r.open),
+			float64(r.goroutines-r.idleGoroutines)/float64(r.open),
+			r.itlP50*1e3, 100*(r.itlP50/step.Seconds()-1), verdict)
+	}
+	figures(b, "%s", sb.String())
+	for _, r := range rows {
+		if !r.starved {
+			b.ReportMetric(kib(r.rss-r.idleRSS)/float64(r.open), "RSS_KiB/stream@http"+r.version)
+			b.ReportMetric(float64(r.goroutines-r.idleGoroutines)/float64(r.open), "goroutines/stream@http"+r.version)
+		}
+	}
+}
+
+// streamRow is one run of BenchmarkLongStreams.
+type streamRow struct {
+	version                    string
+	starved                    bool
+	open                       int // streams open at the sample (the simulator's running requests)
+	idleRSS, rss               uint64
+	idleHeap, heap             uint64 // live heap objects (after a GC)
+	idleStacks, stacks         uint64
+	idleGoroutines, goroutines int
+	itlP50                     float64
+	trusted                    bool
+	reasons                    []string
+}
+
+func runLongStreams(b *testing.B, p *simProcess, version string, n, tokens int, ramp, step time.Duration, starve bool) streamRow {
+	b.Helper()
+	cfg, err := config.Load([]byte(fmt.Sprintf(`
+global: {warmup: 0s, request_timeout: 10m, seed: 1}
+workloads:
+  w:
+    classes:
+      - {name: c, prompt_tokens: 16, output_tokens: %d, sampling: {temperature: 0.7}}
+targets:
+  - name: sim
+    url: %s/v1
+    model: sim-model
+    workload: w
+    arrival: {process: constant, rate: 1}
+    max_inflight: %d
+    extra_body: {ignore_eos: true}
+`, tokens, p.base, 2*n)), "streams.yml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	row := streamRow{version: version, starved: starve}
+	runtime.GC()
+	debug.FreeOSMemory()
+	row.idleRSS, row.idleHeap, row.idleStacks, row.idleGoroutines = selfRSS(b), liveHeap(), stackBytes(), runtime.NumGoroutine()
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	if starve {
+		for range 2 * runtime.GOMAXPROCS(0) {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						for i := 0; i < 1e5; i++ {
+							_ = i * i
+						}
+					}
+				}
+			})
+		}
+	}
+	wg.Go(func() {
+		select {
+		case <-stop:
+			return
+		case <-time.After(ramp + 2*time.Second):
+		}
+		row.open = int(simGauge(b, p.base, "vllm:num_requests_running"))
+		row.rss, row.goroutines = selfRSS(b), runtime.NumGoroutine()
+		row.stacks = stackBytes()
+		runtime.GC()
+		row.heap = liveHeap()
+		if dir := os.Getenv("LLMPROBE_STREAMS_PROFILE"); dir != "" && !starve {
+			writeProfile(b, filepath.Join(dir, "heap-http"+version+".pb.gz"), "heap")
+			writeProfile(b, filepath.Join(dir, "goroutine-http"+version+".txt"), "goroutine")
+		}
+	})
+	rep, err := bench.Run(context.Background(), bench.Options{
+		Config: cfg, Stages: []bench.Stage{{Rate: float64(n) / ramp.Seconds(), Duration: ramp}}, Warmup: -1,
+		Grace: time.Duration(tokens)*step + time.Minute, Logger: slog.New(slog.DiscardHandler),
+	})
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if row.open == 0 {
+		b.Fatal("no stream was open at the sample")
+	}
+	s := rep.Stages[0]
+	row.itlP50, row.trusted, row.reasons = s.ITL.P50, s.Trusted, s.Reasons
+	for o, c := range s.Outcomes {
+		if o != "success" {
+			row.reasons = append(row.reasons, fmt.Sprintf("%d %s", c, o))
+			row.trusted = false
+		}
+	}
+	return row
+}
+
+func envInt(b *testing.B, name string, def int) int {
+	b.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v <= 0 {
+		b.Fatalf("%s=%q: want a positive integer", name, s)
+	}
+	return v
+}
+
+// raiseFileLimit raises RLIMIT_NOFILE's soft limit to at least want (up
+// to the hard limit).
+func raiseFileLimit(b *testing.B, want int) {
+	b.Helper()
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		b.Fatal(err)
+	}
+	if rl.Cur >= uint64(want) {
+		return
+	}
+	rl.Cur = min(max(uint64(want), rl.Cur), rl.Max)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		b.Fatal(err)
+	}
+	if rl.Cur < uint64(want) {
+		b.Fatalf("RLIMIT_NOFILE is at most %d, %d streams need %d", rl.Max, want/2, want)
+	}
+}
+
+// selfRSS is VmRSS from /proc/self/status, in bytes.
+func selfRSS(b *testing.B) uint64 {
+	b.Helper()
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		b.Skip("no /proc/self/status:", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
+
+func readMetric(name string) uint64 {
+	s := []metrics.Sample{{Name: name}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+func liveHeap() uint64   { return readMetric("/memory/classes/heap/objects:bytes") }
+func stackBytes() uint64 { return readMetric("/memory/classes/heap/stacks:bytes") }
+
+func simGauge(b *testing.B, base, name string) float64 {
+	b.Helper()
+	mf := scrape(b, base+"/metrics")[name]
+	if mf == nil {
+		b.Fatalf("no %s", name)
+	}
+	v := 0.0
+	for _, m := range mf.GetMetric() {
+		v += m.GetGauge().GetValue()
+	}
+	return v
+}
+
+func writeProfile(b *testing.B, path, name string) {
+	b.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	debug := 0
+	if name == "goroutine" {
+		debug = 1
+	}
+	if err := pprof.Lookup(name).WriteTo(f, debug); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func mib(v uint64) float64 { return float64(v) / (1 << 20) }
+
+// kib is a difference in KiB (negative when the figure fell).
+func kib(v uint64) float64 { return float64(int64(v)) / 1024 }
