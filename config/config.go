@@ -380,6 +380,12 @@ type Target struct {
 	// after 5s), or a request can be written to a connection the server
 	// has just closed. See IdleConnTimeout.
 	IdleTimeout model.Duration `yaml:"idle_conn_timeout"`
+	// HTTPVersion is the HTTP version the target is spoken to with:
+	// "1.1", or "2" (HTTP/2: by ALPN over TLS, h2c with prior knowledge
+	// on an http:// URL). Empty (unset): HTTP/1.1 on http:// URLs, and
+	// over TLS what http_client_config.enable_http2 says, as before the
+	// key existed. See ClientConfig and H2C.
+	HTTPVersion string `yaml:"http_version,omitempty"`
 	// HTTPClientConfig holds auth (bearer, basic, OAuth2, secrets from
 	// files), TLS, proxy and extra headers (http_headers). Unlike
 	// prometheus/common's default, redirects are not followed unless
@@ -419,6 +425,35 @@ type Target struct {
 	Regression *Regression `yaml:"regression,omitempty"`
 
 	decodeErrs []string // see Config.takeDecodeErrors
+	// enableHTTP2Set: the file sets http_client_config.enable_http2.
+	enableHTTP2Set bool
+}
+
+// HTTP versions (http_version).
+const (
+	HTTPVersion11 = "1.1"
+	HTTPVersion2  = "2"
+)
+
+// H2C reports whether the target is spoken to over HTTP/2 without TLS,
+// with prior knowledge: http_version "2" on an http:// URL.
+func (t *Target) H2C() bool {
+	u, err := url.Parse(t.URL)
+	return t.HTTPVersion == HTTPVersion2 && err == nil && strings.EqualFold(u.Scheme, "http")
+}
+
+// ClientConfig is the target's http_client_config with enable_http2 as
+// http_version says: off for "1.1" (HTTP/1.1 over TLS too), on for "2"
+// (HTTP/2 by ALPN over TLS); unset, as the file says.
+func (t *Target) ClientConfig() commoncfg.HTTPClientConfig {
+	c := t.HTTPClientConfig
+	switch t.HTTPVersion {
+	case HTTPVersion11:
+		c.EnableHTTP2 = false
+	case HTTPVersion2:
+		c.EnableHTTP2 = true
+	}
+	return c
 }
 
 // TargetIdentity is a target's identity section.
@@ -489,6 +524,9 @@ func (t *Target) UnmarshalYAML(unmarshal func(any) error) error {
 	var ref nodeRef
 	if err := unmarshal(&ref); err == nil && !setsKey(ref.node, "http_client_config", "follow_redirects") {
 		t.HTTPClientConfig.FollowRedirects = false
+	}
+	if ref.node != nil {
+		t.enableHTTP2Set = setsKey(ref.node, "http_client_config", "enable_http2")
 	}
 	return nil
 }
@@ -876,6 +914,7 @@ func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 	if err := t.HTTPClientConfig.Validate(); err != nil {
 		errs.add(path+".http_client_config", "%v", err)
 	}
+	t.validateHTTPVersion(errs, path)
 	if t.WorkloadFrom != nil {
 		t.WorkloadFrom.validate(errs, path+".workload_from")
 	}
@@ -918,4 +957,52 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// validateHTTPVersion checks http_version and what it goes with. h2c is
+// a transport of llmprobe's own under prometheus/common's round trippers
+// (internal/httpclient): it has no proxy (a proxy would need HTTP/2 to it
+// too) and no secret manager for *_ref secrets.
+func (t *Target) validateHTTPVersion(errs *fieldErrors, path string) {
+	p := path + ".http_version"
+	hc := &t.HTTPClientConfig
+	switch t.HTTPVersion {
+	case "":
+		return
+	case HTTPVersion11, HTTPVersion2:
+	default:
+		errs.add(p, "must be %q or %q, got %q", HTTPVersion11, HTTPVersion2, t.HTTPVersion)
+		return
+	}
+	if t.enableHTTP2Set && hc.EnableHTTP2 != (t.HTTPVersion == HTTPVersion2) {
+		errs.add(p, "%q contradicts http_client_config.enable_http2: %v (drop enable_http2: http_version decides)", t.HTTPVersion, hc.EnableHTTP2)
+		return
+	}
+	if !t.H2C() {
+		return
+	}
+	if hc.ProxyURL.URL != nil || hc.ProxyFromEnvironment {
+		errs.add(p, "%q on an http:// URL is h2c (HTTP/2 with prior knowledge), which cannot go through proxy_url or proxy_from_environment; drop the proxy or use an https:// URL", t.HTTPVersion)
+		return
+	}
+	refs := []struct{ key, ref, alt string }{}
+	if a := hc.Authorization; a != nil {
+		refs = append(refs, struct{ key, ref, alt string }{"authorization.credentials_ref", a.CredentialsRef, "credentials or credentials_file"})
+	}
+	if b := hc.BasicAuth; b != nil {
+		refs = append(refs,
+			struct{ key, ref, alt string }{"basic_auth.username_ref", b.UsernameRef, "username or username_file"},
+			struct{ key, ref, alt string }{"basic_auth.password_ref", b.PasswordRef, "password or password_file"})
+	}
+	if o := hc.OAuth2; o != nil {
+		refs = append(refs,
+			struct{ key, ref, alt string }{"oauth2.client_secret_ref", o.ClientSecretRef, "client_secret or client_secret_file"},
+			struct{ key, ref, alt string }{"oauth2.client_certificate_key_ref", o.ClientCertificateKeyRef, "client_certificate_key or client_certificate_key_file"})
+	}
+	for _, r := range refs {
+		if r.ref != "" {
+			errs.add(p, "%q on an http:// URL cannot use http_client_config.%s (no secret manager); use %s", t.HTTPVersion, r.key, r.alt)
+			return
+		}
+	}
 }

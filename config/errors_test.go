@@ -161,6 +161,22 @@ func TestDecodeErrorMessages(t *testing.T) {
 			`x.yml:13:5: targets[0].idle_conn_timeout: must be more than 0s and at most 10m, got 0s`},
 		{"idle_conn_timeout large", withTarget("    idle_conn_timeout: 11m\n"),
 			`x.yml:13:5: targets[0].idle_conn_timeout: must be more than 0s and at most 10m, got 11m`},
+
+		// http_version and what HTTP/2 can go with.
+		{"http_version unknown", withTarget("    http_version: \"3\"\n"),
+			`x.yml:13:5: targets[0].http_version: must be "1.1" or "2", got "3"`},
+		{"http_version 2.0", withTarget("    http_version: 2.0\n"),
+			`x.yml:13:5: targets[0].http_version: must be "1.1" or "2", got "2.0"`},
+		{"http_version 2 without enable_http2", withTarget("    http_version: \"2\"\n    http_client_config: {enable_http2: false}\n"),
+			`x.yml:13:5: targets[0].http_version: "2" contradicts http_client_config.enable_http2: false (drop enable_http2: http_version decides)`},
+		{"http_version 1.1 with enable_http2", withTarget("    http_version: \"1.1\"\n    http_client_config: {enable_http2: true}\n"),
+			`x.yml:13:5: targets[0].http_version: "1.1" contradicts http_client_config.enable_http2: true (drop enable_http2: http_version decides)`},
+		{"h2c through a proxy", withTarget("    http_version: \"2\"\n    http_client_config: {proxy_url: \"http://proxy:3128\"}\n"),
+			`x.yml:13:5: targets[0].http_version: "2" on an http:// URL is h2c (HTTP/2 with prior knowledge), which cannot go through proxy_url or proxy_from_environment; drop the proxy or use an https:// URL`},
+		{"h2c through the environment's proxy", withTarget("    http_version: \"2\"\n    http_client_config: {proxy_from_environment: true}\n"),
+			`x.yml:13:5: targets[0].http_version: "2" on an http:// URL is h2c (HTTP/2 with prior knowledge), which cannot go through proxy_url or proxy_from_environment; drop the proxy or use an https:// URL`},
+		{"h2c with a secret ref", withTarget("    http_version: \"2\"\n    http_client_config: {authorization: {credentials_ref: k}}\n"),
+			`x.yml:13:5: targets[0].http_version: "2" on an http:// URL cannot use http_client_config.authorization.credentials_ref (no secret manager); use credentials or credentials_file`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -181,6 +181,46 @@ func TestTargetHTTPDefaults(t *testing.T) {
 	}
 }
 
+// TestTargetHTTPVersion: http_version is "1.1" unless set; "2" on an
+// http:// URL is h2c, on https:// prometheus/common's HTTP/2 by ALPN;
+// enable_http2 follows it; without it the target behaves as before
+// (enable_http2 decides over TLS).
+func TestTargetHTTPVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name, url, lines string
+		version          string
+		h2c, http2       bool
+	}{
+		{"default http", "http://127.0.0.1:8000/v1", "", "", false, true},
+		{"default https keeps enable_http2", "https://h/v1", "", "", false, true},
+		{"default https without enable_http2", "https://h/v1", "    http_client_config: {enable_http2: false}\n", "", false, false},
+		{"1.1 https", "https://h/v1", "    http_version: \"1.1\"\n", HTTPVersion11, false, false},
+		{"1.1 unquoted", "https://h/v1", "    http_version: 1.1\n", HTTPVersion11, false, false},
+		{"2 http is h2c", "http://127.0.0.1:8000/v1", "    http_version: \"2\"\n", HTTPVersion2, true, true},
+		{"2 unquoted", "http://127.0.0.1:8000/v1", "    http_version: 2\n", HTTPVersion2, true, true},
+		{"2 https is ALPN", "https://h/v1", "    http_version: \"2\"\n    http_client_config: {proxy_url: \"http://p:3128\"}\n", HTTPVersion2, false, true},
+		{"2 with enable_http2 true", "http://127.0.0.1:8000/v1", "    http_version: \"2\"\n    http_client_config: {enable_http2: true}\n", HTTPVersion2, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := strings.Replace(validBase, "http://127.0.0.1:8000/v1", tc.url, 1) + tc.lines
+			cfg, err := Load([]byte(doc), "x.yml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tg := cfg.Targets[0]
+			if got := tg.HTTPVersion; got != tc.version {
+				t.Errorf("http_version %q, want %q", got, tc.version)
+			}
+			if got := tg.H2C(); got != tc.h2c {
+				t.Errorf("h2c %v, want %v", got, tc.h2c)
+			}
+			if got := tg.ClientConfig().EnableHTTP2; got != tc.http2 {
+				t.Errorf("enable_http2 %v, want %v", got, tc.http2)
+			}
+		})
+	}
+}
+
 // TestIdentityPollInterval: the version endpoint is asked every 5m by
 // default; identity.poll_interval changes it, 0s turns it off, and an
 // identity section that leaves the key out keeps the default.

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/httpclient"
 	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
@@ -26,15 +27,18 @@ type ClientOptions struct {
 	Propagator    propagation.TextMapPropagator
 	// Inspect is wire.ClientConfig.Inspect (nil: none).
 	Inspect func(trace.Span, *wire.Result)
+	// Conns, when set, counts the HTTP client's open connections.
+	Conns *httpclient.Conns
 }
 
 // NewTargetClient builds the wire client of t and the HTTP client under
 // it the one way every request to a target is sent: t's
-// http_client_config (auth, TLS, proxy, the one redirect policy), its
+// http_client_config (auth, TLS, proxy, the one redirect policy) with
+// its http_version (HTTP/1.1, HTTP/2 by ALPN, or h2c), its
 // configured headers known to the redactor, its provider. The caller
 // closes the HTTP client's idle connections when done.
 func NewTargetClient(t *config.Target, o ClientOptions) (*wire.Client, *http.Client, error) {
-	hc, err := wire.NewHTTPClient(t.HTTPClientConfig, t.Name, t.IdleConnTimeout())
+	hc, err := wire.NewTargetHTTPClient(t.ClientConfig(), t.Name, wire.HTTPOptions{IdleTimeout: t.IdleConnTimeout(), H2C: t.H2C(), Conns: o.Conns})
 	if err != nil {
 		return nil, nil, fmt.Errorf("http_client_config: %w", err)
 	}
@@ -48,6 +52,7 @@ func NewTargetClient(t *config.Target, o ClientOptions) (*wire.Client, *http.Cli
 		ConfiguredHeaders: configured,
 		BaseURL:           t.URL,
 		HTTPClient:        hc,
+		H2C:               t.H2C(),
 		Timeout:           o.Timeout,
 		UserAgent:         o.UserAgent,
 		RecordContent:     o.RecordContent,

@@ -40,6 +40,7 @@ type requestLifecycle struct {
 	status int    // HTTP status sent (0 when the connection was reset before any)
 	errMsg string // short reason when the request failed or was cut
 	path   string
+	proto  string // the request's protocol (r.Proto)
 
 	// Request log (requestlog.go); log is nil when the server keeps none.
 	log          *requestLog
@@ -64,6 +65,7 @@ func (lc *requestLifecycle) begin(s *Server, r *http.Request, api apiKind) {
 	lc.api = api
 	lc.arrival = time.Now()
 	lc.path = r.URL.Path
+	lc.proto = r.Proto
 	if s.tracing != nil {
 		lc.traceBegin(s, r)
 	}

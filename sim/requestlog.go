@@ -38,10 +38,13 @@ type RequestLogEntry struct {
 	// XRequestID is the request's X-Request-Id header (at most 256
 	// bytes), absent when it had none.
 	XRequestID string `json:"x_request_id,omitempty"`
-	Path       string `json:"path"`            // "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages" or "/v1/embeddings"
-	API        string `json:"api"`             // "chat", "completions", "responses", "messages" or "embeddings"
-	Stream     bool   `json:"stream"`          // the request asked for a stream
-	Model      string `json:"model,omitempty"` // the served model or adapter, absent when it was not resolved
+	Path       string `json:"path"` // "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages" or "/v1/embeddings"
+	// Proto is the protocol the request came over: "HTTP/1.1" or
+	// "HTTP/2.0" (h2c, or HTTP/2 over TLS).
+	Proto  string `json:"proto,omitempty"`
+	API    string `json:"api"`             // "chat", "completions", "responses", "messages" or "embeddings"
+	Stream bool   `json:"stream"`          // the request asked for a stream
+	Model  string `json:"model,omitempty"` // the served model or adapter, absent when it was not resolved
 	// BaseModel is the adapter's base model when Model is a LoRA
 	// adapter; absent otherwise.
 	BaseModel string `json:"base_model,omitempty"`
@@ -325,6 +328,7 @@ func (lc *requestLifecycle) logEntry() *RequestLogEntry {
 		ID:               lc.id,
 		XRequestID:       lc.xRequestID,
 		Path:             lc.path,
+		Proto:            lc.proto,
 		API:              lc.api.String(),
 		Stream:           lc.stream,
 		Model:            lc.model,

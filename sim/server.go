@@ -136,7 +136,15 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		IdleTimeout:       5 * time.Minute,
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+		// HTTP/1.1 and h2c (HTTP/2 with prior knowledge) on the same
+		// port, told apart by the connection's first bytes; HTTP/2 by
+		// ALPN where the server is served over TLS (Handler under
+		// httptest's StartTLS, as tests do).
+		Protocols: new(http.Protocols),
 	}
+	s.http.Protocols.SetHTTP1(true)
+	s.http.Protocols.SetUnencryptedHTTP2(true)
+	s.http.Protocols.SetHTTP2(true)
 	s.engine.start()
 	return s, nil
 }

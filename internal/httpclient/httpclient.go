@@ -32,6 +32,7 @@ package httpclient
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -63,6 +64,13 @@ type Options struct {
 	Timeout time.Duration
 	// Wrap, when set, wraps the configured round tripper (a size limit).
 	Wrap func(http.RoundTripper) http.RoundTripper
+	// H2C speaks HTTP/2 with prior knowledge (h2c) to http:// URLs, and
+	// HTTP/2 by ALPN (no HTTP/1.1) to https:// ones, over a transport
+	// built here (h2c.go); otherwise prometheus/common's transport, whose
+	// enable_http2 decides over TLS and which speaks HTTP/1.1 to http://.
+	H2C bool
+	// Conns, when set, counts the client's open connections.
+	Conns *Conns
 }
 
 // New returns the client for an http_client_config. name labels its
@@ -72,9 +80,18 @@ func New(cfg commoncfg.HTTPClientConfig, name string, o Options) (*http.Client, 
 	if o.IdleConnTimeout > 0 {
 		opts = append(opts, commoncfg.WithIdleConnTimeout(o.IdleConnTimeout))
 	}
+	if o.Conns != nil {
+		opts = append(opts, commoncfg.WithDialContextFunc(o.Conns.dial((&net.Dialer{}).DialContext)))
+	}
 	oauth := cfg.OAuth2
 	cfg.OAuth2 = nil // added below, with a token client of our own
-	rt, err := commoncfg.NewRoundTripperFromConfig(cfg, name, opts...)
+	var rt http.RoundTripper
+	var err error
+	if o.H2C {
+		rt, err = newH2CRoundTripper(cfg, name, o)
+	} else {
+		rt, err = commoncfg.NewRoundTripperFromConfig(cfg, name, opts...)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -104,6 +104,10 @@ type ClientConfig struct {
 	// prometheus/common config.HTTPClientConfig (auth, TLS, proxy, headers).
 	// nil selects a keep-alive client sized for high concurrency.
 	HTTPClient *http.Client
+	// H2C says HTTPClient speaks HTTP/2 with prior knowledge (h2c): a
+	// server that closes a new connection without an answer is then
+	// classified as one that does not speak h2c (h2c_refused).
+	H2C bool
 	// Timeout bounds a whole request, stream included (0: no bound). When
 	// it elapses the outcome is timeout.
 	Timeout time.Duration
@@ -146,6 +150,7 @@ type ClientConfig struct {
 // for concurrent use.
 type Client struct {
 	http *http.Client
+	h2c  bool
 	// urls are the endpoints of the protocols, by API.
 	urls map[API]string
 	// configured are ClientConfig.ConfiguredHeaders, canonical.
@@ -188,6 +193,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	c := &Client{
 		http:          cfg.HTTPClient,
+		h2c:           cfg.H2C,
 		urls:          make(map[API]string, len(protocols)),
 		timeout:       cfg.Timeout,
 		userAgent:     cfg.UserAgent,

@@ -39,5 +39,23 @@ const ErrorTypeOAuth2 = "oauth2"
 // NewHTTPClient returns the HTTP client for one target's (or one
 // auxiliary server's) http_client_config. name labels its connections.
 func NewHTTPClient(cfg commoncfg.HTTPClientConfig, name string, idleTimeout time.Duration) (*http.Client, error) {
-	return httpclient.New(cfg, name, httpclient.Options{IdleConnTimeout: idleTimeout})
+	return NewTargetHTTPClient(cfg, name, HTTPOptions{IdleTimeout: idleTimeout})
+}
+
+// HTTPOptions are a target's transport settings besides its
+// http_client_config.
+type HTTPOptions struct {
+	// IdleTimeout closes idle connections (idle_conn_timeout).
+	IdleTimeout time.Duration
+	// H2C speaks HTTP/2 with prior knowledge to http:// URLs
+	// (http_version "2"); over TLS, cfg.EnableHTTP2 decides.
+	H2C bool
+	// Conns, when set, counts the open connections.
+	Conns *httpclient.Conns
+}
+
+// NewTargetHTTPClient is NewHTTPClient with a target's transport
+// settings.
+func NewTargetHTTPClient(cfg commoncfg.HTTPClientConfig, name string, o HTTPOptions) (*http.Client, error) {
+	return httpclient.New(cfg, name, httpclient.Options{IdleConnTimeout: o.IdleTimeout, H2C: o.H2C, Conns: o.Conns})
 }
