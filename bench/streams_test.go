@@ -6,9 +6,11 @@ package bench_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -31,7 +33,7 @@ import (
 // prints, per HTTP version side by side: the client's RSS above the idle
 // process, its live heap and its goroutines, each per stream, and the ITL
 // p50 against the simulator's decode step with the stage's verdict
-// (issue 25). The streams arrive at a constant rate over a ramp and last
+// (issue 25). Each run is a child process of its own. The streams arrive at a constant rate over a ramp and last
 // longer than it, so at the sample (just after the ramp) all N are open
 // and none has ended. The client runs at the daemon's GOGC
 // (probe.GCPercent), so RSS is what the daemon would hold.
@@ -54,7 +56,21 @@ func BenchmarkLongStreams(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	if os.Getenv("LLMPROBE_STREAMS_PROFILE") != "" {
+		defer func(r int) { runtime.MemProfileRate = r }(runtime.MemProfileRate)
+		runtime.MemProfileRate = 4096 // finer than the default 512 KiB: per-stream sites of a few hundred bytes show
+	}
 	raiseFileLimit(b, 2*n+1024) // before the simulator starts: it inherits the limit
+	if spec := os.Getenv(streamsChildEnv); spec != "" {
+		var r streamRun
+		if err := json.Unmarshal([]byte(spec), &r); err != nil {
+			b.Fatal(err)
+		}
+		debug.SetGCPercent(probe.GCPercent)
+		row, _ := json.Marshal(runLongStreams(b, r))
+		fmt.Printf("streamrow: %s\n", row)
+		return
+	}
 	// The ramp: at most 400 arrivals a second (the simulator's admission
 	// is not free), at least 10 s.
 	ramp := max(10*time.Second, time.Duration(float64(n)/400*float64(time.Second)))
@@ -71,8 +87,7 @@ decode_base: %v
 decode_per_seq: 0s
 enable_prefix_caching: false
 `, min(2*n, 1<<16), 1<<20, 1<<24, tokens+1024, step))
-	versions := []string{"1.1"}
-	defer debug.SetGCPercent(debug.SetGCPercent(probe.GCPercent))
+	versions := []string{config.HTTPVersion11, config.HTTPVersion2}
 	modes := []bool{false}
 	if os.Getenv("LLMPROBE_STREAMS_STARVE") == "1" {
 		modes = append(modes, true)
@@ -81,54 +96,96 @@ enable_prefix_caching: false
 	for range b.N {
 		for _, starve := range modes {
 			for _, v := range versions {
-				rows = append(rows, runLongStreams(b, p, v, n, tokens, ramp, step, starve))
+				rows = append(rows, runStreamsChild(b, streamRun{Base: p.base, Version: v, N: n, Tokens: tokens, Ramp: ramp, Step: step, Starve: starve}))
 			}
 		}
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%d streams of %d tokens, decode step %v, ramp %v; GOMAXPROCS=%d NumCPU=%d; the simulator in its own process\n",
+	fmt.Fprintf(&sb, "%d streams of %d tokens, decode step %v, ramp %v; GOMAXPROCS=%d NumCPU=%d; each run and the simulator in a process of its own\n",
 		n, tokens, step, ramp, runtime.GOMAXPROCS(0), runtime.NumCPU())
-	fmt.Fprintf(&sb, "%-9s %7s %9s %10s %9s %9s %9s %9s %10s %10s  %s\n", "http", "open", "idle RSS", "RSS", "RSS/str", "heap/str", "stack/str", "gor/str", "ITL p50", "vs step", "verdict")
+	fmt.Fprintf(&sb, "%-10s %6s %6s %9s %10s %9s %9s %9s %9s %10s %10s  %s\n", "http", "open", "conns", "idle RSS", "RSS", "RSS/str", "heap/str", "stack/str", "gor/str", "ITL p50", "vs step", "verdict")
 	for _, r := range rows {
-		name := r.version
-		if r.starved {
+		name := r.Version
+		if r.Starved {
 			name += " starved"
 		}
 		verdict := "trusted"
-		if !r.trusted {
-			verdict = "NOT TRUSTED: " + strings.Join(r.reasons, "; ")
+		if !r.Trusted {
+			verdict = "NOT TRUSTED: " + strings.Join(r.Reasons, "; ")
 		}
-		fmt.Fprintf(&sb, "%-9s %7d %8.1fM %9.1fM %8.1fK %8.1fK %8.1fK %9.2f %8.2fms %+9.2f%%  %s\n",
-			name, r.open, mib(r.idleRSS), mib(r.rss), kib(r.rss-r.idleRSS)/float64(r.open),
-			kib(r.heap-r.idleHeap)/float64(r.open), kib(r.stacks-r.idleStacks)/float64(r.open),
-			float64(r.goroutines-r.idleGoroutines)/float64(r.open),
-			r.itlP50*1e3, 100*(r.itlP50/step.Seconds()-1), verdict)
+		fmt.Fprintf(&sb, "%-10s %6d %6d %8.1fM %9.1fM %8.1fK %8.1fK %8.1fK %9.2f %8.2fms %+9.2f%%  %s\n",
+			name, r.Open, r.Sockets-r.IdleSockets, mib(r.IdleRSS), mib(r.RSS), kib(r.RSS-r.IdleRSS)/float64(r.Open),
+			kib(r.Heap-r.IdleHeap)/float64(r.Open), kib(r.Stacks-r.IdleStacks)/float64(r.Open),
+			float64(r.Goroutines-r.IdleGoroutines)/float64(r.Open),
+			r.ITLP50*1e3, 100*(r.ITLP50/step.Seconds()-1), verdict)
+	}
+	for _, r := range rows {
+		fmt.Fprintf(&sb, "idle before http %s: RSS %.1f MiB, live heap %.1f MiB, stacks %.0f KiB, %d goroutines, %d sockets\n",
+			r.Version, mib(r.IdleRSS), mib(r.IdleHeap), kib(r.IdleStacks), r.IdleGoroutines, r.IdleSockets)
 	}
 	figures(b, "%s", sb.String())
 	for _, r := range rows {
-		if !r.starved {
-			b.ReportMetric(kib(r.rss-r.idleRSS)/float64(r.open), "RSS_KiB/stream@http"+r.version)
-			b.ReportMetric(float64(r.goroutines-r.idleGoroutines)/float64(r.open), "goroutines/stream@http"+r.version)
+		if !r.Starved {
+			b.ReportMetric(kib(r.RSS-r.IdleRSS)/float64(r.Open), "RSS_KiB/stream@http"+r.Version)
+			b.ReportMetric(float64(r.Goroutines-r.IdleGoroutines)/float64(r.Open), "goroutines/stream@http"+r.Version)
 		}
 	}
 }
 
 // streamRow is one run of BenchmarkLongStreams.
 type streamRow struct {
-	version                    string
-	starved                    bool
-	open                       int // streams open at the sample (the simulator's running requests)
-	idleRSS, rss               uint64
-	idleHeap, heap             uint64 // live heap objects (after a GC)
-	idleStacks, stacks         uint64
-	idleGoroutines, goroutines int
-	itlP50                     float64
-	trusted                    bool
-	reasons                    []string
+	Version                    string
+	Starved                    bool
+	Open                       int // streams open at the sample (the simulator's running requests)
+	IdleRSS, RSS               uint64
+	IdleHeap, Heap             uint64 // live heap objects (after a GC)
+	IdleStacks, Stacks         uint64
+	IdleGoroutines, Goroutines int
+	IdleSockets, Sockets       int
+	ITLP50                     float64
+	Trusted                    bool
+	Reasons                    []string
 }
 
-func runLongStreams(b *testing.B, p *simProcess, version string, n, tokens int, ramp, step time.Duration, starve bool) streamRow {
+// streamsChildEnv carries a streamRun to a child process that runs it
+// alone: each run is measured in a fresh process, so that none starts
+// with the pages an earlier one left resident.
+const streamsChildEnv = "LLMPROBE_BENCH_STREAMS_CHILD"
+
+type streamRun struct {
+	Base, Version string
+	N, Tokens     int
+	Ramp, Step    time.Duration
+	Starve        bool
+}
+
+// runStreamsChild runs r in a child process and returns its row.
+func runStreamsChild(b *testing.B, r streamRun) streamRow {
 	b.Helper()
+	spec, _ := json.Marshal(r)
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^BenchmarkLongStreams$", "-test.benchtime=1x")
+	cmd.Env = append(os.Environ(), streamsChildEnv+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("streams child (http %s): %v\n%s", r.Version, err, out)
+	}
+	for line := range strings.Lines(string(out)) {
+		if rest, ok := strings.CutPrefix(line, "streamrow: "); ok {
+			var row streamRow
+			if err := json.Unmarshal([]byte(rest), &row); err != nil {
+				b.Fatal(err)
+			}
+			return row
+		}
+	}
+	b.Fatalf("streams child (http %s) printed no row:\n%s", r.Version, out)
+	return streamRow{}
+}
+
+func runLongStreams(b *testing.B, run streamRun) streamRow {
+	b.Helper()
+	version, n, tokens, ramp, step, starve := run.Version, run.N, run.Tokens, run.Ramp, run.Step, run.Starve
 	cfg, err := config.Load([]byte(fmt.Sprintf(`
 global: {warmup: 0s, request_timeout: 10m, seed: 1}
 workloads:
@@ -142,15 +199,17 @@ targets:
     workload: w
     arrival: {process: constant, rate: 1}
     max_inflight: %d
+    http_version: %q
     extra_body: {ignore_eos: true}
-`, tokens, p.base, 2*n)), "streams.yml")
+`, tokens, run.Base, 2*n, version)), "streams.yml")
 	if err != nil {
 		b.Fatal(err)
 	}
-	row := streamRow{version: version, starved: starve}
+	row := streamRow{Version: version, Starved: starve}
 	runtime.GC()
 	debug.FreeOSMemory()
-	row.idleRSS, row.idleHeap, row.idleStacks, row.idleGoroutines = selfRSS(b), liveHeap(), stackBytes(), runtime.NumGoroutine()
+	row.IdleRSS, row.IdleHeap, row.IdleStacks, row.IdleGoroutines = selfRSS(b), liveHeap(), stackBytes(), runtime.NumGoroutine()
+	row.IdleSockets = sockets()
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -176,11 +235,12 @@ targets:
 			return
 		case <-time.After(ramp + 2*time.Second):
 		}
-		row.open = int(simGauge(b, p.base, "vllm:num_requests_running"))
-		row.rss, row.goroutines = selfRSS(b), runtime.NumGoroutine()
-		row.stacks = stackBytes()
+		row.Open = int(simGauge(b, run.Base, "vllm:num_requests_running"))
+		row.RSS, row.Goroutines = selfRSS(b), runtime.NumGoroutine()
+		row.Sockets = sockets()
+		row.Stacks = stackBytes()
 		runtime.GC()
-		row.heap = liveHeap()
+		row.Heap = liveHeap()
 		if dir := os.Getenv("LLMPROBE_STREAMS_PROFILE"); dir != "" && !starve {
 			writeProfile(b, filepath.Join(dir, "heap-http"+version+".pb.gz"), "heap")
 			writeProfile(b, filepath.Join(dir, "goroutine-http"+version+".txt"), "goroutine")
@@ -195,15 +255,15 @@ targets:
 	if err != nil {
 		b.Fatal(err)
 	}
-	if row.open == 0 {
+	if row.Open == 0 {
 		b.Fatal("no stream was open at the sample")
 	}
 	s := rep.Stages[0]
-	row.itlP50, row.trusted, row.reasons = s.ITL.P50, s.Trusted, s.Reasons
+	row.ITLP50, row.Trusted, row.Reasons = s.ITL.P50, s.Trusted, s.Reasons
 	for o, c := range s.Outcomes {
 		if o != "success" {
-			row.reasons = append(row.reasons, fmt.Sprintf("%d %s", c, o))
-			row.trusted = false
+			row.Reasons = append(row.Reasons, fmt.Sprintf("%d %s", c, o))
+			row.Trusted = false
 		}
 	}
 	return row
@@ -262,6 +322,22 @@ func selfRSS(b *testing.B) uint64 {
 	}
 	b.Fatal("no VmRSS in /proc/self/status")
 	return 0
+}
+
+// sockets counts the process' open sockets (/proc/self/fd): the
+// connections to the simulator, less those open when idle.
+func sockets() int {
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, fd := range fds {
+		if l, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.HasPrefix(l, "socket:") {
+			n++
+		}
+	}
+	return n
 }
 
 func readMetric(name string) uint64 {
