@@ -60,7 +60,7 @@ func BenchmarkLongStreams(b *testing.B) {
 		defer func(r int) { runtime.MemProfileRate = r }(runtime.MemProfileRate)
 		runtime.MemProfileRate = 4096 // finer than the default 512 KiB: per-stream sites of a few hundred bytes show
 	}
-	raiseFileLimit(b, 2*n+1024) // before the simulator starts: it inherits the limit
+	raiseFileLimit(b, n+1024) // a socket per stream in each process; before the simulator starts: it inherits the limit
 	if spec := os.Getenv(streamsChildEnv); spec != "" {
 		var r streamRun
 		if err := json.Unmarshal([]byte(spec), &r); err != nil {
@@ -103,7 +103,7 @@ enable_prefix_caching: false
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%d streams of %d tokens, decode step %v, ramp %v; GOMAXPROCS=%d NumCPU=%d; each run and the simulator in a process of its own\n",
 		n, tokens, step, ramp, runtime.GOMAXPROCS(0), runtime.NumCPU())
-	fmt.Fprintf(&sb, "%-10s %6s %6s %9s %10s %9s %9s %9s %9s %10s %10s  %s\n", "http", "open", "conns", "idle RSS", "RSS", "RSS/str", "heap/str", "stack/str", "gor/str", "ITL p50", "vs step", "verdict")
+	fmt.Fprintf(&sb, "%-10s %6s %6s %9s %10s %9s %9s %9s %9s %10s %10s %10s  %s\n", "http", "open", "conns", "idle RSS", "RSS", "RSS/str", "heap/str", "stack/str", "gor/str", "ITL p50", "vs step", "sim ITL", "verdict")
 	for _, r := range rows {
 		name := r.Version
 		if r.Starved {
@@ -113,11 +113,11 @@ enable_prefix_caching: false
 		if !r.Trusted {
 			verdict = "NOT TRUSTED: " + strings.Join(r.Reasons, "; ")
 		}
-		fmt.Fprintf(&sb, "%-10s %6d %6d %8.1fM %9.1fM %8.1fK %8.1fK %8.1fK %9.2f %8.2fms %+9.2f%%  %s\n",
+		fmt.Fprintf(&sb, "%-10s %6d %6d %8.1fM %9.1fM %8.1fK %8.1fK %8.1fK %9.2f %8.2fms %+9.2f%% %8.2fms  %s\n",
 			name, r.Open, r.Sockets-r.IdleSockets, mib(r.IdleRSS), mib(r.RSS), kib(r.RSS-r.IdleRSS)/float64(r.Open),
 			kib(r.Heap-r.IdleHeap)/float64(r.Open), kib(r.Stacks-r.IdleStacks)/float64(r.Open),
 			float64(r.Goroutines-r.IdleGoroutines)/float64(r.Open),
-			r.ITLP50*1e3, 100*(r.ITLP50/step.Seconds()-1), verdict)
+			r.ITLP50*1e3, 100*(r.ITLP50/step.Seconds()-1), r.SimITLMean*1e3, verdict)
 	}
 	for _, r := range rows {
 		fmt.Fprintf(&sb, "idle before http %s: RSS %.1f MiB, live heap %.1f MiB, stacks %.0f KiB, %d goroutines, %d sockets\n",
@@ -143,6 +143,7 @@ type streamRow struct {
 	IdleGoroutines, Goroutines int
 	IdleSockets, Sockets       int
 	ITLP50                     float64
+	SimITLMean                 float64 // the simulator's own mean ITL over the run's requests
 	Trusted                    bool
 	Reasons                    []string
 }
@@ -166,7 +167,9 @@ func runStreamsChild(b *testing.B, r streamRun) streamRow {
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^BenchmarkLongStreams$", "-test.benchtime=1x")
 	cmd.Env = append(os.Environ(), streamsChildEnv+"="+string(spec))
 	cmd.Stderr = os.Stderr
+	before := simHistogram(b, r.Base, "vllm:inter_token_latency_seconds")
 	out, err := cmd.Output()
+	after := simHistogram(b, r.Base, "vllm:inter_token_latency_seconds")
 	if err != nil {
 		b.Fatalf("streams child (http %s): %v\n%s", r.Version, err, out)
 	}
@@ -175,6 +178,9 @@ func runStreamsChild(b *testing.B, r streamRun) streamRow {
 			var row streamRow
 			if err := json.Unmarshal([]byte(rest), &row); err != nil {
 				b.Fatal(err)
+			}
+			if n := after.count - before.count; n > 0 {
+				row.SimITLMean = (after.sum - before.sum) / n
 			}
 			return row
 		}
@@ -298,7 +304,7 @@ func raiseFileLimit(b *testing.B, want int) {
 		b.Fatal(err)
 	}
 	if rl.Cur < uint64(want) {
-		b.Fatalf("RLIMIT_NOFILE is at most %d, %d streams need %d", rl.Max, want/2, want)
+		b.Fatalf("RLIMIT_NOFILE is at most %d, %d streams need %d", rl.Max, want-1024, want)
 	}
 }
 
@@ -348,6 +354,21 @@ func readMetric(name string) uint64 {
 
 func liveHeap() uint64   { return readMetric("/memory/classes/heap/objects:bytes") }
 func stackBytes() uint64 { return readMetric("/memory/classes/heap/stacks:bytes") }
+
+// simHistogram reads the totals of one of the simulator's histograms.
+func simHistogram(b *testing.B, base, name string) histTotals {
+	b.Helper()
+	mf := scrape(b, base+"/metrics")[name]
+	if mf == nil {
+		b.Fatalf("no %s", name)
+	}
+	var t histTotals
+	for _, m := range mf.GetMetric() {
+		t.sum += m.GetHistogram().GetSampleSum()
+		t.count += float64(m.GetHistogram().GetSampleCount())
+	}
+	return t
+}
 
 func simGauge(b *testing.B, base, name string) float64 {
 	b.Helper()
