@@ -103,7 +103,7 @@ enable_prefix_caching: false
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%d streams of %d tokens, decode step %v, ramp %v; GOMAXPROCS=%d NumCPU=%d; each run and the simulator in a process of its own\n",
 		n, tokens, step, ramp, runtime.GOMAXPROCS(0), runtime.NumCPU())
-	fmt.Fprintf(&sb, "%-10s %6s %6s %9s %10s %9s %9s %9s %9s %10s %10s %10s  %s\n", "http", "open", "conns", "idle RSS", "RSS", "RSS/str", "heap/str", "stack/str", "gor/str", "ITL p50", "vs step", "sim ITL", "verdict")
+	fmt.Fprintf(&sb, "%-10s %6s %6s %9s %10s %9s %9s %9s %9s %10s %10s %10s  %s\n", "http", "open", "conns", "idle RSS", "RSS", "RSS/str", "heap/str", "stack/str", "gor/str", "ITL p50", "vs step", "sim mean", "verdict")
 	for _, r := range rows {
 		name := r.Version
 		if r.Starved {
