@@ -32,7 +32,8 @@ import (
 // simulator (in its own process, so only the client is measured) and
 // prints, per HTTP version side by side: the client's RSS above the idle
 // process, its live heap and its goroutines, each per stream, and the ITL
-// p50 against the simulator's decode step with the stage's verdict
+// p50 against the simulator's decode step (and the simulator's own mean ITL
+// over the same requests) with the stage's verdict
 // (issue 25). Each run is a child process of its own. The streams arrive at a constant rate over a ramp and last
 // longer than it, so at the sample (just after the ramp) all N are open
 // and none has ended. The client runs at the daemon's GOGC
