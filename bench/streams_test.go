@@ -31,13 +31,14 @@ import (
 // BenchmarkLongStreams holds N concurrent long streams against the
 // simulator (in its own process, so only the client is measured) and
 // prints, per HTTP version side by side: the client's RSS above the idle
-// process, its live heap and its goroutines, each per stream, and the ITL
-// p50 against the simulator's decode step (and the simulator's own mean ITL
-// over the same requests) with the stage's verdict
-// (issue 25). Each run is a child process of its own. The streams arrive at a constant rate over a ramp and last
-// longer than it, so at the sample (just after the ramp) all N are open
-// and none has ended. The client runs at the daemon's GOGC
-// (probe.GCPercent), so RSS is what the daemon would hold.
+// process, its live heap, stacks and goroutines, each per stream, and the
+// ITL p50 against the simulator's decode step (and the simulator's own
+// mean ITL over the same requests) with the stage's verdict (issue 25).
+// Each run is a child process of its own. The streams arrive at a
+// constant rate over a ramp and last longer than it, so at the sample
+// (just after the ramp) all N are open and none has ended. The client runs
+// at the daemon's GOGC (probe.GCPercent), so RSS is what the daemon would
+// hold.
 //
 // Environment: LLMPROBE_STREAMS (default 1000), LLMPROBE_STREAM_STEP (the
 // simulator's decode step, default 50ms), LLMPROBE_STREAMS_PROFILE (a
