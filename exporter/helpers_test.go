@@ -221,6 +221,7 @@ func testStatus() []probe.TargetStatus {
 			Inflight: 2, MaxInflight: 64, LagP50: 300 * time.Microsecond, LagP99: 4 * time.Millisecond, Window: time.Minute,
 			Since:       time.Now().Add(-time.Hour),
 			Regressions: testRegressions(),
+			Connections: 3, Protocol: "HTTP/2.0",
 		},
 		{
 			Name: "beta", Model: "model-b", API: wire.APICompletions, URL: "http://127.0.0.1:2/v1", Workload: "tiny", Process: "constant(2/s)",
@@ -229,7 +230,8 @@ func testStatus() []probe.TargetStatus {
 			Dropped:  map[probe.DropReason]uint64{probe.DropLate: 16},
 			Outcomes: map[wire.Outcome]uint64{wire.OutcomeSuccess: 24},
 			Inflight: 64, MaxInflight: 64, LagP50: 2 * time.Second, LagP99: 9 * time.Second, Window: time.Minute,
-			Saturated: true, SaturationReason: "schedule lag p99 9s over 1m0s (max_lag 50ms)",
+			Connections: 64,
+			Saturated:   true, SaturationReason: "schedule lag p99 9s over 1m0s (max_lag 50ms)",
 			Warmup: true, Since: time.Now().Add(-10 * time.Second),
 			Refit: &probe.RefitStatus{
 				Source: `http://prometheus:9090 {job="vllm"}`, Successes: 3, Failures: 1, Requests: 1234,

@@ -24,6 +24,10 @@ var (
 		"1 for each reason the harness is saturated: late_sends, late_drops, sched_latency, cpu_contention, cpu_throttled; 0 otherwise.", []string{labelTarget, labelReason}, nil)
 	overloadedDesc = prometheus.NewDesc(namespace+"_target_overloaded",
 		"1 while the target does not absorb the offered load: over the saturation window, enough arrivals were dropped because max_inflight requests were still running. The measurements are right; the load is not delivered. It never inhibits the latency alerts.", targetLabels, nil)
+	connectionsDesc = prometheus.NewDesc(namespace+"_target_connections",
+		"Connections open to the target: its HTTP client's pool, in use and idle. On HTTP/1.1 one per concurrent stream; on HTTP/2 streams share a connection up to the server's SETTINGS_MAX_CONCURRENT_STREAMS, and more are opened past it.", targetLabels, nil)
+	protocolDesc = prometheus.NewDesc(namespace+"_target_http_protocol_info",
+		"1 for the HTTP protocol the target's last response came over (HTTP/1.1, HTTP/2.0, HTTP/1.0, other); absent before the first response.", []string{labelTarget, "protocol"}, nil)
 	warmupDesc = prometheus.NewDesc(namespace+"_warmup",
 		"1 while the target is in its warm-up period (after start or a config change); its requests are kept out of the latency histograms.", targetLabels, nil)
 	reuseTargetDesc = prometheus.NewDesc(namespace+"_prefix_reuse_target_ratio",
@@ -44,7 +48,8 @@ type statusCollector struct {
 
 // NewStatusCollector returns a collector of the gauges that describe the
 // engine's state (llmprobe_inflight_requests, _target_request_rate,
-// _harness_saturated, _warmup, _prefix_reuse_target_ratio, _target_info,
+// _harness_saturated, _warmup, _target_connections,
+// _target_http_protocol_info, _prefix_reuse_target_ratio, _target_info,
 // _target_changes_total, _target_last_change_timestamp_seconds), read from
 // status (typically (*probe.Engine).Status) at every scrape.
 func NewStatusCollector(status func() []probe.TargetStatus) prometheus.Collector {
@@ -59,6 +64,8 @@ func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- saturationReasonDesc
 	ch <- overloadedDesc
 	ch <- warmupDesc
+	ch <- connectionsDesc
+	ch <- protocolDesc
 	ch <- reuseTargetDesc
 	ch <- refitsDesc
 	ch <- refitTimeDesc
@@ -81,6 +88,10 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(overloadedDesc, prometheus.GaugeValue, boolValue(s.Overloaded), s.Name)
 		ch <- prometheus.MustNewConstMetric(warmupDesc, prometheus.GaugeValue, boolValue(s.Warmup), s.Name)
+		ch <- prometheus.MustNewConstMetric(connectionsDesc, prometheus.GaugeValue, float64(s.Connections), s.Name)
+		if s.Protocol != "" {
+			ch <- prometheus.MustNewConstMetric(protocolDesc, prometheus.GaugeValue, 1, s.Name, s.Protocol)
+		}
 		for _, cl := range s.Classes {
 			ch <- prometheus.MustNewConstMetric(reuseTargetDesc, prometheus.GaugeValue, cl.ReuseIntent, s.Name, cl.Name)
 		}

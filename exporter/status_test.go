@@ -60,6 +60,34 @@ func TestStatusCollector(t *testing.T) {
 	}
 }
 
+// TestStatusConnectionsAndProtocol: every target has its open
+// connections; the protocol info series is the protocol of its last
+// response, none before the first, and replaced when it changes.
+func TestStatusConnectionsAndProtocol(t *testing.T) {
+	statuses := testStatus()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewStatusCollector(func() []probe.TargetStatus { return statuses }))
+	mfs := gather(t, reg)
+	for target, want := range map[string]float64{"alpha": 3, "beta": 64} {
+		s := series(mfs, "llmprobe_target_connections", map[string]string{"target": target})
+		if s == nil || s.GetGauge().GetValue() != want {
+			t.Errorf("llmprobe_target_connections{target=%q} = %v, want %v", target, s.GetGauge().GetValue(), want)
+		}
+	}
+	if s := series(mfs, "llmprobe_target_http_protocol_info", map[string]string{"target": "alpha", "protocol": "HTTP/2.0"}); s == nil || s.GetGauge().GetValue() != 1 {
+		t.Errorf("alpha's protocol info: %v", s)
+	}
+	if n := countSeries(mfs, "llmprobe_target_http_protocol_info", map[string]string{"target": "beta"}); n != 0 {
+		t.Errorf("beta has %d protocol series before any response", n)
+	}
+	statuses[0].Protocol = "HTTP/1.1"
+	mfs = gather(t, reg)
+	if n := countSeries(mfs, "llmprobe_target_http_protocol_info", map[string]string{"target": "alpha"}); n != 1 ||
+		series(mfs, "llmprobe_target_http_protocol_info", map[string]string{"target": "alpha", "protocol": "HTTP/1.1"}) == nil {
+		t.Errorf("alpha has %d protocol series after the change, want HTTP/1.1 alone", n)
+	}
+}
+
 func TestStatusCollectorNilFunc(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewStatusCollector(nil))

@@ -71,6 +71,9 @@ type Engine struct {
 	// identities are the targets' identity trackers, kept across reloads
 	// like budgets (identity.go).
 	identities map[string]*identityTracker
+	// conns are the targets' open-connection counts, kept across reloads
+	// like budgets: a replaced runner's streams still hold connections.
+	conns map[string]*httpclient.Conns
 	// banks are the targets' regression detectors, kept across reloads
 	// (regression.go).
 	banks  map[string]*regressionBank
@@ -134,7 +137,11 @@ func (e *Engine) Apply(cfg *config.Config) error {
 		}
 		identity := e.identityFor(t.Name)
 		identity.bank.Store(bank)
-		r, err := e.newRunner(spec, budget, identity)
+		conns := e.conns[t.Name]
+		if conns == nil {
+			conns = &httpclient.Conns{}
+		}
+		r, err := e.newRunner(spec, budget, identity, conns)
 		if err != nil {
 			return fmt.Errorf("target %q: %w", t.Name, err)
 		}
@@ -153,6 +160,11 @@ func (e *Engine) Apply(cfg *config.Config) error {
 		budgets[name] = r.inflight
 	}
 	e.budgets = budgets
+	conns := make(map[string]*httpclient.Conns, len(next))
+	for name, r := range next {
+		conns[name] = r.conns
+	}
+	e.conns = conns
 	e.keepIdentities(next)
 	for bank, p := range plans {
 		bank.commit(p)
@@ -218,7 +230,7 @@ func (e *Engine) retire(r *runner) {
 	r.httpClient.CloseIdleConnections()
 }
 
-func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64, identity *identityTracker) (*runner, error) {
+func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64, identity *identityTracker, conns *httpclient.Conns) (*runner, error) {
 	t := &spec.Target
 	g := spec.Global
 	arr, err := NewArrivals(t.Arrival.Process, t.Arrival.Rate/float64(spec.Replicas), t.Arrival.Burstiness)
@@ -232,6 +244,7 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64, identity *iden
 		Tracer:        e.opts.Tracer,
 		Propagator:    e.opts.Propagator,
 		Inspect:       identity.inspect(t.Model),
+		Conns:         conns,
 	})
 	if err != nil {
 		return nil, err
@@ -269,6 +282,7 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64, identity *iden
 		inflight:    budget,
 		redactor:    redactor,
 		identity:    identity,
+		conns:       conns,
 		judgement:   harness.NewJudgement(g.Saturation),
 		harness:     e.harness,
 		win:         harness.NewWindow(time.Duration(g.Saturation.Window), time.Duration(g.Saturation.MaxLag)),

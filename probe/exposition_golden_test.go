@@ -209,8 +209,9 @@ targets:
 
 // timed are the samples whose values depend on timing: histogram buckets
 // and sums, and the gauges and counters of durations, rates, timestamps
-// and the harness' judgement of itself.
-var timed = regexp.MustCompile(`^(\w+_bucket|\w+_sum|llmprobe_harness_\w+|\w+_timestamp_seconds|llmprobe_target_achieved_rate|\w+_lag_seconds\w*)(\{.*\})? `)
+// and the harness' judgement of itself, and the open connections (a
+// version poll beside a request has one of its own).
+var timed = regexp.MustCompile(`^(\w+_bucket|\w+_sum|llmprobe_harness_\w+|\w+_timestamp_seconds|llmprobe_target_achieved_rate|llmprobe_target_connections|\w+_lag_seconds\w*)(\{.*\})? `)
 
 // normaliseExposition replaces the values of timed samples by T.
 func normaliseExposition(s string) string {

@@ -51,7 +51,7 @@ func TestPlanGolden(t *testing.T) {
 		e := NewEngine(Options{})
 		for _, tg := range cfg.Targets {
 			spec := runnerSpec{Target: *tg, Workload: *cfg.Workload(tg), Global: newRunnerGlobal(cfg.Global), Timeout: tg.Timeout(cfg.Global), Replicas: 1}
-			r, err := e.newRunner(spec, new(atomic.Int64), e.identityFor(tg.Name))
+			r, err := e.newRunner(spec, new(atomic.Int64), e.identityFor(tg.Name), nil)
 			if err != nil {
 				t.Fatalf("%s: %s: %v", f, tg.Name, err)
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/httpclient"
 	"github.com/llmprobe/llmprobe/probe/harness"
 	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/probe/workload"
@@ -63,6 +64,12 @@ type runner struct {
 	historyWarned atomic.Bool // a conversation passed MaxHistoryBytes (logged once)
 
 	identity *identityTracker // the target's, kept across reloads (identity.go)
+
+	// conns counts the target's open connections, shared with the runner
+	// a reload replaced (its streams still hold theirs); proto is the
+	// protocol of the last response (nil before the first).
+	conns *httpclient.Conns
+	proto atomic.Pointer[string]
 
 	// arrivalHook, when set (tests), runs when an arrival's planned instant
 	// has come, before it is admitted: a stall of the arrival loop.
@@ -286,6 +293,11 @@ func (r *runner) exchange(p *workload.Prepared, planned time.Time) *wire.Result 
 			r.outcomes[i].Add(1)
 		}
 	}
+	if res.Proto != "" {
+		if cur := r.proto.Load(); cur == nil || *cur != res.Proto {
+			r.proto.Store(&res.Proto)
+		}
+	}
 	p.Learn(res)
 	r.obs.Observe(res)
 	r.bank.observe(r.detectors[p.Class.Name], res, r.saturated.Load())
@@ -404,6 +416,12 @@ type TargetStatus struct {
 	// detectors, by class then metric (none for classes with detection
 	// off).
 	Regressions []RegressionStatus
+	// Connections is the number of connections open to the target (its
+	// HTTP client's pool, in use or idle).
+	Connections int64
+	// Protocol is the protocol of the target's last response: "HTTP/1.1",
+	// "HTTP/2.0", "HTTP/1.0" or "other"; empty before the first.
+	Protocol string
 }
 
 // ClassStatus describes one class of a target's workload.
@@ -444,6 +462,10 @@ func (r *runner) status(now time.Time) TargetStatus {
 		Warmup:            now.Before(r.warmupUntil),
 		Since:             r.start,
 		Regressions:       r.bank.status(),
+		Connections:       r.conns.Open(),
+	}
+	if p := r.proto.Load(); p != nil {
+		s.Protocol = *p
 	}
 	if st.Span > 0 {
 		s.AchievedRate = float64(st.Sent) / st.Span.Seconds()

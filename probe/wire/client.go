@@ -73,8 +73,11 @@ import (
 //
 // ErrorType values: connect_error: dns, connection_refused, tls,
 // dial_timeout, dial, oauth2 (no OAuth2 access token; nothing was sent),
+// h2c_refused (an h2c client's new connection ended without HTTP/2: the
+// server speaks only HTTP/1.1),
 // invalid_request (the body could not be built; nothing was sent). http_error: http_<status>. timeout: timeout, cancelled.
-// stream_error: connection_reset, unexpected_eof, eof_without_done,
+// stream_error: connection_reset, stream_reset (HTTP/2 RST_STREAM),
+// goaway (HTTP/2 GOAWAY, then the connection closed), unexpected_eof, eof_without_done,
 // no_response (the connection ended before response headers), read_error,
 // line_too_long, event_too_long. invalid_response: wrong_content_type,
 // not_event_stream (binary before the first SSE field, no field or comment
@@ -334,7 +337,7 @@ func resetMeasurements(r *Result) {
 	itls := r.ITLs[:0]
 	r.Start, r.ClientWait, r.ConnReused, r.Retries = time.Time{}, 0, false, 0
 	r.DNS, r.Connect, r.TLS = 0, 0, 0
-	r.Outcome, r.ErrorType, r.Error, r.StatusCode, r.RetryAfter = "", "", "", 0, 0
+	r.Outcome, r.ErrorType, r.Error, r.StatusCode, r.RetryAfter, r.Proto = "", "", "", 0, 0, ""
 	r.FirstToken, r.TTFT, r.E2E, r.TPOT, r.ITLs, r.Chunks, r.CoalescedChunks = false, 0, 0, 0, itls, 0, 0
 	r.FirstAnswer, r.TTFA, r.ReasoningChunks, r.ToolCall = false, 0, 0, false
 	r.PromptTokens, r.OutputTokens, r.CachedTokens = 0, 0, 0
@@ -438,6 +441,7 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 	}
 	start := res.Start
 	res.StatusCode = resp.StatusCode
+	res.Proto = protoOf(resp)
 	rawServer = resp.Header.Get("Server")
 	txt := &serverText{secrets: c.redactor.requestSet(auth), req: req}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {

@@ -21,6 +21,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/net/http2"
+
 	"github.com/llmprobe/llmprobe/internal/httpclient"
 )
 
@@ -28,6 +30,81 @@ import (
 // the low-cardinality error type of a failed round trip, a broken
 // stream, a cancelled context and a non-2xx answer, with the message
 // the server gave (cleaned: servertext.go).
+
+// HTTP/2 error types.
+const (
+	// ErrorTypeH2CRefused (connect_error): a client speaking h2c (HTTP/2
+	// with prior knowledge) found a server that does not: its new
+	// connection ended, or answered in HTTP/1.1, before any response.
+	ErrorTypeH2CRefused = "h2c_refused"
+	// ErrorTypeStreamReset (stream_error): the server reset the request's
+	// HTTP/2 stream (RST_STREAM), before or during the response.
+	ErrorTypeStreamReset = "stream_reset"
+	// ErrorTypeGoAway (stream_error): the server sent GOAWAY and closed
+	// the connection while the request's stream was open (a stream the
+	// server had not begun is retried by net/http on a new connection).
+	ErrorTypeGoAway = "goaway"
+)
+
+// h2Failure classifies the HTTP/2 errors of net/http's transport, whose
+// types are unexported: a stream error converts (errors.As) to
+// x/net/http2's StreamError; a GOAWAY is known by its message.
+func h2Failure(err error, res *Result) bool {
+	var se http2.StreamError
+	switch {
+	case errors.As(err, &se):
+		from := "the server reset the stream"
+		if se.Cause == nil || se.Cause.Error() != "received from peer" {
+			from = "the HTTP/2 stream was reset"
+		}
+		res.fail(OutcomeStreamError, ErrorTypeStreamReset, fmt.Sprintf("%s (RST_STREAM %v)", from, se.Code))
+	case strings.Contains(err.Error(), "server sent GOAWAY and closed the connection"):
+		res.fail(OutcomeStreamError, ErrorTypeGoAway, "the server sent GOAWAY and closed the connection mid-stream: "+errorMessage(err))
+	default:
+		return false
+	}
+	return true
+}
+
+// h2cRefused reports whether an h2c round trip that got no response
+// failed because the server does not speak h2c: on a new connection
+// (a reused one spoke HTTP/2 already), the server answered in HTTP/1.1
+// (net/http: "the frame header looked like an HTTP/1.1 header"), or
+// closed or reset it before any HTTP/2 (Go's HTTP/1.1-only server closes
+// on the h2c preface, which the client sees as a broken pipe, a reset or
+// an end of file, or as a connection that "could not be established",
+// "is closed" or was "lost", by which of its goroutines saw it first).
+func h2cRefused(err error, ct *connTrace) bool {
+	if ct.reusedConn() {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "looked like an HTTP/1.1 header") ||
+		strings.Contains(msg, "http2: client conn could not be established") ||
+		strings.Contains(msg, "http2: client conn is closed") ||
+		strings.Contains(msg, "http2: client connection lost") ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed)
+}
+
+// h2cRefusedMessage is what a user reads about an h2c refusal.
+func h2cRefusedMessage(err error) string {
+	return `server does not speak h2c (HTTP/2 with prior knowledge); set http_version: "1.1" or use https (` + errorMessage(err) + ")"
+}
+
+// protoOf is resp's protocol, from a bounded set.
+func protoOf(resp *http.Response) string {
+	switch {
+	case resp.ProtoMajor == 2:
+		return "HTTP/2.0"
+	case resp.ProtoMajor == 1 && resp.ProtoMinor == 1:
+		return "HTTP/1.1"
+	case resp.ProtoMajor == 1 && resp.ProtoMinor == 0:
+		return "HTTP/1.0"
+	}
+	return "other"
+}
 
 // fail ends r with outcome o, error type errType and message msg.
 func (r *Result) fail(o Outcome, errType, msg string) {
@@ -55,8 +132,16 @@ func (c *Client) roundTripFailed(parent, ctx context.Context, err error, ct *con
 	gotConn, tlsFailed := ct.state()
 	var ne net.Error
 	isTimeout := errors.As(err, &ne) && ne.Timeout()
+	var dnsErr *net.DNSError
+	switch {
+	case isTimeout || errors.As(err, &dnsErr) || errors.Is(err, syscall.ECONNREFUSED):
+	case h2Failure(err, res):
+		return
+	case c.h2c && h2cRefused(err, ct):
+		res.fail(OutcomeConnectError, ErrorTypeH2CRefused, h2cRefusedMessage(err))
+		return
+	}
 	if !gotConn {
-		var dnsErr *net.DNSError
 		switch {
 		case errors.As(err, &dnsErr):
 			res.fail(OutcomeConnectError, "dns", msg)
@@ -112,6 +197,7 @@ func streamFailed(parent, ctx context.Context, err error, res *Result) {
 		res.fail(OutcomeStreamError, "event_too_long", fmt.Sprintf("an SSE event exceeds %d bytes", DefaultMaxSSELine))
 	case errors.As(err, &ne) && ne.Timeout():
 		res.fail(OutcomeTimeout, "timeout", msg)
+	case h2Failure(err, res):
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		res.fail(OutcomeStreamError, "unexpected_eof", "connection closed mid-stream: "+msg)
 	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):

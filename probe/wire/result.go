@@ -200,6 +200,9 @@ type Result struct {
 	Error      string // human message, sanitised (never a secret, never prompt text)
 	StatusCode int    // 0 when no response
 	RetryAfter time.Duration
+	// Proto is the protocol of the response: "HTTP/1.1", "HTTP/2.0" or
+	// "HTTP/1.0" (anything else is "other"); empty when none came.
+	Proto string
 
 	// Timing per docs/design.md. FirstToken is false when no token-bearing event arrived.
 	FirstToken bool
