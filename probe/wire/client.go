@@ -91,7 +91,7 @@ const (
 	maxResponseString = 256              // bytes kept of ResponseID / ResponseModel
 	drainLimit        = 64 << 10         // bytes read after [DONE] looking for the end
 	drainGrace        = time.Second      // time allowed for the end after [DONE]
-	maxITLPrealloc    = 4096             // ITL slice capacity preallocated from MaxTokens
+	itlInitialCap     = 64               // ITL slice capacity preallocated (at most MaxTokens-1); append grows it
 	pooledBufferLimit = 64 << 10         // larger stream buffers are not pooled
 	defaultIdleConns  = 4096             // idle keep-alive connections per host (default client)
 	defaultDialTO     = 30 * time.Second // dial timeout (default client)
@@ -262,12 +262,26 @@ type streamState struct {
 	sr   SSEReader
 	dec  chunkDecoder
 	text []byte // kept completion text, or the window of an answer
-	body []byte
 	// answer is what an embeddings answer leaves while it is read.
 	answer embeddingsAnswer
 }
 
 var streamStates = sync.Pool{New: func() any { return new(streamState) }}
+
+// bodyBuffers size request bodies: one is taken to encode a body and put
+// back as soon as the body is copied, so an open stream holds its body
+// once (the transport's copy), not twice.
+var bodyBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// putBodyBuffer returns an encoding buffer to bodyBuffers (unless it
+// grew past pooledBufferLimit).
+func putBodyBuffer(p *[]byte, b []byte) {
+	if cap(b) > pooledBufferLimit {
+		b = nil
+	}
+	*p = b[:0]
+	bodyBuffers.Put(p)
+}
 
 func (st *streamState) release() {
 	st.sr.Reset(nil, 0)
@@ -339,16 +353,18 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 	st := streamStates.Get().(*streamState)
 	defer st.release()
 
-	var err error
-	st.body, err = EncodeBody(st.body[:0], req)
+	enc := bodyBuffers.Get().(*[]byte)
+	encoded, err := EncodeBody((*enc)[:0], req)
 	if err != nil {
+		putBodyBuffer(enc, encoded)
 		res.fail(OutcomeConnectError, "invalid_request", "building the request body: "+err.Error())
 		return
 	}
 	// The transport may still hold the body after Do returns (a retry's
 	// GetBody, a write racing an early response), so it gets its own copy;
 	// the pooled buffer only sizes it.
-	body := bytes.Clone(st.body)
+	body := bytes.Clone(encoded)
+	putBodyBuffer(enc, encoded)
 
 	var cancel context.CancelFunc
 	if c.timeout > 0 {
@@ -640,7 +656,7 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelFu
 	)
 	maxEvents, maxBytes, maxText := responseBounds(req.MaxTokens)
 	if cap(res.ITLs) == 0 && req.MaxTokens > 1 {
-		res.ITLs = make([]time.Duration, 0, min(req.MaxTokens-1, maxITLPrealloc))
+		res.ITLs = make([]time.Duration, 0, min(req.MaxTokens-1, itlInitialCap))
 	}
 	st.text = st.text[:0]
 	sr, dec := &st.sr, &st.dec

@@ -67,7 +67,12 @@ var (
 	errNoField        = fmt.Errorf("%w: no field or comment in the first bytes", ErrNotEventStream)
 )
 
-const sseInitialBuffer = 8 << 10
+// sseInitialBuffer is a new reader's buffer: room for a few typical
+// events (a vLLM chat chunk is 200-500 bytes). A longer line grows it,
+// doubling up to the line bound; a burst of short events only compacts it.
+// Every open stream holds one, so it starts small (it was 8 KiB: 7 KiB per
+// stream more at 10,000 streams, docs/design.md "Memory per stream").
+const sseInitialBuffer = 1 << 10
 
 // SSEEvent is one dispatched event. Its byte slices alias the reader's
 // buffers and are valid only until the next call to Next.
