@@ -8,68 +8,47 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/llmprobe/llmprobe/internal/bounded"
+	"github.com/llmprobe/llmprobe/tracefile"
 )
 
 // Default field paths, tried in order on every line; the first present
-// one is used.
+// one is used. They are the trace reader's (tracefile), whose line parser
+// fit uses.
 var (
 	// DefaultPromptFields: vLLM-style logs, OpenAI chat/completions
 	// usage, the Responses/Anthropic usage, OpenAI Batch API output, and
 	// OpenTelemetry GenAI attributes.
-	DefaultPromptFields = []string{
-		"prompt_tokens",
-		"usage.prompt_tokens",
-		"usage.input_tokens",
-		"response.body.usage.prompt_tokens",
-		"gen_ai.usage.input_tokens",
-		"attributes.gen_ai.usage.input_tokens",
-	}
+	DefaultPromptFields = tracefile.DefaultPromptFields
 	// DefaultCompletionFields mirror DefaultPromptFields.
-	DefaultCompletionFields = []string{
-		"completion_tokens",
-		"usage.completion_tokens",
-		"usage.output_tokens",
-		"response.body.usage.completion_tokens",
-		"gen_ai.usage.output_tokens",
-		"attributes.gen_ai.usage.output_tokens",
-	}
+	DefaultCompletionFields = tracefile.DefaultCompletionFields
 	// DefaultCachedFields locate the prompt tokens served from the prefix
 	// cache; they are reported, not fitted.
-	DefaultCachedFields = []string{
-		"usage.prompt_tokens_details.cached_tokens",
-		"prompt_tokens_details.cached_tokens",
-		"cached_tokens",
-		"usage.cache_read_input_tokens",
-		"response.body.usage.prompt_tokens_details.cached_tokens",
-	}
+	DefaultCachedFields = tracefile.DefaultCachedFields
 	// DefaultModelFields name the served model.
-	DefaultModelFields = []string{"model", "response.body.model", "gen_ai.request.model"}
+	DefaultModelFields = tracefile.DefaultModelFields
 	// DefaultTimeFields hold the request time: an RFC 3339 string or a
 	// Unix timestamp in seconds, milliseconds, microseconds or
 	// nanoseconds.
-	DefaultTimeFields = []string{"timestamp", "time", "ts", "@timestamp", "created"}
+	DefaultTimeFields = tracefile.DefaultTimeFields
 )
 
 // Skip reasons, the keys of LogStats.Skips.
 const (
-	SkipInvalidJSON     = "invalid JSON"
-	SkipNotObject       = "not a JSON object"
-	SkipNoPrompt        = "no prompt token count"
-	SkipNoCompletion    = "no completion token count"
-	SkipNotNumber       = "token count not a number"
-	SkipNegative        = "negative token count"
+	SkipInvalidJSON     = tracefile.SkipInvalidJSON
+	SkipNotObject       = tracefile.SkipNotObject
+	SkipNoPrompt        = tracefile.SkipNoPrompt
+	SkipNoCompletion    = tracefile.SkipNoCompletion
+	SkipNotNumber       = tracefile.SkipNotNumber
+	SkipNegative        = tracefile.SkipNegative
 	SkipLineTooLong     = "line too long"
 	maxSkippedLineNotes = 5
 )
@@ -136,19 +115,6 @@ type record struct {
 	group              string
 }
 
-// parsePaths splits dotted paths once.
-func parsePaths(fields []string) ([][]string, error) {
-	out := make([][]string, 0, len(fields))
-	for _, f := range fields {
-		p := strings.Split(f, ".")
-		if slices.Contains(p, "") {
-			return nil, fmt.Errorf("invalid field path %q: empty key", f)
-		}
-		out = append(out, p)
-	}
-	return out, nil
-}
-
 // FromAccessLog reads the access log at path ("-" for standard input;
 // gzip-compressed content is recognised by its magic number) and fits its
 // lengths. Errors name the file. The log is streamed, of any size (the
@@ -198,20 +164,16 @@ func (c contextReader) Read(p []byte) (int, error) {
 // usable line is an error.
 func ReadAccessLog(r io.Reader, name string, opts LogOptions) (*Result, error) {
 	o := opts.withDefaults()
-	var promptPaths, completionPaths, cachedPaths, modelPaths, timePaths, byPath [][]string
-	var by []string
-	if o.By != "" {
-		by = []string{o.By}
+	parser, err := tracefile.NewAccessLogParser(tracefile.AccessLogFields{
+		Prompt: o.PromptFields, Completion: o.CompletionFields, Cached: o.CachedFields,
+		Model: o.ModelFields, Time: o.TimeFields,
+	})
+	if err != nil {
+		return nil, err
 	}
-	for _, f := range []struct {
-		paths  *[][]string
-		fields []string
-	}{
-		{&promptPaths, o.PromptFields}, {&completionPaths, o.CompletionFields}, {&cachedPaths, o.CachedFields},
-		{&modelPaths, o.ModelFields}, {&timePaths, o.TimeFields}, {&byPath, by},
-	} {
-		var err error
-		if *f.paths, err = parsePaths(f.fields); err != nil {
+	var byPath []string
+	if o.By != "" {
+		if byPath, err = tracefile.SplitFieldPath(o.By); err != nil {
 			return nil, err
 		}
 	}
@@ -262,25 +224,25 @@ func ReadAccessLog(r io.Reader, name string, opts LogOptions) (*Result, error) {
 			// Blank lines are not requests.
 		default:
 			stats.Lines++
-			rec, reason := parseLine(b, promptPaths, completionPaths)
+			line, reason := parser.Parse(b)
 			if reason != "" {
 				skip(reason)
 				break
 			}
-			obj := rec.obj
-			if len(byPath) > 0 {
-				rec.r.group = groupValue(obj, byPath[0])
+			rec := record{prompt: line.Prompt, completion: line.Completion}
+			if byPath != nil {
+				rec.group = line.Group(byPath)
 			}
-			recs = append(recs, rec.r)
-			if m, ok := stringField(obj, modelPaths); ok && m != "" {
+			recs = append(recs, rec)
+			if m, ok := line.Model(); ok && m != "" {
 				models[m]++
 			}
-			if c, ok := numberField(obj, cachedPaths); ok && c >= 0 {
+			if c, ok := line.Cached(); ok && c >= 0 {
 				stats.Cached += c
-				stats.CachedPrompt += rec.r.prompt
+				stats.CachedPrompt += rec.prompt
 				stats.CachedLines++
 			}
-			if t, ok := timeField(obj, timePaths); ok {
+			if t, ok := line.Time(); ok {
 				if first.IsZero() || t.Before(first) {
 					first = t
 				}
@@ -336,174 +298,6 @@ func readLine(br *bufio.Reader) (line []byte, tooLong bool, err error) {
 		}
 		return buf, tooLong, err
 	}
-}
-
-type parsedLine struct {
-	r   record
-	obj map[string]any
-}
-
-// parseLine decodes a JSON object (numbers kept as text) and extracts the
-// token counts; reason says why the line is skipped ("" when it is used).
-func parseLine(b []byte, promptPaths, completionPaths [][]string) (parsedLine, string) {
-	if b[0] != '{' {
-		if json.Valid(b) {
-			return parsedLine{}, SkipNotObject
-		}
-		return parsedLine{}, SkipInvalidJSON
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var obj map[string]any
-	if err := dec.Decode(&obj); err != nil || len(bytes.TrimSpace(b[dec.InputOffset():])) > 0 {
-		return parsedLine{}, SkipInvalidJSON
-	}
-	pl := parsedLine{obj: obj}
-	var reason string
-	pl.r.prompt, reason = countField(obj, promptPaths, SkipNoPrompt)
-	if reason != "" {
-		return parsedLine{}, reason
-	}
-	pl.r.completion, reason = countField(obj, completionPaths, SkipNoCompletion)
-	if reason != "" {
-		return parsedLine{}, reason
-	}
-	return pl, ""
-}
-
-// countField reads a token count at the first present path.
-func countField(obj map[string]any, paths [][]string, missing string) (float64, string) {
-	for _, p := range paths {
-		v, ok := lookup(obj, p)
-		if !ok {
-			continue
-		}
-		n, ok := parseNumber(v)
-		switch {
-		case !ok:
-			return 0, SkipNotNumber
-		case n < 0:
-			return 0, SkipNegative
-		}
-		return n, ""
-	}
-	return 0, missing
-}
-
-// lookup follows path through nested objects. At each level a key may
-// also hold dots itself: the longest matching run of segments wins. Null
-// counts as missing.
-func lookup(obj map[string]any, path []string) (any, bool) {
-	for j := len(path); j >= 1; j-- {
-		key := path[0]
-		if j > 1 {
-			key = strings.Join(path[:j], ".")
-		}
-		v, ok := obj[key]
-		if !ok {
-			continue
-		}
-		if j == len(path) {
-			return v, v != nil
-		}
-		next, isObj := v.(map[string]any)
-		if !isObj {
-			continue
-		}
-		if v, ok := lookup(next, path[j:]); ok {
-			return v, true
-		}
-	}
-	return nil, false
-}
-
-// parseNumber accepts a finite JSON number or a string holding one.
-func parseNumber(v any) (float64, bool) {
-	var s string
-	switch x := v.(type) {
-	case json.Number:
-		s = string(x)
-	case string:
-		s = strings.TrimSpace(x)
-	default:
-		return 0, false
-	}
-	n, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(n) || math.IsInf(n, 0) {
-		return 0, false
-	}
-	return n, true
-}
-
-func numberField(obj map[string]any, paths [][]string) (float64, bool) {
-	for _, p := range paths {
-		if v, ok := lookup(obj, p); ok {
-			return parseNumber(v)
-		}
-	}
-	return 0, false
-}
-
-func stringField(obj map[string]any, paths [][]string) (string, bool) {
-	for _, p := range paths {
-		if v, ok := lookup(obj, p); ok {
-			s, isStr := v.(string)
-			return s, isStr
-		}
-	}
-	return "", false
-}
-
-// groupValue renders the --by field of a line: a string as is, another
-// scalar as its JSON text, a missing field as "none".
-func groupValue(obj map[string]any, path []string) string {
-	v, ok := lookup(obj, path)
-	if !ok {
-		return "none"
-	}
-	switch x := v.(type) {
-	case string:
-		return x
-	case json.Number:
-		return string(x)
-	case bool:
-		return strconv.FormatBool(x)
-	}
-	return "(structured)"
-}
-
-// timeField reads a request time: RFC 3339 text, or a Unix timestamp
-// whose unit is guessed from its magnitude.
-func timeField(obj map[string]any, paths [][]string) (time.Time, bool) {
-	for _, p := range paths {
-		v, ok := lookup(obj, p)
-		if !ok {
-			continue
-		}
-		if s, isStr := v.(string); isStr {
-			if t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(s)); err == nil {
-				return t.UTC(), true
-			}
-			return time.Time{}, false
-		}
-		n, ok := parseNumber(v)
-		if !ok || n <= 0 {
-			return time.Time{}, false
-		}
-		switch {
-		case n < 1e11: // seconds (until the year 5138)
-			sec, frac := math.Modf(n)
-			return time.Unix(int64(sec), int64(frac*1e9)).UTC(), true
-		case n < 1e14:
-			return time.UnixMilli(int64(n)).UTC(), true
-		case n < 1e17:
-			return time.UnixMicro(int64(n)).UTC(), true
-		case n < 9.2e18:
-			return time.Unix(0, int64(n)).UTC(), true
-		}
-		return time.Time{}, false
-	}
-	return time.Time{}, false
 }
 
 // mostFrequent returns the key with the highest count (the smallest such

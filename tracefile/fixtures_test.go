@@ -11,7 +11,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -32,6 +34,123 @@ var fixtures = []fixture{
 	{"mooncake.jsonl", genMooncake},
 	{"mooncake.jsonl.gz", func() []byte { return gzipped(genMooncake()) }},
 	{"mooncake.jsonl.zst", func() []byte { return zstded(genMooncake()) }},
+	{"azure_2023.csv", func() []byte { return genAzure(false) }},
+	{"azure_2024.csv", func() []byte { return genAzure(true) }},
+	{"burstgpt.csv", genBurstGPT},
+	{"llmprobe_requests.jsonl", genLLMProbe},
+	{"accesslog.jsonl", genAccessLog},
+}
+
+// genAzure writes 150 requests in the Azure LLM inference traces' CSV:
+// TIMESTAMP with 7 fraction digits (2023), or 6 and a +00:00 zone (the
+// form the 2024 fixture uses to cover zoned times).
+func genAzure(zoned bool) []byte {
+	rng := rand.New(rand.NewPCG(20, 2))
+	var b bytes.Buffer
+	b.WriteString("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+	at := time.Date(2023, 11, 16, 18, 15, 46, 680590000, time.UTC)
+	if zoned {
+		at = time.Date(2024, 5, 10, 0, 0, 0, 9930000, time.UTC)
+	}
+	for range 150 {
+		if zoned {
+			fmt.Fprintf(&b, "%s+00:00,%d,%d\n", at.Format("2006-01-02 15:04:05.000000"), 1+rng.IntN(8000), 1+rng.IntN(700))
+		} else {
+			fmt.Fprintf(&b, "%s,%d,%d\n", at.Format("2006-01-02 15:04:05.0000000"), 1+rng.IntN(8000), rng.IntN(700))
+		}
+		at = at.Add(time.Duration(rng.IntN(2_000_000_000)))
+	}
+	return b.Bytes()
+}
+
+// genBurstGPT writes 150 rows in BurstGPT's CSV, some failed (0 response
+// tokens), Timestamp in seconds from the start.
+func genBurstGPT() []byte {
+	rng := rand.New(rand.NewPCG(20, 3))
+	var b bytes.Buffer
+	b.WriteString("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
+	ts := 5
+	for i := range 150 {
+		model, log := "ChatGPT", "Conversation log"
+		if rng.IntN(4) == 0 {
+			model = "GPT-4"
+		}
+		if rng.IntN(3) == 0 {
+			log = "API log"
+		}
+		req, resp := 1+rng.IntN(3000), 1+rng.IntN(900)
+		if i%10 == 7 {
+			resp = 0
+		}
+		fmt.Fprintf(&b, "%d,%s,%d,%d,%d,%s\n", ts, model, req, resp, req+resp, log)
+		ts += rng.IntN(4)
+	}
+	return b.Bytes()
+}
+
+// genLLMProbe writes 120 lines of `bench --requests` (bench.RequestRecord),
+// in completion order as the bench writes them: planned times out of
+// order by up to the requests' durations; conversations of 1-3 turns.
+func genLLMProbe() []byte {
+	rng := rand.New(rand.NewPCG(20, 4))
+	start := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	type line struct {
+		planned, done time.Time
+		text          string
+	}
+	var lines []line
+	for i := range 120 {
+		planned := start.Add(time.Duration(i) * 20 * time.Millisecond)
+		e2e := time.Duration(50+rng.IntN(2000)) * time.Millisecond
+		if i == 0 {
+			e2e = 3 * time.Second // finishes after later ones: the file starts after it
+		}
+		conv, turn := "", 0
+		if i%3 != 0 {
+			conv, turn = fmt.Sprintf("c%d", i%7), 1+i%3
+		}
+		ttft := 0.01 + rng.Float64()/10
+		text := fmt.Sprintf(`{"stage":0,"target":"sim","class":"chat",`)
+		if conv != "" {
+			text += fmt.Sprintf(`"conversation":%q,"turn":%d,`, conv, turn)
+		}
+		text += fmt.Sprintf(`"planned":%q,"sent":%q,"schedule_lag_seconds":0.0001,"ttft_seconds":%.4f,"itl_seconds":[0.01,0.01],"e2e_seconds":%.3f,"prompt_tokens":%d,"output_tokens":%d,"cached_tokens":0,"usage_reported":true,"outcome":"ok"}`,
+			planned.Format(time.RFC3339Nano), planned.Add(100*time.Microsecond).Format(time.RFC3339Nano), ttft, e2e.Seconds(), 10+rng.IntN(2000), 1+rng.IntN(300))
+		lines = append(lines, line{planned, planned.Add(e2e), text})
+	}
+	slices.SortStableFunc(lines, func(a, b line) int { return a.done.Compare(b.done) })
+	var b bytes.Buffer
+	for _, l := range lines {
+		b.WriteString(l.text + "\n")
+	}
+	return b.Bytes()
+}
+
+// genAccessLog writes 100 lines of the shapes fit reads, and some lines
+// that are not requests (skipped).
+func genAccessLog() []byte {
+	rng := rand.New(rand.NewPCG(20, 5))
+	var b bytes.Buffer
+	at := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	for i := range 100 {
+		p, c := 10+rng.IntN(3000), 1+rng.IntN(500)
+		switch i % 4 {
+		case 0:
+			fmt.Fprintf(&b, `{"timestamp": %q, "model": "m1", "usage": {"prompt_tokens": %d, "completion_tokens": %d}}`, at.Format(time.RFC3339Nano), p, c)
+		case 1:
+			fmt.Fprintf(&b, `{"ts": %d, "model": "m2", "usage": {"input_tokens": %d, "output_tokens": %d}}`, at.UnixMilli(), p, c)
+		case 2:
+			fmt.Fprintf(&b, `{"time": %d, "prompt_tokens": %d, "completion_tokens": %d}`, at.Unix(), p, c)
+		case 3:
+			fmt.Fprintf(&b, `{"attributes": {"gen_ai.usage.input_tokens": %d, "gen_ai.usage.output_tokens": %d}}`, p, c)
+		}
+		b.WriteString("\n")
+		if i%25 == 24 {
+			b.WriteString(`{"level": "info", "msg": "health check"}` + "\n")
+		}
+		at = at.Add(time.Duration(rng.IntN(1000)) * time.Millisecond)
+	}
+	return b.Bytes()
 }
 
 // genMooncake writes 200 requests in Mooncake's shape: sessions whose

@@ -435,6 +435,3 @@ func splitCSVInto(dst []string, line []byte) []string {
 		i += k + 1
 	}
 }
-
-// looksLikeAccessLog: until the access-log reader is in, no line is one.
-func looksLikeAccessLog([]byte, Options) (bool, error) { return false, nil }

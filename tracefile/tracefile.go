@@ -128,6 +128,9 @@ type Options struct {
 	// time before it: 0 is the format's default (1 s; 10 min for llmprobe
 	// and access logs), negative is no check.
 	MaxDisorder time.Duration
+	// AccessLog are the access-log format's field paths; empty lists take
+	// fit's defaults (DefaultPromptFields, ...).
+	AccessLog AccessLogFields
 }
 
 // LineError is a bad line: reading stops there.
@@ -329,17 +332,31 @@ func (rd *Reader) start() error {
 			return fmt.Errorf("%s: empty: no CSV header", rd.name)
 		}
 		if rd.header, err = readHeader(first, f); err != nil {
-			return rd.lineErr("", err)
+			return rd.asLineErr(err)
 		}
 		rd.parse = rd.header.parse
-	default:
-		return fmt.Errorf("%s: format %s: not read yet", rd.name, f)
+	case AccessLog:
+		p, err := NewAccessLogParser(rd.opts.AccessLog)
+		if err != nil {
+			return fmt.Errorf("%s: %w", rd.name, err)
+		}
+		rd.parse = p.parseRecord
+		rd.pending = first
 	}
 	return nil
 }
 
 func (rd *Reader) lineErr(field string, err error) *LineError {
 	return &LineError{File: rd.name, Line: rd.lines.n, Field: field, Err: err}
+}
+
+// asLineErr places a parser's error at the current line.
+func (rd *Reader) asLineErr(err error) *LineError {
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		return rd.lineErr(fe.field, fe.err)
+	}
+	return rd.lineErr("", err)
 }
 
 // Format is the trace's format, detected or named.
@@ -390,11 +407,7 @@ func (rd *Reader) next() (Record, error) {
 		var rec Record
 		at, ok, perr := rd.parse(line, &rec)
 		if perr != nil {
-			var fe *fieldError
-			if errors.As(perr, &fe) {
-				return Record{}, rd.lineErr(fe.field, fe.err)
-			}
-			return Record{}, rd.lineErr("", perr)
+			return Record{}, rd.asLineErr(perr)
 		}
 		if !ok {
 			rd.skipped++
@@ -414,6 +427,8 @@ func (rd *Reader) next() (Record, error) {
 			}
 			rd.latest = max(rd.latest, at.t)
 			rec.Offset = at.t - rd.first
+		} else if rd.haveFirst {
+			rec.Offset = rd.latest - rd.first
 		}
 		return rec, nil
 	}
