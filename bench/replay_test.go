@@ -319,6 +319,12 @@ func TestReplayMooncakePrefixCache(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays 10,000 requests")
 	}
+	if raceEnabled {
+		// 250 req/s of ~2,700-token prompts through the client and an
+		// in-process simulator is more than the race detector's pace;
+		// TestReplaySchedule runs the same code under it.
+		t.Skip("a 40 s load replay: not under the race detector")
+	}
 	const n, rate, scale, traceBlock = 10000, 5.0, 50.0, 512
 	recs := mooncakeTrace(n, 1, rate, 4096)
 	path := writeMooncake(t, recs)
@@ -364,14 +370,16 @@ func TestReplayMooncakePrefixCache(t *testing.T) {
 	// Per request: the simulator's counts are the trace's.
 	results := readRequests(t, log.Bytes())
 	var sent []int // record indices, in planned order
-	exact, off := 0, 0
+	exact, off, failed := 0, 0, 0
 	for _, r := range results {
 		i := r.TraceLine - 1
 		if i < 0 || i >= n {
 			t.Fatalf("request of trace line %d", r.TraceLine)
 		}
 		if r.Outcome != "success" {
-			t.Errorf("line %d: %s %s", r.TraceLine, r.Outcome, r.ErrorType)
+			if failed++; failed <= 10 {
+				t.Errorf("line %d: %s %s", r.TraceLine, r.Outcome, r.ErrorType)
+			}
 			continue
 		}
 		sent = append(sent, i)
