@@ -23,17 +23,14 @@ import (
 // timeline, hands each arrival to its own goroutine (never waiting for
 // responses), and judges whether it delivered the load it was asked for.
 type runner struct {
-	name     string
-	model    string
-	api      wire.API
-	url      string // redacted base URL, for status
-	spec     runnerSpec
-	workload atomic.Pointer[workload.Workload] // replaced by refits (workload_from)
-	refits   refitter
-	arrivals Arrivals
-	// timeline, when set, replaces arrivals and the workload's class
-	// sampler: its records at their planned offsets (timeline.go).
-	timeline   Timeline
+	name       string
+	model      string
+	api        wire.API
+	url        string // redacted base URL, for status
+	spec       runnerSpec
+	workload   atomic.Pointer[workload.Workload] // replaced by refits (workload_from)
+	refits     refitter
+	arrivals   Arrivals
 	client     *wire.Client
 	httpClient *http.Client
 	redactor   *wire.Redactor // the target's secrets, for what servers say in logs
@@ -46,6 +43,10 @@ type runner struct {
 	obs           Observer
 	logger        *slog.Logger
 	seed          uint64
+
+	// timeline, when set, replaces arrivals and the workload's class
+	// sampler: its records at their planned offsets (timeline.go).
+	timeline Timeline
 
 	start       time.Time
 	warmupUntil time.Time
