@@ -115,6 +115,10 @@ type Options struct {
 	// reported apart, in Report.ClosedLoop.
 	Concurrency        []int
 	ClosedLoopDuration time.Duration
+	// Replay, when set, runs one stage that replays a trace (replay.go)
+	// instead of Stages: not with Stages or Concurrency. MaxRequests is
+	// the replay's (OpenReplay), not a bound on the stage.
+	Replay *Replay
 
 	stage      int               // the stage runStage runs (1-based), set by Run
 	serverURLs map[string]string // target → metrics URL, set by Run
@@ -156,7 +160,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if len(opts.Stages) == 0 && len(opts.Concurrency) == 0 {
+	if opts.Replay != nil && (len(opts.Stages) > 0 || len(opts.Concurrency) > 0) {
+		return nil, fmt.Errorf("a replay is a stage of its own: not with stages or closed-loop levels")
+	}
+	if len(opts.Stages) == 0 && len(opts.Concurrency) == 0 && opts.Replay == nil {
 		return nil, fmt.Errorf("no stages")
 	}
 	base := opts.Config
@@ -203,12 +210,25 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			return nil, fmt.Errorf("stage %d: rate %g is above the arrival cap of %d requests per second (for more, split the load over several targets)", i+1, st.Rate, config.MaxArrivalRate)
 		}
 	}
-	for i, st := range opts.Stages {
+	stages := opts.Stages
+	if rp := opts.Replay; rp != nil {
+		// The stage's rate is what the status and the report say was
+		// requested (the timeline's own); the arrival process it sets is
+		// not used.
+		opts.Stages = []Stage{{Rate: max(rp.OfferedRate(), 1e-3), Duration: max(rp.PlannedWall(), time.Millisecond)}}
+		stages = opts.Stages
+	}
+	for i, st := range stages {
 		if ctx.Err() != nil {
 			break
 		}
 		cfg := stageConfig(base, targets, st.Rate, st.Duration, opts.Warmup)
-		opts.Logger.Info("bench stage", "stage", i+1, "of", len(opts.Stages), "rate", st.Rate, "duration", st.Duration)
+		if opts.Replay != nil {
+			opts.Logger.Info("bench replay", "file", opts.Replay.opts.Path, "format", opts.Replay.format, "records", opts.Replay.records,
+				"time_scale", opts.Replay.opts.TimeScale, "offered_rate", opts.Replay.OfferedRate(), "planned", opts.Replay.PlannedWall())
+		} else {
+			opts.Logger.Info("bench stage", "stage", i+1, "of", len(opts.Stages), "rate", st.Rate, "duration", st.Duration)
+		}
 		opts.stage = opts.StageOffset + i + 1
 		srs, err := runStage(ctx, cfg, st, opts)
 		if err != nil {
@@ -281,6 +301,14 @@ func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) (
 	if opts.Dataset != nil {
 		popts.Prompts = opts.Dataset
 	}
+	var replay *replayRun
+	var replayDone <-chan struct{}
+	if opts.Replay != nil {
+		replay = opts.Replay.run(len(cfg.Targets))
+		defer replay.close()
+		popts.Timelines, replayDone = replay.open, replay.done
+		col.limits.maxRequests = 0 // the replay reads at most MaxRequests records
+	}
 	eng := probe.NewEngine(popts)
 	cpu0 := cpuTime()
 	start := time.Now()
@@ -309,7 +337,13 @@ func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) (
 		stopScrapers()
 		return nil, err
 	}
+	// A replay's stage ends with its timelines (replayDone), not at its
+	// planned length: the schedule may run late.
 	timer := time.NewTimer(st.Duration)
+	stageTimer := timer.C
+	if replay != nil {
+		stageTimer = nil
+	}
 	var tick <-chan time.Time
 	if opts.Progress != nil {
 		every := opts.ProgressInterval
@@ -327,7 +361,9 @@ wait:
 		case <-ctx.Done():
 			interrupted = true
 			break wait
-		case <-timer.C:
+		case <-stageTimer:
+			break wait
+		case <-replayDone:
 			break wait
 		case <-col.reached:
 			break wait
@@ -412,6 +448,9 @@ wait:
 		if sr.Sent > 0 {
 			// Process CPU is shared by every target of the stage.
 			sr.ClientCPUPer1000 = cpu.Seconds() / float64(col.totalSent()) * 1000
+		}
+		if replay != nil {
+			sr.Replay = replay.info(ts.Name, elapsed, sr.Sent)
 		}
 		sr.judge(ts)
 		out = append(out, sr)

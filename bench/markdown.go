@@ -202,6 +202,9 @@ func (r *Report) WriteMarkdown(w io.Writer, o MarkdownOptions) error {
 		if len(s.Reasons) > 0 || s.Shortfall() != "" || s.describeDrain() != "" || s.describeOutcomes() != "" || s.Interrupted {
 			b.WriteString("\n")
 		}
+		if ri := s.Replay; ri != nil {
+			fmt.Fprintf(b, "Replay: %s.\n\n", mdEscape(ri.describe()))
+		}
 		writeQuantileTable(b, s.metrics(), r.Percentiles) // percentiles.go
 		b.WriteString("\n")
 		cache := "not reported by the server"

@@ -209,6 +209,10 @@ type StageReport struct {
 	Interrupted     bool          `json:"interrupted,omitempty"`
 	PlannedDuration time.Duration `json:"planned_duration_ns,omitempty"`
 
+	// Replay describes the trace a replay stage replayed (replay.go);
+	// nil for a stage of a fixed rate.
+	Replay *ReplayInfo `json:"replay,omitempty"`
+
 	promptTokens, outputTokens int
 	weight                     float64
 }
@@ -232,6 +236,9 @@ func (s *StageReport) judge(ts probe.TargetStatus) {
 	if s.Sent == 0 {
 		s.Reasons = append(s.Reasons, "no request was sent")
 	}
+	if ri := s.Replay; ri != nil && ri.Error != "" {
+		s.Reasons = append(s.Reasons, "the replay stopped early: "+ri.Error)
+	}
 	s.Trusted = len(s.Reasons) == 0
 }
 
@@ -245,6 +252,15 @@ func (s *StageReport) judge(ts probe.TargetStatus) {
 // at low counts only a gross shortfall shows, which is what the count can
 // tell; late and dropped sends are the verdict's evidence (Trusted).
 func (s *StageReport) Shortfall() string {
+	if ri := s.Replay; ri != nil {
+		// A replay plans an exact count: every record not sent is said.
+		if s.Sent >= ri.Records {
+			return ""
+		}
+		dropped, _ := s.counts()
+		return fmt.Sprintf("sent %d of the %d records the replay planned (%d dropped, %d not due when it ended)",
+			s.Sent, ri.Records, dropped, ri.Records-s.Scheduled)
+	}
 	want := s.RequestedRate * s.Duration.Seconds()
 	if !(want > 0) {
 		return ""
@@ -387,6 +403,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(w, "stage %d %s INTERRUPTED: %s\n", s.Stage, s.Target, d)
 		}
 	}
+	writeReplay(w, r.Stages) // replay.go
 	writeServerMetrics(w, r.Stages)
 	writeGPU(w, r.Stages)
 	writeCost(w, r.Stages)

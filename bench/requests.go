@@ -17,11 +17,14 @@ import (
 // of a request, never its prompt or completion text. Durations are in
 // seconds; TTFT is null when no token arrived.
 type RequestRecord struct {
-	Stage        int       `json:"stage"`
-	Target       string    `json:"target"`
-	Class        string    `json:"class"`
-	Conversation string    `json:"conversation,omitempty"`
-	Turn         int       `json:"turn,omitempty"`
+	Stage        int    `json:"stage"`
+	Target       string `json:"target"`
+	Class        string `json:"class"`
+	Conversation string `json:"conversation,omitempty"`
+	Turn         int    `json:"turn,omitempty"`
+	// TraceLine is the line of the trace record a replay's request
+	// replays (--replay; absent otherwise).
+	TraceLine    int       `json:"trace_line,omitempty"`
 	Warmup       bool      `json:"warmup,omitempty"`
 	Planned      time.Time `json:"planned"`
 	Sent         time.Time `json:"sent"`
@@ -42,7 +45,7 @@ type RequestRecord struct {
 func newRequestRecord(stage int, r *wire.Result) RequestRecord {
 	rec := RequestRecord{
 		Stage: stage, Target: r.Target, Class: r.Class,
-		Conversation: r.ConversationID, Warmup: r.Warmup,
+		Conversation: r.ConversationID, TraceLine: r.TraceLine, Warmup: r.Warmup,
 		Planned: r.Planned, Sent: r.Dispatched,
 		ScheduleLag:  r.ScheduleLag.Seconds(),
 		ITLs:         make([]float64, len(r.ITLs)),

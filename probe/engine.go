@@ -56,6 +56,10 @@ type Options struct {
 	// place of synthesised ones (bench --dataset); conversations keep
 	// theirs.
 	Prompts workload.PromptSource
+	// Timelines, when set, gives each target the timeline it walks in
+	// place of its arrival process and workload (bench --replay,
+	// timeline.go); it is called once per runner started.
+	Timelines func(target string) (Timeline, error)
 }
 
 // Engine runs one runner per configured target and reconciles them with
@@ -171,8 +175,12 @@ func (e *Engine) Apply(cfg *config.Config) error {
 	}
 	e.banks = banks
 	for _, r := range fresh {
+		arrivals := r.arrivals.String()
+		if r.timeline != nil {
+			arrivals = r.timeline.String()
+		}
 		e.opts.Logger.Info("probing target", "target", r.name, "url", r.url, "model", r.model, "api", r.api,
-			"arrivals", r.arrivals.String(), "max_inflight", r.maxInflight, "warmup", r.warmupUntil.Sub(r.start))
+			"arrivals", arrivals, "max_inflight", r.maxInflight, "warmup", r.warmupUntil.Sub(r.start))
 		ctx, cancel := context.WithCancel(context.Background())
 		r.stopSched = cancel
 		r.run(ctx)
@@ -296,6 +304,15 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64, identity *iden
 		win:         harness.NewWindow(time.Duration(g.Saturation.Window), time.Duration(g.Saturation.MaxLag)),
 		reqCtx:      reqCtx,
 		cancelReqs:  cancelReqs,
+	}
+	if e.opts.Timelines != nil {
+		if r.timeline, err = e.opts.Timelines(t.Name); err != nil {
+			cancelReqs()
+			httpClient.CloseIdleConnections()
+			return nil, err
+		}
+		wl = timelineWorkload(t)
+		r.perArrival = 1
 	}
 	r.workload.Store(wl)
 	return r, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/llmprobe/llmprobe/probe/harness"
 	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/probe/workload"
+	"github.com/llmprobe/llmprobe/tracefile"
 )
 
 // runner drives one target: it walks the target's open-loop arrival
@@ -43,6 +44,10 @@ type runner struct {
 	obs           Observer
 	logger        *slog.Logger
 	seed          uint64
+
+	// timeline, when set, replaces arrivals and the workload's class
+	// sampler: its records at their planned offsets (timeline.go).
+	timeline Timeline
 
 	start       time.Time
 	warmupUntil time.Time
@@ -127,14 +132,15 @@ func newRunnerGlobal(g config.Global) runnerGlobal {
 }
 
 func (r *runner) run(ctx context.Context) {
-	if r.spec.Target.Tokenize == config.TokenizeAuto && r.builder.Format() == workload.PromptText {
+	calibrate := r.spec.Target.Tokenize == config.TokenizeAuto && r.builder.Format() == workload.PromptText
+	if calibrate && r.timeline == nil {
 		r.loops.Add(1)
 		go func() {
 			defer r.loops.Done()
 			r.calibrate(ctx)
 		}()
 	}
-	if wf := r.spec.Target.WorkloadFrom; wf != nil && wf.Prometheus != nil {
+	if wf := r.spec.Target.WorkloadFrom; wf != nil && wf.Prometheus != nil && r.timeline == nil {
 		r.refits.status.Source = redactedSource(wf.Prometheus.URL, wf.Prometheus.Selector)
 		r.loops.Add(1)
 		go func() {
@@ -152,6 +158,12 @@ func (r *runner) run(ctx context.Context) {
 	r.loops.Add(2)
 	go func() {
 		defer r.loops.Done()
+		if calibrate && r.timeline != nil {
+			// A timeline's requests are built with the server's own
+			// token counts from the first: it starts once /tokenize
+			// answered (or failed).
+			r.calibrate(ctx)
+		}
 		r.arrivalLoop(ctx)
 	}()
 	go func() {
@@ -171,11 +183,23 @@ func (r *runner) arrivalLoop(ctx context.Context) {
 	sl := harness.NewSleeper(ctx)
 	defer sl.Close()
 	next := r.start
+	origin := r.start // of a timeline's offsets: when the loop starts walking it
+	if r.timeline != nil {
+		origin = time.Now()
+	}
 	timed, _ := r.arrivals.(TimedArrivals)
 	for {
-		if timed != nil {
+		var rec tracefile.Record
+		switch {
+		case r.timeline != nil:
+			at, rc, err := r.timeline.Next()
+			if err != nil {
+				return // the end of the timeline (its owner reports an error)
+			}
+			next, rec = origin.Add(at), rc
+		case timed != nil:
 			next = next.Add(timed.NextAt(rng, next))
-		} else {
+		default:
 			next = next.Add(r.arrivals.Next(rng))
 		}
 		if !sl.Until(ctx, next) {
@@ -186,6 +210,12 @@ func (r *runner) arrivalLoop(ctx context.Context) {
 		}
 		class := r.workload.Load().Pick(rng)
 		if !r.admit(class, next) {
+			continue
+		}
+		if r.timeline != nil {
+			seed := rng.Uint64()
+			r.reqs.Add(1)
+			go r.replayed(class, rec, next, seed)
 			continue
 		}
 		plan := class.Plan(rng)
@@ -449,15 +479,22 @@ func (r *runner) status(now time.Time) TargetStatus {
 	r.satMu.Lock()
 	v, st := r.verdict, r.last
 	r.satMu.Unlock()
+	var sched interface {
+		Rate() float64
+		String() string
+	} = r.arrivals
+	if r.timeline != nil {
+		sched = r.timeline
+	}
 	s := TargetStatus{
 		Name:              r.name,
 		Model:             r.model,
 		API:               r.api,
 		URL:               r.url,
 		Workload:          r.spec.Target.Workload,
-		Process:           r.arrivals.String(),
-		RequestedRate:     r.arrivals.Rate() * r.perArrival,
-		ArrivalRate:       r.arrivals.Rate(),
+		Process:           sched.String(),
+		RequestedRate:     sched.Rate() * r.perArrival,
+		ArrivalRate:       sched.Rate(),
 		Scheduled:         r.scheduled.Load(),
 		Sent:              r.sent.Load(),
 		Dropped:           map[DropReason]uint64{},
@@ -492,7 +529,7 @@ func (r *runner) status(now time.Time) TargetStatus {
 	for i, d := range DropReasons {
 		s.Dropped[d] = r.dropped[i].Load()
 	}
-	if r.spec.Target.WorkloadFrom != nil {
+	if r.spec.Target.WorkloadFrom != nil && r.timeline == nil {
 		s.Refit = r.refits.snapshot()
 	}
 	s.Identity = r.identity.status()

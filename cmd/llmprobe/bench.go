@@ -58,8 +58,9 @@ type benchOptions struct {
 	seedSet       bool
 	childOut      io.Writer // the simulator child's output (nil: standard error)
 
-	find findFlags // --find, --levels, --capacity, --find.*
-	load loadFlags // --dataset, --max-requests, --percentiles, --concurrency (bench_load.go)
+	find   findFlags   // --find, --levels, --capacity, --find.*
+	load   loadFlags   // --dataset, --max-requests, --percentiles, --concurrency (bench_load.go)
+	replay replayFlags // --replay, --replay.*, --time-scale (bench_replay.go)
 
 	stageDurationSet bool // --stage.duration was given
 }
@@ -88,6 +89,7 @@ func registerBench(app *kingpin.Application) command {
 	cmd.Flag("gpu.count", "The number of GPUs serving the targets, for the GPU time and cost per generated token. 0: those --prometheus.url finds with --gpu.selector.").Default("0").IntVar(&o.gpuCount)
 	o.find.register(cmd)
 	o.load.register(cmd)
+	o.replay.register(cmd)
 	cmd.Flag("stop-when-saturated", "Stop after the first stage whose load was not delivered.").BoolVar(&o.stopSaturated)
 	cmd.Flag("sim", "Start the built-in simulator in a child process on a loopback port; "+examples.DemoURLPlaceholder+" in the config stands for its base URL.").BoolVar(&o.sim)
 	cmd.Flag("sim.config.file", "Simulator configuration for --sim.").StringVar(&o.simConfig)
@@ -113,14 +115,17 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	if err := o.load.check(o.find.active()); err != nil {
 		return err
 	}
+	if err := o.replay.check(o); err != nil {
+		return err
+	}
 	if o.stageDurationSet && o.find.active() {
 		o.find.opts.StageDuration = o.stageDuration // the search's measured window (bench-find.md)
 	}
-	if o.plot != "" && len(o.stages) == 0 && !o.find.active() {
+	if o.plot != "" && len(o.stages) == 0 && !o.find.active() && o.replay.path == "" {
 		return usagef("--plot draws open-loop stages against their offered rate; closed-loop levels (--concurrency) are not drawn: add --stage or leave out --plot")
 	}
-	if len(o.stages) == 0 && !o.find.active() && len(o.load.levels) == 0 {
-		return usagef("required flag(s) '--stage' not provided (or --concurrency for closed-loop levels)")
+	if len(o.stages) == 0 && !o.find.active() && len(o.load.levels) == 0 && o.replay.path == "" {
+		return usagef("required flag(s) '--stage' not provided (or --concurrency for closed-loop levels, --replay for a trace)")
 	}
 	stages, err := parseStages(o.stages, o.stageDuration)
 	if err != nil {
@@ -155,6 +160,10 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	// Every file the run writes is checked before anything is sent.
 	outputs, err := checkBenchOutputs(o)
 	if err != nil {
+		return err
+	}
+	// So is the whole trace to replay.
+	if err := o.replay.open(ctx, o.load.maxRequests); err != nil {
 		return err
 	}
 	plan := o.progressPlan(stages)
@@ -220,6 +229,9 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	}
 	if err := o.load.apply(ctx, &bopts, o.stageDuration); err != nil {
 		return err
+	}
+	if bopts.Replay = o.replay.replay; bopts.Replay != nil {
+		bopts.MaxRequests = 0 // the replay's: OpenReplay took it
 	}
 	if con != nil {
 		bopts.Progress = progressPrinter(con, plan)

@@ -70,7 +70,7 @@ var layers = map[string]rule{
 	"probe/workload": {imports: []string{"probe/wire", "config", "dist", "fit", "tracefile"}},
 	"fit":            {imports: []string{"config", "dist", "internal/bounded", "internal/httpclient", "tracefile"}},
 	"probe": {
-		imports: join(engine[1:], leaves, []string{"config", "fit"}),
+		imports: join(engine[1:], leaves, []string{"config", "fit", "tracefile"}),
 		tests:   []string{"exporter"}, // the exposition fixture (exposition_golden_test.go)
 	},
 

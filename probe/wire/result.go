@@ -257,6 +257,9 @@ type Result struct {
 	PlannedOutputTokens int
 	PrefixGroup         int // -1: no shared prefix
 	PrefixTokens        int
+	// TraceLine is the line of the trace record the request replays
+	// (bench --replay); 0 otherwise.
+	TraceLine int
 
 	// Sent parameters (recorded on spans and reports).
 	MaxTokens int
