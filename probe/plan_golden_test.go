@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/probe/wire"
@@ -85,8 +86,18 @@ func TestPlanGolden(t *testing.T) {
 func recordPlans(t *testing.T, out *strings.Builder, r *runner, n int) {
 	rng := rand.New(rand.NewPCG(r.seed, r.seed^0x9e3779b97f4a7c15))
 	wl := r.workload.Load()
+	// A trace_shape process draws from the rate curve at the planned
+	// instant: a fixed one keeps the golden file independent of the clock.
+	timed, _ := r.arrivals.(TimedArrivals)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range n {
-		gap := r.arrivals.Next(rng)
+		var gap time.Duration
+		if timed != nil {
+			gap = timed.NextAt(rng, at)
+			at = at.Add(gap)
+		} else {
+			gap = r.arrivals.Next(rng)
+		}
 		class := wl.Pick(rng)
 		plan := class.Plan(rng)
 		seed := rng.Uint64()
