@@ -146,6 +146,9 @@ type Class struct {
 	Prefix       *Prefix  `yaml:"prefix,omitempty"`
 	Sampling     Sampling `yaml:"sampling"`
 	Turns        *Turns   `yaml:"turns,omitempty"`
+	// FromTrace makes the class mirror a trace file (see FromTrace):
+	// prompt_tokens, output_tokens, prefix and turns come from it.
+	FromTrace *FromTrace `yaml:"from_trace,omitempty"`
 	// SLO refines the objective of the targets that run this class: the
 	// fields it sets replace the target's (see Config.SLO).
 	SLO *slo.Objective `yaml:"slo,omitempty"`
@@ -340,6 +343,8 @@ const (
 	ProcessPoisson  = "poisson"
 	ProcessGamma    = "gamma"
 	ProcessConstant = "constant"
+	// ProcessTraceShape follows a trace's rate curve (Arrival.Trace).
+	ProcessTraceShape = "trace_shape"
 )
 
 // Arrival describes a target's open-loop arrival process.
@@ -350,6 +355,8 @@ type Arrival struct {
 	// Burstiness is the gamma shape (vLLM semantics): 1 is Poisson, < 1
 	// burstier, > 1 smoother.
 	Burstiness float64 `yaml:"burstiness"`
+	// Trace is the trace whose rate curve process trace_shape follows.
+	Trace *TraceShape `yaml:"trace,omitempty"`
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
@@ -636,8 +643,20 @@ func (w *Workload) validate(errs *fieldErrors, path string) {
 		if !(cl.Weight > 0) || math.IsInf(cl.Weight, 0) {
 			errs.add(cp+".weight", "must be a positive number, got %v", cl.Weight)
 		}
-		cl.PromptTokens.validateLength(errs, cp+".prompt_tokens", 1)
-		cl.OutputTokens.validateLength(errs, cp+".output_tokens", 1)
+		if ft := cl.FromTrace; ft != nil {
+			ft.validate(errs, cp+".from_trace")
+			for _, k := range []struct {
+				key string
+				set bool
+			}{{"prompt_tokens", cl.PromptTokens.IsSet()}, {"output_tokens", cl.OutputTokens.IsSet()}, {"prefix", cl.Prefix != nil}, {"turns", cl.Turns != nil}} {
+				if k.set {
+					errs.add(cp+"."+k.key, "not allowed with from_trace: the trace's records give the lengths, shared prefixes and sessions")
+				}
+			}
+		} else {
+			cl.PromptTokens.validateLength(errs, cp+".prompt_tokens", 1)
+			cl.OutputTokens.validateLength(errs, cp+".output_tokens", 1)
+		}
 		if p := cl.Prefix; p != nil {
 			if p.Groups < 1 {
 				errs.add(cp+".prefix.groups", "must be at least 1, got %d", p.Groups)
@@ -844,8 +863,17 @@ func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 	a := t.Arrival
 	switch a.Process {
 	case ProcessPoisson, ProcessGamma, ProcessConstant:
+		if a.Trace != nil {
+			errs.add(path+".arrival.trace", "applies only to process trace_shape, not %s", a.Process)
+		}
+	case ProcessTraceShape:
+		if a.Trace == nil {
+			errs.add(path+".arrival.trace", "required with process trace_shape: {file: PATH, format: auto, period: 24h}")
+		} else {
+			a.Trace.validate(errs, path+".arrival.trace", a.Rate)
+		}
 	default:
-		errs.add(path+".arrival.process", "must be one of poisson, gamma, constant; got %q", a.Process)
+		errs.add(path+".arrival.process", "must be one of poisson, gamma, constant, trace_shape; got %q", a.Process)
 	}
 	switch {
 	case !(a.Rate > 0) || math.IsInf(a.Rate, 0):

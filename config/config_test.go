@@ -210,7 +210,7 @@ func TestLoadBadConfigs(t *testing.T) {
 			`testdata/multiple.bad.yml:8:20: workloads.w.classes[0].sampling.temperature: must be in [0, 2], got 3`,
 			`testdata/multiple.bad.yml:11:5: targets[0].url: scheme must be http or https, got "ftp"`,
 			`testdata/multiple.bad.yml:12:5: targets[0].api: must be one of chat, completions, responses, messages, embeddings, got "rerank"`,
-			`testdata/multiple.bad.yml:15:15: targets[0].arrival.process: must be one of poisson, gamma, constant; got "weibull"`,
+			`testdata/multiple.bad.yml:15:15: targets[0].arrival.process: must be one of poisson, gamma, constant, trace_shape; got "weibull"`,
 			`testdata/multiple.bad.yml:16:5: targets[0].max_inflight: must be at least 1, got 0`,
 			`testdata/multiple.bad.yml:21:42: targets[1].arrival.burstiness: applies only to process gamma (poisson has a fixed shape), got 0.5`,
 		}, "\n"),

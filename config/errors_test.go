@@ -43,7 +43,7 @@ func TestDecodeErrorMessages(t *testing.T) {
 		{"long value", replaced("{rate: 1}", `{process: poisson, rate: fastandfurious}`),
 			`x.yml:12:33: targets[0].arrival.rate: cannot use string "fastandfurious" as a number`},
 		{"same value twice", replaced("{rate: 1}", `{process: fast, rate: fast}`), strings.Join([]string{
-			`x.yml:12:15: targets[0].arrival.process: must be one of poisson, gamma, constant; got "fast"`,
+			`x.yml:12:15: targets[0].arrival.process: must be one of poisson, gamma, constant, trace_shape; got "fast"`,
 			`x.yml:12:30: targets[0].arrival.rate: cannot use string "fast" as a number`,
 		}, "\n")},
 		{"two on a line", replaced("{rate: 1}", `{rate: fast, burstiness: slow}`), strings.Join([]string{

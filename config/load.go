@@ -170,6 +170,9 @@ func load(data []byte, file string, checkFiles bool) (*Config, error) {
 			if t.WorkloadFrom != nil && t.WorkloadFrom.Prometheus != nil {
 				t.WorkloadFrom.Prometheus.HTTPClientConfig.SetDirectory(dir)
 			}
+			if t.Arrival.Trace != nil {
+				t.Arrival.Trace.dir = dir
+			}
 		}
 	}
 	for _, w := range cfg.Workloads {
@@ -180,6 +183,9 @@ func load(data []byte, file string, checkFiles bool) (*Config, error) {
 			if c != nil {
 				for _, d := range c.dists() {
 					d.dir = dir
+				}
+				if c.FromTrace != nil {
+					c.FromTrace.dir = dir
 				}
 			}
 		}

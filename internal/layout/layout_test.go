@@ -54,7 +54,7 @@ var layers = map[string]rule{
 	"regression":          {},
 	"internal/bounded":    {},
 	"internal/httpclient": {},
-	"config":              {imports: []string{"dist", "slo", "internal/bounded"}},
+	"config":              {imports: []string{"dist", "slo", "internal/bounded", "tracefile"}},
 	// The trace readers (Mooncake, Azure, BurstGPT, llmprobe's own
 	// records, access logs): beside the leaves, reading files only.
 	"tracefile": {imports: []string{"internal/bounded"}},
