@@ -4,7 +4,11 @@
 package fit
 
 import (
+	"bytes"
 	"context"
+	"encoding/xml"
+	"image/png"
+	"io"
 	"fmt"
 	"math"
 	"os"
@@ -228,5 +232,107 @@ func TestTraceTestdata(t *testing.T) {
 		if j.Format != format || sum != int64(j.Records) || j.Records < 100 {
 			t.Errorf("%s: format %s, %d records, %d in the rate curve", file, j.Format, j.Records, sum)
 		}
+	}
+}
+
+// svgClass returns the rects of one class: their data- attributes.
+func svgClass(t *testing.T, svg []byte, class string) []map[string]string {
+	t.Helper()
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	var out []map[string]string
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("SVG is not well-formed XML: %v", err)
+		}
+		se, ok := tok.(xml.StartElement)
+		if !ok || se.Name.Local != "rect" {
+			continue
+		}
+		attrs := map[string]string{}
+		for _, a := range se.Attr {
+			attrs[a.Name.Local] = a.Value
+		}
+		if attrs["class"] == class {
+			out = append(out, attrs)
+		}
+	}
+}
+
+func TestTracePlot(t *testing.T) {
+	res, err := FromTrace(context.Background(), writeTrace(t, tracefile.Mooncake), TraceOptions{BlockSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WritePlot(&b, res, FormatSVG); err != nil {
+		t.Fatal(err)
+	}
+	// One cell per distinct (prompt bin, output bin): all 5 records apart.
+	cells := map[string]string{}
+	for _, c := range svgClass(t, b.Bytes(), "cell") {
+		cells[c["data-prompt-lo"]+"x"+c["data-output-lo"]] = c["data-count"]
+	}
+	want := map[string]string{"8x10": "1", "10x5": "1", "5x20": "1", "4x40": "1", "10x25": "1"}
+	if fmt.Sprint(cells) != fmt.Sprint(want) {
+		t.Errorf("cells %v, want %v", cells, want)
+	}
+	var rate []string
+	for _, c := range svgClass(t, b.Bytes(), "rate") {
+		rate = append(rate, c["data-start"]+"="+c["data-count"])
+	}
+	if fmt.Sprint(rate) != "[0s=3 1h=2]" {
+		t.Errorf("rate bars %v, want [0s=3 1h=2]", rate)
+	}
+	b.Reset()
+	if err := WritePlot(&b, res, FormatPNG); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := img.Bounds(); r.Dx() != plotW || r.Dy() != 2*plotH {
+		t.Errorf("PNG is %v, want the joint panels below the lengths", r)
+	}
+}
+
+func TestTraceSummaryText(t *testing.T) {
+	res, err := FromTrace(context.Background(), writeTrace(t, tracefile.Mooncake), TraceOptions{BlockSize: 4, CacheBlocks: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteSummary(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"5 records over 1h59m (mooncake format, hash_ids blocks of 4 tokens)",
+		"Spearman: -0.400 (over all 5 records)",
+		"prefix reuse implied by hash_ids: 60.0% of prompt tokens (unbounded cache, 5 distinct blocks of 4 tokens); 20.0% with an LRU cache of 2 blocks",
+		"60.0% of requests start with one of 1 prefix(es) of 8 tokens",
+		"sessions: 3 (5 requests)",
+		"peak 3 (bin 0), peak/mean rate 1.19",
+		"+0s  3  ########################################\n",
+		"+1h  2  ###########################\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	// The text histogram: prompt 12 and output 30 fall in row 10-20,
+	// column 20-50, one request of five.
+	var row string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "10-20 ") {
+			row = strings.Fields(l)[3]
+		}
+	}
+	if row != "20.0" {
+		t.Errorf("row 10-20, column 20-50: %q, want 20.0\n%s", row, out)
 	}
 }
