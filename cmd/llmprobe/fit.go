@@ -115,7 +115,7 @@ func runFit(ctx context.Context, logger *slog.Logger, f *fitFlags, stdout, stder
 	if f.traceMirror && f.trace == "" {
 		return usagef("fit: --trace.mirror needs --trace=FILE")
 	}
-	if f.traceBlockSize < 1 || f.traceBlockSize > config.MaxTraceBlockSize {
+	if f.trace != "" && (f.traceBlockSize < 1 || f.traceBlockSize > config.MaxTraceBlockSize) {
 		return usagef("fit: --trace.block-size must be from 1 to %d tokens, got %d", config.MaxTraceBlockSize, f.traceBlockSize)
 	}
 	if !(f.rate > 0) || math.IsInf(f.rate, 0) {
