@@ -30,7 +30,7 @@ const (
 	// maxExactBlocks distinct hash ids are remembered exactly; beyond,
 	// a Bloom filter of bloomBits bits takes over (the reuse is then an
 	// estimate, a little high by the filter's false-positive rate).
-	maxExactBlocks = 1 << 20
+	maxExactBlocks = 1 << 18
 	bloomBits      = 1 << 27 // 16 MiB
 	bloomHashes    = 4
 	// maxTraceSessions sessions are counted; the turns of later new
