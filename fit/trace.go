@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -474,8 +473,16 @@ func ranks(v []float64) []float64 {
 type blockSet struct {
 	exact map[uint64]struct{}
 	bloom []uint64
-	seeds [bloomHashes]maphash.Seed
 	n     int64 // distinct ids added (estimated once in the filter)
+}
+
+// bloomBit is the k-th bit of h in the filter: fixed hashes, so that a
+// trace's estimate is the same at every run.
+func bloomBit(h uint64, k int) uint64 {
+	x := h + uint64(k+1)*0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return (x ^ (x >> 31)) % bloomBits
 }
 
 func newBlockSet() *blockSet { return &blockSet{exact: map[uint64]struct{}{}} }
@@ -486,7 +493,7 @@ func (s *blockSet) has(h uint64) bool {
 		return ok
 	}
 	for k := range bloomHashes {
-		b := maphash.Comparable(s.seeds[k], h) % bloomBits
+		b := bloomBit(h, k)
 		if s.bloom[b/64]&(1<<(b%64)) == 0 {
 			return false
 		}
@@ -505,9 +512,6 @@ func (s *blockSet) add(h uint64) {
 			return
 		}
 		s.bloom = make([]uint64, bloomBits/64)
-		for k := range s.seeds {
-			s.seeds[k] = maphash.MakeSeed()
-		}
 		for x := range s.exact {
 			s.setBits(x)
 		}
@@ -521,7 +525,7 @@ func (s *blockSet) add(h uint64) {
 
 func (s *blockSet) setBits(h uint64) {
 	for k := range bloomHashes {
-		b := maphash.Comparable(s.seeds[k], h) % bloomBits
+		b := bloomBit(h, k)
 		s.bloom[b/64] |= 1 << (b % 64)
 	}
 }
