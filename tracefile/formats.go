@@ -141,6 +141,14 @@ type mooncakeLine struct {
 }
 
 func parseMooncake(line []byte, rec *Record) (stamp, bool, error) {
+	if st, ok := fastMooncake(line, rec); ok {
+		return st, true, nil
+	}
+	return parseMooncakeJSON(line, rec)
+}
+
+// parseMooncakeJSON is the full parser, and the one that makes the errors.
+func parseMooncakeJSON(line []byte, rec *Record) (stamp, bool, error) {
 	var m mooncakeLine
 	if err := json.Unmarshal(line, &m); err != nil {
 		return stamp{}, false, jsonErr(err)

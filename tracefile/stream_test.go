@@ -27,8 +27,8 @@ import (
 // the reader's records can be checked against it.
 type mooncakeStream struct {
 	size, written int64
-	buf           []byte
-	n             int // lines
+	buf, store    []byte // buf: what is left of the line in store
+	n             int    // lines
 	ts, nextID    uint64
 	prompt        int64 // sum of input_length
 	seed          uint64
@@ -55,7 +55,7 @@ func (g *mooncakeStream) Read(p []byte) (int, error) {
 }
 
 func (g *mooncakeStream) line() {
-	b := g.buf[:0]
+	b := g.store[:0]
 	ids := 1 + int(g.rand()%40)
 	if g.rand()%500 == 0 {
 		ids = 2000
@@ -85,7 +85,7 @@ func (g *mooncakeStream) line() {
 	b = append(b, "]}\n"...)
 	g.n++
 	g.written += int64(len(b))
-	g.buf = b
+	g.buf, g.store = b, b
 }
 
 // streamFigures are what the child process measures.

@@ -24,8 +24,9 @@
 //     AzureLLMInferenceDataset2023 code/conv traces, and the week-long
 //     2024 traces, which keep the same columns; CC-BY 4.0): CSV with the
 //     header TIMESTAMP,ContextTokens,GeneratedTokens and times like
-//     2023-11-16 18:15:46.6805900 (UTC, up to 9 fraction digits, an
-//     optional +00:00 zone).
+//     2023-11-16 18:15:46.6805900 (read as UTC unless a zone such as
+//     +00:00 follows; 0 to 9 fraction digits; the 2024 files' exact time
+//     text was not seen here, hence the tolerance).
 //   - BurstGPT (HPMLL/BurstGPT, CC-BY 4.0): CSV with the header
 //     Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type;
 //     Timestamp is seconds since the trace's start. Rows with 0 Response
@@ -33,7 +34,9 @@
 //     drops them): the reader skips them, since a request that asks for
 //     no output cannot be sent, and counts them (Reader.Skipped).
 //   - llmprobe: the per-request JSON lines of `llmprobe bench --requests`
-//     (planned, prompt_tokens, output_tokens, conversation, turn).
+//     (planned, prompt_tokens, output_tokens, conversation, turn), every
+//     line a record (warm-up and failed requests too: they were sent),
+//     written in completion order, so planned times are not sorted.
 //   - Access logs: the JSON lines `llmprobe fit` reads, through the same
 //     line parser (AccessLogParser); lines without token counts are
 //     skipped and counted, as fit does.
@@ -52,7 +55,11 @@
 // latest one seen. Offset is measured from the first record in file order,
 // so in a file that is not sorted it may be negative by at most that
 // tolerance. Between records the reader keeps only the first timestamp,
-// the latest one and its line buffer; records come in file order.
+// the latest one and its line buffer; records come in file order. A zstd
+// frame may ask for a window of at most 16 MiB (zstd's levels up to 19
+// use 8 MiB; a --long or --ultra file asking for more is refused).
+// Mooncake lines of the usual shape take a fast path; every other line,
+// and every error, goes through encoding/json.
 //
 // tracefile imports no llmprobe package but internal/bounded.
 package tracefile
@@ -246,7 +253,7 @@ func (rd *Reader) decompress(r io.Reader) (io.Reader, error) {
 		return zr, nil
 	case len(magic) == 4 && bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
 		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
-			zstd.WithDecoderMaxWindow(zstdMaxWindow), zstd.WithDecoderMaxMemory(1<<40))
+			zstd.WithDecoderMaxWindow(zstdMaxWindow))
 		if err != nil {
 			return nil, fmt.Errorf("%s: zstd: %w", rd.name, err)
 		}
