@@ -241,6 +241,10 @@ func stageConfig(base *config.Config, targets []*config.Target, rate float64, du
 	for _, t := range targets {
 		tc := *t
 		tc.Arrival.Rate = rate
+		if tc.Arrival.Process == config.ProcessTraceShape {
+			// A stage offers its rate, not a day's curve at this hour.
+			tc.Arrival.Process, tc.Arrival.Trace = config.ProcessPoisson, nil
+		}
 		cfg.Targets = append(cfg.Targets, &tc)
 	}
 	cfg.Workloads = maps.Clone(base.Workloads)

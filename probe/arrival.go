@@ -4,6 +4,7 @@
 package probe
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -114,3 +115,117 @@ func (a *arrivals) Rate() float64  { return a.rate }
 func (a *arrivals) String() string { return a.desc }
 
 func fnum(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// ArrivalTraceShape is the arrival process that follows a trace's rate
+// curve (config arrival.process trace_shape).
+const ArrivalTraceShape = "trace_shape"
+
+// TimedArrivals is an arrival process whose rate changes along the
+// timeline: the gap to the next arrival depends on the instant it is
+// drawn from. The arrival loop calls NextAt with the last planned
+// instant (never "now"), so the timeline stays absolute.
+type TimedArrivals interface {
+	Arrivals
+	// NextAt returns the gap from the arrival planned at from to the
+	// next one.
+	NextAt(r *rand.Rand, from time.Time) time.Duration
+	// RateAt is the requested rate at t, in requests per second: the
+	// curve's value, what the status and llmprobe_requested_rate report.
+	RateAt(t time.Time) float64
+}
+
+// shapeArrivals is a non-homogeneous Poisson process whose rate is a
+// piecewise-constant curve over a period, repeated; the period is aligned
+// on the Unix epoch (with a 24h period, bin 0 starts at 00:00 UTC), so
+// that replicas and restarts follow the same curve at the same instants.
+type shapeArrivals struct {
+	rates  []float64 // requests per second, per bin
+	bin    time.Duration
+	period time.Duration
+	last   time.Duration // width of the last bin (the period's remainder)
+	mean   float64
+	hazard float64 // expected arrivals per period
+	desc   string
+}
+
+// NewShapeArrivals returns the arrival process that follows curve (the
+// relative rate of each bin of width bin over period; mean 1 over the
+// period) scaled to the mean rate: a non-homogeneous Poisson process,
+// drawn by time-rescaling (an exponential amount of the integrated rate
+// per gap), open-loop on the absolute timeline.
+func NewShapeArrivals(rate float64, curve []float64, bin, period time.Duration) (Arrivals, error) {
+	if !(rate > 0) || math.IsInf(rate, 1) {
+		return nil, fmt.Errorf("arrival: rate (%s) must be > 0 requests per second", fnum(rate))
+	}
+	n := len(curve)
+	if n == 0 || bin <= 0 || period <= 0 || time.Duration(n-1)*bin >= period || time.Duration(n)*bin < period {
+		return nil, fmt.Errorf("arrival: trace_shape: %d bins of %v do not cover the period %v", n, bin, period)
+	}
+	a := &shapeArrivals{bin: bin, period: period, last: period - time.Duration(n-1)*bin, rates: make([]float64, n)}
+	for i, c := range curve {
+		if !(c >= 0) || math.IsInf(c, 0) {
+			return nil, fmt.Errorf("arrival: trace_shape: bin %d has rate %v", i, c)
+		}
+		a.rates[i] = rate * c
+		a.hazard += a.rates[i] * a.width(i).Seconds()
+	}
+	if !(a.hazard > 0) {
+		return nil, errors.New("arrival: trace_shape: the curve is zero everywhere")
+	}
+	a.mean = a.hazard / period.Seconds()
+	a.desc = "trace_shape(rate=" + fnum(a.mean) + "/s, period=" + period.String() + ", bins=" + strconv.Itoa(n) + ")"
+	return a, nil
+}
+
+func (a *shapeArrivals) width(i int) time.Duration {
+	if i == len(a.rates)-1 {
+		return a.last
+	}
+	return a.bin
+}
+
+// phase is t's position in the period.
+func (a *shapeArrivals) phase(t time.Time) time.Duration {
+	p := time.Duration(t.UnixNano() % int64(a.period))
+	if p < 0 {
+		p += a.period
+	}
+	return p
+}
+
+func (a *shapeArrivals) NextAt(r *rand.Rand, from time.Time) time.Duration {
+	e := r.ExpFloat64() // the integrated rate to the next arrival
+	var gap time.Duration
+	if whole := math.Floor(e / a.hazard); whole > 0 {
+		if whole*a.period.Seconds() >= maxGap.Seconds()/2 {
+			return maxGap
+		}
+		gap = time.Duration(whole) * a.period
+		e -= whole * a.hazard
+	}
+	pos := a.phase(from)
+	i := min(int(pos/a.bin), len(a.rates)-1)
+	into := pos - time.Duration(i)*a.bin
+	for range 2*len(a.rates) + 1 { // less than two periods are left
+		left := a.width(i) - into
+		h := a.rates[i] * left.Seconds()
+		if h >= e {
+			return gap + time.Duration(math.Round(e/a.rates[i]*1e9))
+		}
+		e -= h
+		gap += left
+		i, into = (i+1)%len(a.rates), 0
+	}
+	return gap
+}
+
+// Next draws a gap from the curve's phase now; the arrival loop uses
+// NextAt.
+func (a *shapeArrivals) Next(r *rand.Rand) time.Duration { return a.NextAt(r, time.Now()) }
+
+func (a *shapeArrivals) RateAt(t time.Time) float64 {
+	return a.rates[min(int(a.phase(t)/a.bin), len(a.rates)-1)]
+}
+
+func (a *shapeArrivals) Rate() float64  { return a.mean }
+func (a *shapeArrivals) String() string { return a.desc }

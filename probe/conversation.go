@@ -80,3 +80,60 @@ func (r *runner) converse(ctx context.Context, first workload.Plan, planned time
 		res = r.exchange(r.builder.NextTurn(c, conv, res, userTokens, maxTokens, rng), planned)
 	}
 }
+
+// replaySession replays a trace session (a from_trace class whose trace
+// has sessions) that arrived at planned: its records in turn order, each
+// sent as the record says (Builder.FromRecord: its prompt, whose hash-id
+// blocks carry the history a prefix cache sees, and its answer length).
+// A later turn is planned at the previous answer's end plus what the trace
+// left between the two turns' arrivals beyond that answer's time here
+// (never negative), and is admitted like any arrival. The conversation
+// ends as converse's do: completed, failed or dropped.
+func (r *runner) replaySession(ctx context.Context, first workload.Plan, planned time.Time, seed uint64) {
+	defer r.reqs.Done()
+	rng := rand.New(rand.NewPCG(seed, ^seed))
+	c := first.Class
+	recs := first.Records
+	id := workload.NewConversation(rng).ID
+
+	outcome := ConversationCompleted
+	defer func() { r.obs.ConversationEnded(r.name, c.Name, outcome) }()
+
+	for i, rec := range recs {
+		p := r.builder.FromRecord(c, rec, c.Trace.BlockSize, rng)
+		p.Res.ConversationID, p.Res.Turn = id, i+1
+		res := r.exchange(p, planned)
+		switch {
+		case res == nil:
+			outcome = ConversationDropped
+			return
+		case res.Outcome != wire.OutcomeSuccess:
+			outcome = ConversationFailed
+			return
+		case i == len(recs)-1:
+			return
+		}
+		end := res.Start.Add(res.E2E)
+		if res.Start.IsZero() {
+			end = time.Now()
+		}
+		think := recs[i+1].Offset - rec.Offset - res.E2E
+		planned = end.Add(max(think, 0))
+		if d := time.Until(planned); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				r.schedule(c)
+				r.drop(c, DropShutdown, time.Now())
+				outcome = ConversationDropped
+				return
+			case <-t.C:
+			}
+		}
+		if !r.admit(c, planned) {
+			outcome = ConversationDropped
+			return
+		}
+	}
+}

@@ -221,7 +221,15 @@ func (e *Engine) retire(r *runner) {
 func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64, identity *identityTracker) (*runner, error) {
 	t := &spec.Target
 	g := spec.Global
-	arr, err := NewArrivals(t.Arrival.Process, t.Arrival.Rate/float64(spec.Replicas), t.Arrival.Burstiness)
+	var (
+		arr Arrivals
+		err error
+	)
+	if a := t.Arrival; a.Process == ArrivalTraceShape && a.Trace != nil {
+		arr, err = NewShapeArrivals(a.Rate/float64(spec.Replicas), a.Trace.Curve(), a.Trace.BinWidth(), time.Duration(a.Trace.Period))
+	} else {
+		arr, err = NewArrivals(a.Process, a.Rate/float64(spec.Replicas), a.Burstiness)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -164,8 +164,13 @@ func (r *runner) arrivalLoop(ctx context.Context) {
 	sl := harness.NewSleeper(ctx)
 	defer sl.Close()
 	next := r.start
+	timed, _ := r.arrivals.(TimedArrivals)
 	for {
-		next = next.Add(r.arrivals.Next(rng))
+		if timed != nil {
+			next = next.Add(timed.NextAt(rng, next))
+		} else {
+			next = next.Add(r.arrivals.Next(rng))
+		}
 		if !sl.Until(ctx, next) {
 			return
 		}
@@ -179,9 +184,12 @@ func (r *runner) arrivalLoop(ctx context.Context) {
 		plan := class.Plan(rng)
 		seed := rng.Uint64()
 		r.reqs.Add(1)
-		if class.Turns != nil {
+		switch {
+		case class.Trace != nil && class.Trace.Sessions:
+			go r.replaySession(ctx, plan, next, seed)
+		case class.Turns != nil:
 			go r.converse(ctx, plan, next, seed)
-		} else {
+		default:
 			go r.single(plan, next, seed)
 		}
 	}
@@ -241,6 +249,12 @@ func (d DropReason) cause() harness.DropCause {
 // single sends the request of a single-turn arrival.
 func (r *runner) single(plan workload.Plan, planned time.Time, seed uint64) {
 	defer r.reqs.Done()
+	if len(plan.Records) > 0 {
+		// from_trace: the record's lengths and prefix blocks, not a dataset's.
+		rng := rand.New(rand.NewPCG(seed, ^seed))
+		r.exchange(r.builder.FromRecord(plan.Class, plan.Records[0], plan.Class.Trace.BlockSize, rng), planned)
+		return
+	}
 	if r.prompts != nil {
 		if d, ok := r.prompts.Next(r.name); ok {
 			r.exchange(r.builder.FromDataset(&plan, d), planned)
@@ -444,6 +458,11 @@ func (r *runner) status(now time.Time) TargetStatus {
 		Warmup:            now.Before(r.warmupUntil),
 		Since:             r.start,
 		Regressions:       r.bank.status(),
+	}
+	if timed, ok := r.arrivals.(TimedArrivals); ok {
+		// The curve's value now: what achieved compares to.
+		s.ArrivalRate = timed.RateAt(now)
+		s.RequestedRate = s.ArrivalRate * r.perArrival
 	}
 	if st.Span > 0 {
 		s.AchievedRate = float64(st.Sent) / st.Span.Seconds()

@@ -11,6 +11,7 @@ import (
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/probe/wire"
+	"github.com/llmprobe/llmprobe/tracefile"
 )
 
 // Class is a compiled workload class: what the engine samples on its hot
@@ -23,9 +24,13 @@ type Class struct {
 	Prefix   *config.Prefix // nil: no shared prefix
 	Sampling wire.Sampling
 	Turns    *Turns // nil: single requests
+	// Trace, for a from_trace class, is the trace sample its requests
+	// are drawn from (whole records, or sessions); nil otherwise.
+	Trace *TraceSource
 
 	// ReuseIntent is the configured fraction of prompt tokens meant to be
-	// served from a prefix cache (llmprobe_prefix_reuse_target_ratio).
+	// served from a prefix cache (llmprobe_prefix_reuse_target_ratio); for
+	// a from_trace class, the trace's own reuse (config.TraceSample.Reuse).
 	ReuseIntent float64
 
 	// Batch is the number of inputs of an embeddings request (1 or more).
@@ -83,6 +88,10 @@ func NewWorkload(w *config.Workload) *Workload {
 		}
 		if c.Turns != nil {
 			cl.Turns = newTurns(c.Turns, cl.Prompt)
+		}
+		if ft := c.FromTrace; ft != nil && ft.Sample() != nil {
+			cl.Trace = newTraceSource(ft.Sample())
+			cl.Prompt, cl.Output = cl.Trace.marginals()
 		}
 		cl.ReuseIntent = reuseIntent(cl)
 		acc += c.Weight / total
@@ -158,12 +167,20 @@ type Plan struct {
 	OutputTokens int // max_tokens
 	PrefixGroup  int // -1: no shared prefix
 	PrefixTokens int
+	// Records, for a from_trace class, is the drawn unit: one record, or
+	// a session's records in turn order (PromptTokens and OutputTokens
+	// are its first record's).
+	Records []tracefile.Record
 }
 
 // Plan draws lengths and the shared-prefix choice for one request. A
 // request that uses a shared prefix is at least as long as the prefix plus
 // the nonce plus one token of its own.
 func (c *Class) Plan(r *rand.Rand) Plan {
+	if c.Trace != nil {
+		u := c.Trace.Draw(r)
+		return Plan{Class: c, PromptTokens: max(u[0].PromptTokens, 1), OutputTokens: max(u[0].OutputTokens, 1), PrefixGroup: -1, Records: u}
+	}
 	p := Plan{
 		Class:        c,
 		PromptTokens: tokens(c.Prompt.Sample(r)),
@@ -195,6 +212,9 @@ func tokens(x float64) int {
 // least prefix + nonce + 1). It is evaluated by a fixed-seed Monte Carlo
 // over the class's real samplers, so it stays exact for any distribution.
 func reuseIntent(c *Class) float64 {
+	if c.Trace != nil {
+		return c.Trace.reuse
+	}
 	if c.Prefix == nil || c.Prefix.Probability == 0 {
 		return 0
 	}
@@ -266,6 +286,12 @@ func (c *Class) NextTurnLengths(r *rand.Rand) (userTokens, maxTokens int) {
 
 // MeanTurns is the expected number of requests per arrival of the class.
 func (c *Class) MeanTurns() float64 {
+	if c.Trace != nil {
+		if c.Trace.Sessions {
+			return c.Trace.turns
+		}
+		return 1
+	}
 	if c.Turns == nil {
 		return 1
 	}
