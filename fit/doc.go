@@ -25,6 +25,14 @@
 // native histograms when they are stored so and as classic buckets
 // otherwise.
 //
+// [FromTrace] reads a request trace of any tracefile format (Mooncake,
+// Azure, BurstGPT, llmprobe's --requests, access logs), streamed in
+// bounded memory, and adds its joint picture ([Joint]): the prompt x
+// output 2-D histogram, their Spearman rank correlation, the prefix reuse
+// its hash_ids imply (unbounded, and through an LRU of N blocks), the
+// session lengths and the rate curve. Its tables come from a uniform
+// reservoir of (prompt, output) pairs.
+//
 // # Fitting
 //
 // Each length becomes a [Lengths]: count, mean, extremes, data quantiles,
@@ -53,7 +61,7 @@
 // says where the numbers came from; [WriteSummary] prints the summary
 // table; [WritePlot] draws the length histograms as SVG or PNG.
 //
-// fit imports config, dist, internal/bounded and internal/httpclient only;
+// fit imports config, dist, tracefile, internal/bounded and internal/httpclient only;
 // never the probe, exporter, bench or cmd (probe/workload imports fit for
 // the refits of workload_from).
 package fit

@@ -34,6 +34,11 @@ type WorkloadOptions struct {
 	// Model is the example target's model (default: the most frequent
 	// model in the data, else FallbackModel).
 	Model string
+	// MirrorFile, for a trace, writes a class that mirrors the trace
+	// (from_trace) and a trace_shape arrival instead of the marginal
+	// tables; it is the trace's path as the configuration names it
+	// (relative to the configuration's directory, or absolute).
+	MirrorFile string
 }
 
 // FallbackModel is written as the example target's model when neither
@@ -114,6 +119,9 @@ func WriteWorkload(w io.Writer, r *Result, opts WorkloadOptions) error {
 	for _, wn := range r.Warnings {
 		p("# Note: %s.\n", comment(wn))
 	}
+	if j := r.Trace; j != nil {
+		writeTraceHeader(bw, j, o.MirrorFile != "")
+	}
 	p("#\n")
 	p("# To adapt: point the target at your endpoint (url, model, api, and\n")
 	p("# http_client_config for credentials), set arrival.rate to the probe rate\n")
@@ -134,8 +142,15 @@ func WriteWorkload(w io.Writer, r *Result, opts WorkloadOptions) error {
 		p("      # %s\n", comment(classNote(r, c)))
 		p("      - name: %s\n", yamlString(c.Name))
 		p("        weight: %s\n", formatNumber(math.Round(c.Weight*1e4)/1e4))
+		if r.Trace != nil && o.MirrorFile != "" {
+			writeFromTrace(bw, r.Trace, o.MirrorFile)
+			continue
+		}
 		writeLengths(bw, "prompt_tokens", c.Prompt)
 		writeLengths(bw, "output_tokens", c.Output)
+		if c.Prefix != nil {
+			writePrefix(bw, r.Trace, c.Prefix)
+		}
 	}
 
 	p("targets:\n")
@@ -148,7 +163,11 @@ func WriteWorkload(w io.Writer, r *Result, opts WorkloadOptions) error {
 		p("    model: %s\n", yamlString(o.Model))
 	}
 	p("    workload: %s\n", yamlString(o.Name))
-	p("    arrival: {process: poisson, rate: %s}   # requests per second: a probe, not a load test\n", formatNumber(o.Rate))
+	if r.Trace != nil && o.MirrorFile != "" {
+		writeTraceArrival(bw, r.Trace, o.MirrorFile, o.Rate)
+	} else {
+		p("    arrival: {process: poisson, rate: %s}   # requests per second: a probe, not a load test\n", formatNumber(o.Rate))
+	}
 	p("    # extra_body: {ignore_eos: true}   # vLLM, SGLang: decode the full planned output length\n")
 	return bw.Flush()
 }
@@ -178,6 +197,8 @@ func provenance(r *Result) []string {
 			out = append(out, "query: "+comment(q))
 		}
 		out = append(out, fmt.Sprintf("requests: %s (PromQL's increase of the histogram count, extrapolated to the range's ends)", formatCount(r.Count())))
+	case SourceTrace:
+		out = append(out, traceProvenance(r)...)
 	default:
 		if !r.Start.IsZero() {
 			out = append(out, fmt.Sprintf("time range: %s .. %s", r.Start.Format(layout), r.End.Format(layout)))
@@ -318,7 +339,13 @@ func WriteSummary(w io.Writer, r *Result) error {
 	if r.Log != nil {
 		skipped = strconv.Itoa(r.Log.Skipped)
 	}
+	if r.Trace != nil {
+		skipped = strconv.Itoa(r.Trace.Skipped)
+	}
 	block(title, r.Prompt, r.Output, skipped)
+	if r.Trace != nil {
+		writeJointSummary(bw, r.Trace)
+	}
 	if len(r.Classes) > 1 {
 		for _, c := range r.Classes {
 			block(fmt.Sprintf("Class %s (%s=%q, weight %.4f)", c.Name, r.By, c.Value, c.Weight), c.Prompt, c.Output, "-")

@@ -80,18 +80,19 @@ type shape struct {
 type scene struct {
 	w, h   int
 	shapes []shape
+	oy     float64 // added to every y: a row of panels below another
 }
 
 func (s *scene) rect(x, y, x2, y2 float64, c color.RGBA, class string, attrs ...[2]string) {
-	s.shapes = append(s.shapes, shape{kind: 'r', x: x, y: y, x2: x2, y2: y2, color: c, class: class, attrs: attrs})
+	s.shapes = append(s.shapes, shape{kind: 'r', x: x, y: y + s.oy, x2: x2, y2: y2 + s.oy, color: c, class: class, attrs: attrs})
 }
 
 func (s *scene) line(x, y, x2, y2 float64, c color.RGBA, dashed bool) {
-	s.shapes = append(s.shapes, shape{kind: 'l', x: x, y: y, x2: x2, y2: y2, color: c, dashed: dashed})
+	s.shapes = append(s.shapes, shape{kind: 'l', x: x, y: y + s.oy, x2: x2, y2: y2 + s.oy, color: c, dashed: dashed})
 }
 
 func (s *scene) text(x, y float64, t string, a anchor, c color.RGBA, bold bool) {
-	s.shapes = append(s.shapes, shape{kind: 't', x: x, y: y, text: t, anchor: a, color: c, bold: bold})
+	s.shapes = append(s.shapes, shape{kind: 't', x: x, y: y + s.oy, text: t, anchor: a, color: c, bold: bold})
 }
 
 var (
@@ -112,7 +113,10 @@ const (
 
 func plotScene(r *Result) *scene {
 	sc := &scene{w: plotW, h: plotH}
-	sc.rect(0, 0, plotW, plotH, colWhite, "")
+	if r.Trace != nil {
+		sc.h += plotH // the joint panels below
+	}
+	sc.rect(0, 0, plotW, float64(sc.h), colWhite, "")
 	title := fmt.Sprintf("Request lengths: %s, %s requests", asciiOnly(redactSource(r.Source)), formatCount(r.Count()))
 	if !r.Start.IsZero() {
 		title += fmt.Sprintf(" (%s .. %s)", r.Start.UTC().Format("2006-01-02 15:04"), r.End.UTC().Format("2006-01-02 15:04 MST"))
@@ -125,6 +129,12 @@ func plotScene(r *Result) *scene {
 	sc.text(plotW/2, 40, unit+"; dashed lines: p50, p90, p99", anchorMiddle, colGrey, false)
 	drawPanel(sc, 70, 520, "prompt tokens", r.Prompt, colPrompt)
 	drawPanel(sc, 620, 1070, "output tokens", r.Output, colOutput)
+	if r.Trace != nil {
+		sc.oy = plotH
+		drawJoint(sc, 70, 520, r.Trace)
+		drawRate(sc, 620, 1070, r.Trace)
+		sc.oy = 0
+	}
 	return sc
 }
 

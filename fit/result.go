@@ -22,6 +22,7 @@ type SourceKind int
 const (
 	SourceAccessLog SourceKind = iota
 	SourcePrometheus
+	SourceTrace
 )
 
 // Grouping limits: at most MaxClasses classes come out of a --by split;
@@ -60,6 +61,8 @@ type Result struct {
 	Classes []*Class
 	// Warnings are caveats about the data worth telling the user.
 	Warnings []string
+	// Trace is the joint picture of a trace (nil for other sources).
+	Trace *Joint
 }
 
 // Class is one class of a fitted workload.
@@ -73,6 +76,9 @@ type Class struct {
 	Weight float64
 	// Prompt and Output are the class' lengths.
 	Prompt, Output *Lengths
+	// Prefix is the shared prefix the data implies (a trace's hash_ids),
+	// nil when it says none.
+	Prefix *config.Prefix
 }
 
 // Class returns the class with the given name, or nil.
@@ -97,6 +103,7 @@ func (r *Result) Workload() *config.Workload {
 			Weight:       c.Weight,
 			PromptTokens: c.Prompt.Dist(),
 			OutputTokens: c.Output.Dist(),
+			Prefix:       c.Prefix,
 			Sampling:     config.DefaultSampling,
 		})
 	}

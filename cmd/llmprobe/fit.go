@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/llmprobe/llmprobe/fit"
 	"github.com/llmprobe/llmprobe/internal/bounded"
 	"github.com/llmprobe/llmprobe/internal/httpclient"
+	"github.com/llmprobe/llmprobe/tracefile"
 )
 
 // fitFlags holds the parsed command line of `llmprobe fit`.
@@ -41,6 +43,13 @@ type fitFlags struct {
 	promptMetric     string
 	completionMetric string
 	promTimeout      time.Duration
+
+	trace            string
+	traceFormat      string
+	traceBlockSize   int
+	traceCacheBlocks int
+	traceBin         time.Duration
+	traceMirror      bool
 
 	output       string
 	plot         string
@@ -70,6 +79,13 @@ func registerFit(app *kingpin.Application) command {
 	cmd.Flag("prometheus.completion-metric", "Completion-length histogram (without _bucket). Default: vLLM's, then SGLang's.").PlaceHolder("NAME").StringVar(&f.completionMetric)
 	cmd.Flag("prometheus.timeout", "Timeout of the Prometheus queries, all together.").Default("2m").DurationVar(&f.promTimeout)
 
+	cmd.Flag("trace", "Request trace to fit, with its joint structure (Mooncake, Azure, BurstGPT, llmprobe --requests, access log; gzip/zstd recognised; see docs/fit.md).").PlaceHolder("FILE").StringVar(&f.trace)
+	cmd.Flag("trace.format", "Format of --trace: auto, mooncake, azure, burstgpt, llmprobe, accesslog.").Default("auto").EnumVar(&f.traceFormat, "auto", "mooncake", "azure", "burstgpt", "llmprobe", "accesslog")
+	cmd.Flag("trace.block-size", "Tokens per hash_ids block of --trace (Mooncake's: 512).").Default("512").IntVar(&f.traceBlockSize)
+	cmd.Flag("trace.cache-blocks", "Also report the reuse an LRU prefix cache of this many blocks sees (0: only the unbounded cache's).").Default("0").IntVar(&f.traceCacheBlocks)
+	cmd.Flag("trace.bin", "Bin width of the trace's rate curve.").Default("1h").DurationVar(&f.traceBin)
+	cmd.Flag("trace.mirror", "Write a class that mirrors --trace (from_trace, joint lengths, prefixes, sessions) and a trace_shape arrival instead of marginal tables.").BoolVar(&f.traceMirror)
+
 	cmd.Flag("output", "Where to write the workload configuration ('-': standard output, and the summary goes to standard error).").Default("-").PlaceHolder("FILE").StringVar(&f.output)
 	cmd.Flag("plot", "Also draw the length histograms to this file (.svg or .png).").PlaceHolder("FILE").StringVar(&f.plot)
 	cmd.Flag("workload", "Name of the fitted workload.").Default("fitted").StringVar(&f.workloadName)
@@ -85,8 +101,23 @@ func registerFit(app *kingpin.Application) command {
 }
 
 func runFit(ctx context.Context, logger *slog.Logger, f *fitFlags, stdout, stderr io.Writer) error {
-	if (f.accessLog == "") == (f.promURL == "") {
-		return usagef("fit: give exactly one source, --access-log=FILE or --prometheus.url=URL")
+	sources := 0
+	for _, s := range []string{f.accessLog, f.promURL, f.trace} {
+		if s != "" {
+			sources++
+		}
+	}
+	if sources != 1 {
+		return usagef("fit: give exactly one source, --access-log=FILE, --prometheus.url=URL or --trace=FILE")
+	}
+	if f.trace != "" && f.by != "" {
+		return usagef("fit: --by applies to --access-log and --prometheus.url, not --trace")
+	}
+	if f.traceMirror && f.trace == "" {
+		return usagef("fit: --trace.mirror needs --trace=FILE")
+	}
+	if f.trace != "" && (f.traceBlockSize < 1 || f.traceBlockSize > config.MaxTraceBlockSize) {
+		return usagef("fit: --trace.block-size must be from 1 to %d tokens, got %d", config.MaxTraceBlockSize, f.traceBlockSize)
 	}
 	if !(f.rate > 0) || math.IsInf(f.rate, 0) {
 		return usagef("fit: --rate must be a positive number of requests per second, got %v", f.rate)
@@ -103,17 +134,40 @@ func runFit(ctx context.Context, logger *slog.Logger, f *fitFlags, stdout, stder
 		res *fit.Result
 		err error
 	)
-	if f.accessLog != "" {
+	switch {
+	case f.trace != "":
+		// A trace streams through small live state and much short-lived
+		// garbage (a record a line): the binary's GOGC=400, meant for the
+		// daemon, would let the heap grow to five times the live state.
+		if os.Getenv("GOGC") == "" {
+			defer debug.SetGCPercent(debug.SetGCPercent(traceGCPercent))
+		}
+		res, err = fit.FromTrace(ctx, f.trace, fit.TraceOptions{
+			Format:      tracefile.Format(f.traceFormat),
+			BlockSize:   f.traceBlockSize,
+			CacheBlocks: f.traceCacheBlocks,
+			Bin:         f.traceBin,
+		})
+		if err != nil {
+			err = fmt.Errorf("fit: --trace: %w", err)
+		}
+	case f.accessLog != "":
 		res, err = fit.FromAccessLog(ctx, f.accessLog, fit.LogOptions{
 			PromptFields:     f.promptFields,
 			CompletionFields: f.completionFields,
 			By:               f.by,
 		})
-	} else {
+	default:
 		res, err = fitPrometheus(ctx, f)
 	}
 	if err != nil {
 		return err
+	}
+	mirror := ""
+	if f.traceMirror {
+		if mirror, err = mirrorPath(f.trace, f.output); err != nil {
+			return err
+		}
 	}
 
 	var cfg bytes.Buffer
@@ -122,6 +176,8 @@ func runFit(ctx context.Context, logger *slog.Logger, f *fitFlags, stdout, stder
 		TargetURL: f.targetURL,
 		Model:     f.model,
 		Rate:      f.rate,
+
+		MirrorFile: mirror,
 	}); err != nil {
 		return err
 	}
@@ -157,6 +213,31 @@ func runFit(ctx context.Context, logger *slog.Logger, f *fitFlags, stdout, stder
 		logger.Info("wrote plot", "file", f.plot)
 	}
 	return fit.WriteSummary(summary, res)
+}
+
+// traceGCPercent is the GOGC of fit --trace (see runFit).
+const traceGCPercent = 25
+
+// mirrorPath is the trace's path as the written configuration names it:
+// relative to the configuration's directory (the working directory for
+// standard output) when the trace lies under it, else absolute.
+func mirrorPath(trace, output string) (string, error) {
+	abs, err := filepath.Abs(trace)
+	if err != nil {
+		return "", err
+	}
+	dir := "."
+	if output != "-" {
+		dir = filepath.Dir(output)
+	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return abs, nil
+	}
+	if rel, err := filepath.Rel(absDir, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return rel, nil
+	}
+	return abs, nil
 }
 
 func fitPrometheus(ctx context.Context, f *fitFlags) (*fit.Result, error) {
