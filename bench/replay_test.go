@@ -580,7 +580,10 @@ func TestReplayNotTrusted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays against a simulator")
 	}
-	recs := make([]mooncakeRecord, 200)
+	// 5 s of records: the engine judges once a second, so that several
+	// verdicts fall inside the replay even on a busy machine (the last
+	// second of a stage is not judged).
+	recs := make([]mooncakeRecord, 500)
 	for i := range recs {
 		recs[i] = mooncakeRecord{Timestamp: int64(10 * i), InputLength: 20, OutputLength: 4, HashIDs: []uint64{uint64(i + 1)}}
 	}
@@ -605,12 +608,12 @@ func TestReplayNotTrusted(t *testing.T) {
 	if err := rep.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"NOT TRUSTED: target overloaded", fmt.Sprintf("sent %d of 200", s.Sent)} {
+	for _, want := range []string{"NOT TRUSTED: target overloaded", fmt.Sprintf("sent %d of 500", s.Sent)} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, text.String())
 		}
 	}
-	if sh := s.Shortfall(); !strings.Contains(sh, "of the 200 records the replay planned") {
+	if sh := s.Shortfall(); !strings.Contains(sh, "of the 500 records the replay planned") {
 		t.Errorf("shortfall %q", sh)
 	}
 }

@@ -29,10 +29,35 @@ import (
 // for the alert (its for-duration is a minute), never for a fixed time;
 // if the harness flags its own numbers meanwhile (the detector leaves such
 // requests out), it fails with that reason rather than with a wrong figure.
+//
+// The detector's false-alarm rate is small but not zero, and a busy
+// machine can really slow the simulator between two windows: a regression
+// held across the change that changed nothing is logged with its metric
+// and the scenario runs once more; only a second one fails the test.
 func TestRegressionAlertNamesTheDeploy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the daemon, the simulator and Prometheus for about two minutes")
 	}
+	for attempt := 1; ; attempt++ {
+		var held string
+		// A subtest, so that each run's processes end before the next.
+		t.Run(fmt.Sprintf("run%d", attempt), func(t *testing.T) { held = regressionScenario(t) })
+		if held == "" || t.Failed() {
+			return
+		}
+		if attempt == 2 {
+			t.Errorf("llmprobe_regression before the slow build held %s in two runs, want none (the first fingerprint change changed nothing)", held)
+			return
+		}
+		t.Logf("run %d: the detector held a regression of %s before the slow build (the first fingerprint change changed nothing); running the scenario once more", attempt, held)
+	}
+}
+
+// regressionScenario runs the scenario of TestRegressionAlertNamesTheDeploy
+// and returns the metrics the detector held a regression of before the
+// slow build ("" for none).
+func regressionScenario(t *testing.T) string {
+	t.Helper()
 	root := promtest.Root(t)
 	dir := t.TempDir()
 	simCfg := filepath.Join(dir, "sim.yml")
@@ -88,12 +113,18 @@ targets:
 	// regression of any metric before the slow build came (with a second
 	// of slack for the scrape).
 	quiet := simStart.Add(49 * time.Second)
-	res, err := prom.Query(ctx, `max(max_over_time(llmprobe_regression{target="t"}[44s]))`, quiet)
+	res, err := prom.Query(ctx, `max by (metric) (max_over_time(llmprobe_regression{target="t"}[44s]))`, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Vector) != 1 || res.Vector[0].Value != 0 {
-		t.Errorf("llmprobe_regression before the slow build = %v, want 0 (the first fingerprint change changed nothing)", res)
+	if len(res.Vector) == 0 {
+		t.Errorf("llmprobe_regression before the slow build: no series (%v)", res)
+	}
+	var held []string
+	for _, s := range res.Vector {
+		if s.Value != 0 {
+			held = append(held, fmt.Sprintf("%v", s.Metric))
+		}
 	}
 	changes, err := prom.Query(ctx, `sum(llmprobe_target_changes_total{target="t", what="fingerprint"})`, time.Now())
 	if err != nil {
@@ -110,6 +141,7 @@ targets:
 			t.Errorf("description lacks %q:\n%s", want, desc)
 		}
 	}
+	return strings.Join(held, ", ")
 }
 
 // alertDescription returns the description annotation of the firing
