@@ -55,24 +55,8 @@ func (r *runner) converse(ctx context.Context, first workload.Plan, planned time
 			}
 			return
 		}
-		end := res.Start.Add(res.E2E)
-		if res.Start.IsZero() {
-			end = time.Now()
-		}
-		planned = end.Add(c.Turns.Think(rng))
-		if d := time.Until(planned); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				r.schedule(c)
-				r.drop(c, DropShutdown, time.Now())
-				outcome = ConversationDropped
-				return
-			case <-t.C:
-			}
-		}
-		if !r.admit(c, planned) {
+		planned = answerEnd(res).Add(c.Turns.Think(rng))
+		if !r.awaitTurn(ctx, c, planned) {
 			outcome = ConversationDropped
 			return
 		}
@@ -113,27 +97,38 @@ func (r *runner) replaySession(ctx context.Context, first workload.Plan, planned
 		case i == len(recs)-1:
 			return
 		}
-		end := res.Start.Add(res.E2E)
-		if res.Start.IsZero() {
-			end = time.Now()
-		}
 		think := recs[i+1].Offset - rec.Offset - res.E2E
-		planned = end.Add(max(think, 0))
-		if d := time.Until(planned); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				r.schedule(c)
-				r.drop(c, DropShutdown, time.Now())
-				outcome = ConversationDropped
-				return
-			case <-t.C:
-			}
-		}
-		if !r.admit(c, planned) {
+		planned = answerEnd(res).Add(max(think, 0))
+		if !r.awaitTurn(ctx, c, planned) {
 			outcome = ConversationDropped
 			return
 		}
 	}
+}
+
+// answerEnd is when a turn's answer ended: its start plus its E2E, or now
+// for a request that never started.
+func answerEnd(res *wire.Result) time.Time {
+	if res.Start.IsZero() {
+		return time.Now()
+	}
+	return res.Start.Add(res.E2E)
+}
+
+// awaitTurn waits for a later turn's planned instant and admits it like
+// any arrival; false when it was dropped (shutdown while waiting, late or
+// over max_inflight), counted as such.
+func (r *runner) awaitTurn(ctx context.Context, c *workload.Class, planned time.Time) bool {
+	if d := time.Until(planned); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			r.schedule(c)
+			r.drop(c, DropShutdown, time.Now())
+			return false
+		case <-t.C:
+		}
+	}
+	return r.admit(c, planned)
 }
