@@ -130,12 +130,10 @@ func TestH2CRefusedByHTTP1Server(t *testing.T) {
 	// An HTTP/2 server (its SETTINGS came) that closes before answering
 	// speaks h2c: the connection ended before the response, no_response.
 	h2Closes := h2RawServer(t, func(c net.Conn) {
-		preface := make([]byte, len(http2.ClientPreface))
-		if _, err := io.ReadFull(c, preface); err != nil {
+		fr := h2Handshake(c)
+		if fr == nil {
 			return
 		}
-		fr := http2.NewFramer(c, c)
-		_ = fr.WriteSettings()
 		for {
 			f, err := fr.ReadFrame()
 			if err != nil {
@@ -223,18 +221,29 @@ func TestH2CSimulatorResetFault(t *testing.T) {
 	}
 }
 
+// h2Handshake is a raw h2c server's side of the connection preface: it
+// reads the client's preface and sends its SETTINGS; nil when either
+// failed.
+func h2Handshake(c net.Conn) *http2.Framer {
+	preface := make([]byte, len(http2.ClientPreface))
+	if _, err := io.ReadFull(c, preface); err != nil || string(preface) != http2.ClientPreface {
+		return nil
+	}
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteSettings(); err != nil {
+		return nil
+	}
+	return fr
+}
+
 // h2Frames is an h2c server written with x/net's Framer over a raw TCP
 // listener: it reads the client's preface and first request, answers
 // headers and the given events, then runs end.
 func h2Frames(t *testing.T, events int, end func(c net.Conn, fr *http2.Framer, stream uint32)) string {
 	t.Helper()
 	return h2RawServer(t, func(c net.Conn) {
-		preface := make([]byte, len(http2.ClientPreface))
-		if _, err := io.ReadFull(c, preface); err != nil || string(preface) != http2.ClientPreface {
-			return
-		}
-		fr := http2.NewFramer(c, c)
-		if err := fr.WriteSettings(); err != nil {
+		fr := h2Handshake(c)
+		if fr == nil {
 			return
 		}
 		// The whole request first (its END_STREAM): a server that ends
@@ -329,12 +338,10 @@ func TestH2GoAwayAndResetFrames(t *testing.T) {
 	}
 	t.Run("rst_stream before the response", func(t *testing.T) {
 		base := h2RawServer(t, func(c net.Conn) {
-			preface := make([]byte, len(http2.ClientPreface))
-			if _, err := io.ReadFull(c, preface); err != nil {
+			fr := h2Handshake(c)
+			if fr == nil {
 				return
 			}
-			fr := http2.NewFramer(c, c)
-			_ = fr.WriteSettings()
 			for {
 				f, err := fr.ReadFrame()
 				if err != nil {
