@@ -48,13 +48,7 @@ func TestBenchLoadUsage(t *testing.T) {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			t.Parallel()
 			r := runBinary(t, bin, nil, append(args, "--log.level=error")...)
-			if r.code != 2 {
-				t.Errorf("exit code %d, want 2 (stderr %q)", r.code, r.stderr)
-			}
-			lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
-			if len(lines) != 1 || !strings.HasPrefix(lines[0], "llmprobe: error: ") || !strings.Contains(lines[0], tt.want) {
-				t.Errorf("stderr is not one line \"llmprobe: error: ...%s...\":\n%s", tt.want, r.stderr)
-			}
+			expectUsageError(t, r, tt.want)
 		})
 	}
 }

@@ -49,6 +49,19 @@ type cliResult struct {
 }
 
 // runBinary runs the binary with args (and extra environment) to its end.
+// expectUsageError fails t unless r is a usage error: exit code 2 and one
+// line of stderr, "llmprobe: error: ..." containing want.
+func expectUsageError(t *testing.T, r cliResult, want string) {
+	t.Helper()
+	if r.code != 2 {
+		t.Errorf("exit code %d, want 2 (stderr %q)", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "llmprobe: error: ") || !strings.Contains(lines[0], want) {
+		t.Errorf("stderr is not one line \"llmprobe: error: ...%s...\":\n%s", want, r.stderr)
+	}
+}
+
 func runBinary(t *testing.T, bin string, env []string, args ...string) cliResult {
 	t.Helper()
 	r := proctest.Run(t, bin, env, args...)
@@ -106,13 +119,7 @@ func TestBadCommandLine(t *testing.T) {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			t.Parallel()
 			r := runBinary(t, bin, tt.env, tt.args...)
-			if r.code != 2 {
-				t.Errorf("exit code %d, want 2", r.code)
-			}
-			lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
-			if len(lines) != 1 || !strings.HasPrefix(lines[0], "llmprobe: error: ") || !strings.Contains(lines[0], tt.want) {
-				t.Errorf("stderr is not one line \"llmprobe: error: ...%s...\":\n%s", tt.want, r.stderr)
-			}
+			expectUsageError(t, r, tt.want)
 			if r.stdout != "" {
 				t.Errorf("stdout is not empty:\n%s", r.stdout)
 			}
