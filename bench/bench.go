@@ -525,13 +525,13 @@ type completion struct {
 	tokens int
 }
 
-func (c *collector) Scheduled(target, _ string) {
+func (c *collector) Scheduled(target, _, _ string) {
 	if d := c.targets[target]; d != nil {
 		d.scheduled.Add(1)
 	}
 }
 
-func (c *collector) Dropped(target, _ string, reason probe.DropReason) {
+func (c *collector) Dropped(target, _, _ string, reason probe.DropReason) {
 	if d := c.targets[target]; d != nil {
 		for i, r := range probe.DropReasons {
 			if r == reason {
@@ -541,13 +541,13 @@ func (c *collector) Dropped(target, _ string, reason probe.DropReason) {
 	}
 }
 
-func (c *collector) Sent(target, _ string) {
+func (c *collector) Sent(target, _, _ string) {
 	if d := c.targets[target]; d != nil {
 		c.limits.sent(d.sent.Add(1), len(c.targets))
 	}
 }
 
-func (c *collector) ConversationEnded(target, _ string, outcome probe.ConversationOutcome) {
+func (c *collector) ConversationEnded(target, _, _ string, outcome probe.ConversationOutcome) {
 	if d := c.targets[target]; d != nil {
 		d.mu.Lock()
 		d.conversations[outcome]++

@@ -291,8 +291,8 @@ func (ct *closedTarget) work(ctx context.Context, stop <-chan struct{}, rng *ran
 		now := time.Now()
 		res.Planned, res.Dispatched = now, now
 		res.Warmup = now.Before(warmupUntil)
-		col.Scheduled(name, class.Name)
-		col.Sent(name, class.Name)
+		col.Scheduled(name, "", class.Name)
+		col.Sent(name, "", class.Name)
 		ct.client.Do(ctx, p.Req, res)
 		p.Learn(res)
 		if res.Outcome == wire.OutcomeSuccess {

@@ -148,10 +148,10 @@ type preflightObserver struct {
 	done   chan struct{} // closed with the first result
 }
 
-func (o *preflightObserver) Scheduled(string, string)                                    {}
-func (o *preflightObserver) Dropped(string, string, probe.DropReason)                    {}
-func (o *preflightObserver) Sent(string, string)                                         {}
-func (o *preflightObserver) ConversationEnded(string, string, probe.ConversationOutcome) {}
+func (o *preflightObserver) Scheduled(string, string, string)                                    {}
+func (o *preflightObserver) Dropped(string, string, string, probe.DropReason)                    {}
+func (o *preflightObserver) Sent(string, string, string)                                         {}
+func (o *preflightObserver) ConversationEnded(string, string, string, probe.ConversationOutcome) {}
 
 func (o *preflightObserver) Observe(r *wire.Result) {
 	if r.Target != o.target {

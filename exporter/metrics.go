@@ -396,21 +396,21 @@ func (m *Metrics) class(target, class string) *classSeries {
 }
 
 // Scheduled implements probe.Observer.
-func (m *Metrics) Scheduled(target, class string) {
+func (m *Metrics) Scheduled(target, replica, class string) {
 	if cs := m.class(target, class); cs != nil {
 		cs.scheduled.Inc()
 	}
 }
 
 // Sent implements probe.Observer.
-func (m *Metrics) Sent(target, class string) {
+func (m *Metrics) Sent(target, replica, class string) {
 	if cs := m.class(target, class); cs != nil {
 		cs.sent.Inc()
 	}
 }
 
 // Dropped implements probe.Observer.
-func (m *Metrics) Dropped(target, class string, reason probe.DropReason) {
+func (m *Metrics) Dropped(target, replica, class string, reason probe.DropReason) {
 	ts := m.target(target)
 	if ts == nil || ts.classes[class] == nil {
 		return
@@ -424,7 +424,7 @@ func (m *Metrics) Dropped(target, class string, reason probe.DropReason) {
 }
 
 // ConversationEnded implements probe.Observer.
-func (m *Metrics) ConversationEnded(target, class string, outcome probe.ConversationOutcome) {
+func (m *Metrics) ConversationEnded(target, replica, class string, outcome probe.ConversationOutcome) {
 	cs := m.class(target, class)
 	if cs == nil || cs.conversations == nil {
 		return

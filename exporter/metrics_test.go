@@ -170,11 +170,11 @@ func TestSetConfigInitialisesEverySeries(t *testing.T) {
 func TestObserveSuccess(t *testing.T) {
 	m, reg := configuredMetrics(t)
 	for range 3 {
-		m.Scheduled("alpha", "chat")
+		m.Scheduled("alpha", "", "chat")
 	}
-	m.Sent("alpha", "chat")
-	m.Sent("alpha", "chat")
-	m.Dropped("alpha", "chat", probe.DropInflightLimit)
+	m.Sent("alpha", "", "chat")
+	m.Sent("alpha", "", "chat")
+	m.Dropped("alpha", "", "chat", probe.DropInflightLimit)
 	r := successResult("alpha", "model-a", "chat")
 	r.PromptTokens = 110 // 10% over the plan: a mismatch
 	m.Observe(r)
@@ -343,16 +343,16 @@ func TestUnknownAndRemovedSeriesStayGone(t *testing.T) {
 
 	m.SetConfig(mustConfig(t, testConfigYAML))
 	for range 5 {
-		m.Sent("alpha", "chat")
+		m.Sent("alpha", "", "chat")
 		m.Observe(successResult("alpha", "model-a", "chat"))
 	}
 	// Unknown target, unknown class, wrong model: ignored, no new series.
 	m.Observe(successResult("gamma", "model-a", "chat"))
 	m.Observe(successResult("alpha", "model-a", "nope"))
 	m.Observe(successResult("alpha", "other-model", "chat"))
-	m.Scheduled("gamma", "chat")
-	m.Dropped("gamma", "chat", probe.DropLate)
-	m.Dropped("alpha", "chat", probe.DropReason("made_up"))
+	m.Scheduled("gamma", "", "chat")
+	m.Dropped("gamma", "", "chat", probe.DropLate)
+	m.Dropped("alpha", "", "chat", probe.DropReason("made_up"))
 	mfs := gather(t, reg)
 	if got := labelValues(mfs, "llmprobe_requests_total", "target"); !slices.Equal(got, []string{"alpha", "beta"}) {
 		t.Errorf("targets = %v, want [alpha beta]", got)
@@ -368,10 +368,10 @@ func TestUnknownAndRemovedSeriesStayGone(t *testing.T) {
 	m.SetConfig(mustConfig(t, alphaOnlyYAML))
 	// Late events of the removed target and class (in flight during the reload).
 	m.Observe(successResult("beta", "model-b", "ping"))
-	m.Scheduled("beta", "ping")
-	m.Dropped("beta", "ping", probe.DropShutdown)
+	m.Scheduled("beta", "", "ping")
+	m.Dropped("beta", "", "ping", probe.DropShutdown)
 	m.Observe(successResult("alpha", "model-a", "agent"))
-	m.Sent("alpha", "agent")
+	m.Sent("alpha", "", "agent")
 	mfs = gather(t, reg)
 	for name, mf := range mfs {
 		for _, s := range mf.GetMetric() {
@@ -395,7 +395,7 @@ func TestModelChangeReplacesModelSeries(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	m.SetConfig(mustConfig(t, alphaOnlyYAML))
-	m.Scheduled("alpha", "chat")
+	m.Scheduled("alpha", "", "chat")
 	m.Observe(successResult("alpha", "model-a", "chat"))
 
 	m.SetConfig(mustConfig(t, strings.Replace(alphaOnlyYAML, "model: model-a", "model: model-a2", 1)))
@@ -535,7 +535,7 @@ func TestConcurrentObserveAndSetConfig(t *testing.T) {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			for range 2000 {
-				m.Scheduled("alpha", "chat")
+				m.Scheduled("alpha", "", "chat")
 				m.Observe(successResult("alpha", "model-a", "chat"))
 				m.Observe(successResult("beta", "model-b", "ping"))
 			}
@@ -592,8 +592,8 @@ func BenchmarkObserve(b *testing.B) {
 		m, _ := configuredMetrics(b)
 		b.ReportAllocs()
 		for b.Loop() {
-			m.Scheduled("alpha", "chat")
-			m.Sent("alpha", "chat")
+			m.Scheduled("alpha", "", "chat")
+			m.Sent("alpha", "", "chat")
 		}
 	})
 }

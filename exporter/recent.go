@@ -177,15 +177,15 @@ func (r *Recent) SetConfig(cfg *config.Config) {
 
 // Scheduled implements probe.Observer: it counts the arrival in the
 // target's timeline.
-func (r *Recent) Scheduled(target, class string) { r.count(target, (*targetWindow).scheduled) }
+func (r *Recent) Scheduled(target, replica, class string) { r.count(target, (*targetWindow).scheduled) }
 
 // Dropped implements probe.Observer; it does nothing (drops are counted in
 // metrics and shown from the engine's status).
-func (r *Recent) Dropped(target, class string, reason probe.DropReason) {}
+func (r *Recent) Dropped(target, replica, class string, reason probe.DropReason) {}
 
 // Sent implements probe.Observer: it counts the send in the target's
 // timeline (the achieved rate).
-func (r *Recent) Sent(target, class string) { r.count(target, (*targetWindow).sent) }
+func (r *Recent) Sent(target, replica, class string) { r.count(target, (*targetWindow).sent) }
 
 // count records an event (scheduled, sent) in target's timeline, now.
 func (r *Recent) count(target string, event func(*targetWindow, time.Time)) {
@@ -246,7 +246,7 @@ func (r *Recent) Window(target string) (snap WindowSnapshot, ok bool) {
 
 // ConversationEnded implements probe.Observer; the turns themselves are
 // in the log.
-func (r *Recent) ConversationEnded(string, string, probe.ConversationOutcome) {}
+func (r *Recent) ConversationEnded(string, string, string, probe.ConversationOutcome) {}
 
 // Observe implements probe.Observer: it records the result, and logs it at
 // debug level when it failed.

@@ -118,10 +118,10 @@ type resultLog struct {
 	errs []string
 }
 
-func (*resultLog) Scheduled(string, string)                                    {}
-func (*resultLog) Dropped(string, string, probe.DropReason)                    {}
-func (*resultLog) Sent(string, string)                                         {}
-func (*resultLog) ConversationEnded(string, string, probe.ConversationOutcome) {}
+func (*resultLog) Scheduled(string, string, string)                                    {}
+func (*resultLog) Dropped(string, string, string, probe.DropReason)                    {}
+func (*resultLog) Sent(string, string, string)                                         {}
+func (*resultLog) ConversationEnded(string, string, string, probe.ConversationOutcome) {}
 
 func (l *resultLog) Observe(r *wire.Result) {
 	l.mu.Lock()

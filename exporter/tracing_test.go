@@ -234,7 +234,7 @@ type collectingObserver struct {
 	saturated string
 }
 
-func (o *collectingObserver) Dropped(string, string, probe.DropReason) {
+func (o *collectingObserver) Dropped(string, string, string, probe.DropReason) {
 	o.mu.Lock()
 	o.dropped++
 	o.mu.Unlock()

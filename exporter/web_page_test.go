@@ -220,7 +220,7 @@ func TestRecentWindow(t *testing.T) {
 	for i := 1; i <= 100; i++ {
 		r := successResult("alpha", "model-a", "chat")
 		r.TTFT, r.E2E, r.TPOT = time.Duration(i)*time.Millisecond, time.Duration(10*i)*time.Millisecond, 5*time.Millisecond
-		rec.Sent("alpha", "chat")
+		rec.Sent("alpha", "", "chat")
 		rec.Observe(r)
 	}
 	for range 10 {
@@ -286,7 +286,7 @@ func TestRecentWindow(t *testing.T) {
 
 	// Allocation-free per request.
 	r := successResult("alpha", "model-a", "chat")
-	if n := testing.AllocsPerRun(1000, func() { rec.Sent("alpha", "chat"); rec.Observe(r) }); n > 1 {
+	if n := testing.AllocsPerRun(1000, func() { rec.Sent("alpha", "", "chat"); rec.Observe(r) }); n > 1 {
 		t.Errorf("%.1f allocations per request", n)
 	}
 
@@ -321,7 +321,7 @@ func TestStatusPageLatencyAndTimeline(t *testing.T) {
 	}
 	for range 4 {
 		r := successResult("alpha", "model-a", "chat")
-		f.recent.Sent("alpha", "chat")
+		f.recent.Sent("alpha", "", "chat")
 		f.recent.Observe(r)
 	}
 	f.recent.SampleStatus(testStatus())

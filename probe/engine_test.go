@@ -47,7 +47,7 @@ func newRecorder() *recorder {
 	return &recorder{scheduled: map[string]int{}, sent: map[string]int{}, dropped: map[probe.DropReason]int{}, conversations: map[probe.ConversationOutcome]int{}}
 }
 
-func (r *recorder) Scheduled(target, _ string) {
+func (r *recorder) Scheduled(target, _, _ string) {
 	r.mu.Lock()
 	r.scheduled[target]++
 	f := r.onSched
@@ -57,19 +57,19 @@ func (r *recorder) Scheduled(target, _ string) {
 	}
 }
 
-func (r *recorder) Dropped(_, _ string, reason probe.DropReason) {
+func (r *recorder) Dropped(_, _, _ string, reason probe.DropReason) {
 	r.mu.Lock()
 	r.dropped[reason]++
 	r.mu.Unlock()
 }
 
-func (r *recorder) Sent(target, _ string) {
+func (r *recorder) Sent(target, _, _ string) {
 	r.mu.Lock()
 	r.sent[target]++
 	r.mu.Unlock()
 }
 
-func (r *recorder) ConversationEnded(_, _ string, outcome probe.ConversationOutcome) {
+func (r *recorder) ConversationEnded(_, _, _ string, outcome probe.ConversationOutcome) {
 	r.mu.Lock()
 	r.conversations[outcome]++
 	r.mu.Unlock()

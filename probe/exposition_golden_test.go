@@ -244,8 +244,8 @@ func (g *gate) Observe(r *wire.Result) {
 	}
 }
 
-func (g *gate) ConversationEnded(target, class string, o probe.ConversationOutcome) {
-	g.Observer.ConversationEnded(target, class, o)
+func (g *gate) ConversationEnded(target, replica, class string, o probe.ConversationOutcome) {
+	g.Observer.ConversationEnded(target, replica, class, o)
 	g.end()
 }
 

@@ -39,39 +39,39 @@ var ConversationOutcomes = [...]ConversationOutcome{ConversationCompleted, Conve
 // concurrent use and must not block: they run on the probe's hot path.
 type Observer interface {
 	// Scheduled is called for every arrival on a target's timeline.
-	Scheduled(target, class string)
+	Scheduled(target, replica, class string)
 	// Dropped is called for an arrival that was never sent.
-	Dropped(target, class string, reason DropReason)
+	Dropped(target, replica, class string, reason DropReason)
 	// Sent is called when a request is handed to the HTTP client; the
 	// achieved rate is the rate of Sent calls.
-	Sent(target, class string)
+	Sent(target, replica, class string)
 	// Observe is called once per sent request, after it ended.
 	Observe(r *wire.Result)
 	// ConversationEnded is called once per multi-turn conversation.
-	ConversationEnded(target, class string, outcome ConversationOutcome)
+	ConversationEnded(target, replica, class string, outcome ConversationOutcome)
 }
 
 // Observers fans events out to several observers, in order.
 type Observers []Observer
 
 // Scheduled implements Observer.
-func (os Observers) Scheduled(target, class string) {
+func (os Observers) Scheduled(target, replica, class string) {
 	for _, o := range os {
-		o.Scheduled(target, class)
+		o.Scheduled(target, replica, class)
 	}
 }
 
 // Dropped implements Observer.
-func (os Observers) Dropped(target, class string, reason DropReason) {
+func (os Observers) Dropped(target, replica, class string, reason DropReason) {
 	for _, o := range os {
-		o.Dropped(target, class, reason)
+		o.Dropped(target, replica, class, reason)
 	}
 }
 
 // Sent implements Observer.
-func (os Observers) Sent(target, class string) {
+func (os Observers) Sent(target, replica, class string) {
 	for _, o := range os {
-		o.Sent(target, class)
+		o.Sent(target, replica, class)
 	}
 }
 
@@ -83,8 +83,8 @@ func (os Observers) Observe(r *wire.Result) {
 }
 
 // ConversationEnded implements Observer.
-func (os Observers) ConversationEnded(target, class string, outcome ConversationOutcome) {
+func (os Observers) ConversationEnded(target, replica, class string, outcome ConversationOutcome) {
 	for _, o := range os {
-		o.ConversationEnded(target, class, outcome)
+		o.ConversationEnded(target, replica, class, outcome)
 	}
 }

@@ -25,6 +25,7 @@ import (
 // responses), and judges whether it delivered the load it was asked for.
 type runner struct {
 	name       string
+	replica    string // the discovered replica this runner probes; "" for a target without discovery
 	model      string
 	api        wire.API
 	url        string // redacted base URL, for status
@@ -259,7 +260,7 @@ func (r *runner) admit(c *workload.Class, planned time.Time) bool {
 func (r *runner) schedule(c *workload.Class) {
 	r.scheduled.Add(1)
 	r.win.Scheduled(time.Now())
-	r.obs.Scheduled(r.name, c.Name)
+	r.obs.Scheduled(r.name, r.replica, c.Name)
 }
 
 func (r *runner) drop(c *workload.Class, reason DropReason, now time.Time) {
@@ -269,7 +270,7 @@ func (r *runner) drop(c *workload.Class, reason DropReason, now time.Time) {
 		}
 	}
 	r.win.Dropped(now, reason.cause())
-	r.obs.Dropped(r.name, c.Name, reason)
+	r.obs.Dropped(r.name, r.replica, c.Name, reason)
 }
 
 // cause is what a drop of this reason says to the judgement.
@@ -328,7 +329,7 @@ func (r *runner) exchange(p *workload.Prepared, planned time.Time) *wire.Result 
 	res.ScheduleLag = res.Dispatched.Sub(planned)
 	r.sent.Add(1)
 	r.win.Sent(res.Dispatched, res.ScheduleLag)
-	r.obs.Sent(r.name, p.Class.Name)
+	r.obs.Sent(r.name, r.replica, p.Class.Name)
 
 	r.client.Do(r.reqCtx, p.Req, res)
 
@@ -466,6 +467,14 @@ type TargetStatus struct {
 	// Protocol is the protocol of the target's last response: "HTTP/1.1",
 	// "HTTP/2.0", "HTTP/1.0" or "other"; empty before the first.
 	Protocol string
+
+	// Discovery is set for a target with a discovery block; Replicas then
+	// lists its replicas (live, then retired within the grace period) by
+	// name, and the fields above are their sums (rates, counts, in-flight,
+	// connections), their worst (lags), or any of them (saturated,
+	// overloaded, warm-up: the reasons name the replicas).
+	Discovery *DiscoveryStatus
+	Replicas  []ReplicaStatus
 }
 
 // ClassStatus describes one class of a target's workload.

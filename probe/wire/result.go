@@ -163,6 +163,9 @@ type Request struct {
 // never holds secrets, and holds prompt text only when the user opted in.
 type Result struct {
 	Target string
+	// Replica is the discovered replica the request went to (its
+	// `replica` label); empty for a target without discovery.
+	Replica string
 	Model  string // the configured model (label); ResponseModel is what the server said
 	Class  string
 

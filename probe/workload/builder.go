@@ -29,6 +29,7 @@ const (
 // is safe for concurrent use.
 type Builder struct {
 	target  string
+	replica string // wire.Result.Replica of every request (ForReplica)
 	model   string
 	api     wire.API
 	format  PromptFormat
@@ -55,6 +56,10 @@ func NewBuilder(t *config.Target, synthSeed uint64) *Builder {
 		lengths: newLengthModel(prior),
 	}
 }
+
+// ForReplica makes every result the builder prepares carry the discovered
+// replica it is sent to (wire.Result.Replica).
+func (b *Builder) ForReplica(name string) { b.replica = name }
 
 // Format is how the target's prompts are written.
 func (b *Builder) Format() PromptFormat { return b.format }
@@ -125,6 +130,7 @@ func (b *Builder) newPrepared(c *Class, maxTokens int) *Prepared {
 		lengths: b.lengths,
 		Res: &wire.Result{
 			Target:              b.target,
+			Replica:             b.replica,
 			Model:               model,
 			Class:               c.Name,
 			PlannedOutputTokens: maxTokens,
