@@ -166,8 +166,8 @@ type Result struct {
 	// Replica is the discovered replica the request went to (its
 	// `replica` label); empty for a target without discovery.
 	Replica string
-	Model  string // the configured model (label); ResponseModel is what the server said
-	Class  string
+	Model   string // the configured model (label); ResponseModel is what the server said
+	Class   string
 
 	// Multi-turn conversations: ConversationID is empty for single requests.
 	ConversationID string
