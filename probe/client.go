@@ -29,6 +29,9 @@ type ClientOptions struct {
 	Inspect func(trace.Span, *wire.Result)
 	// Conns, when set, counts the HTTP client's open connections.
 	Conns *httpclient.Conns
+	// DialAddress, when set, is where every connection goes: a
+	// discovered replica (httpclient.Options.DialAddress).
+	DialAddress string
 }
 
 // NewTargetClient builds the wire client of t and the HTTP client under
@@ -38,7 +41,7 @@ type ClientOptions struct {
 // configured headers known to the redactor, its provider. The caller
 // closes the HTTP client's idle connections when done.
 func NewTargetClient(t *config.Target, o ClientOptions) (*wire.Client, *http.Client, error) {
-	hc, err := wire.NewTargetHTTPClient(t.ClientConfig(), t.Name, wire.HTTPOptions{IdleTimeout: t.IdleConnTimeout(), H2C: t.H2C(), Conns: o.Conns})
+	hc, err := wire.NewTargetHTTPClient(t.ClientConfig(), t.Name, wire.HTTPOptions{IdleTimeout: t.IdleConnTimeout(), H2C: t.H2C(), Conns: o.Conns, DialAddress: o.DialAddress})
 	if err != nil {
 		return nil, nil, fmt.Errorf("http_client_config: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/discovery"
 	"github.com/llmprobe/llmprobe/internal/httpclient"
 	"github.com/llmprobe/llmprobe/probe/harness"
 	"github.com/llmprobe/llmprobe/probe/wire"
@@ -80,7 +82,9 @@ type Engine struct {
 	conns map[string]*httpclient.Conns
 	// banks are the targets' regression detectors, kept across reloads
 	// (regression.go).
-	banks  map[string]*regressionBank
+	banks map[string]*regressionBank
+	// pools are the targets with discovery, kept across reloads (pool.go).
+	pools  map[string]*pool
 	closed bool
 
 	// harness samples the process' measurement-inflation figures once a
@@ -100,10 +104,14 @@ func NewEngine(opts Options) *Engine {
 	if opts.Replicas < 1 {
 		opts.Replicas = 1
 	}
+	if opts.Observer == nil {
+		opts.Observer = Observers{}
+	}
 	if opts.UserAgent == "" {
 		opts.UserAgent = "llmprobe"
 	}
-	return &Engine{opts: opts, runners: map[string]*runner{}, budgets: map[string]*atomic.Int64{}, identities: map[string]*identityTracker{}}
+	return &Engine{opts: opts, runners: map[string]*runner{}, budgets: map[string]*atomic.Int64{}, identities: map[string]*identityTracker{},
+		pools: map[string]*pool{}}
 }
 
 // Apply reconciles the running targets with cfg: new targets start,
@@ -122,6 +130,13 @@ func (e *Engine) Apply(cfg *config.Config) error {
 	banks := map[string]*regressionBank{}
 	plans := map[*regressionBank]bankPlan{}
 	var fresh []*runner
+	type poolPlan struct {
+		old  *pool
+		spec runnerSpec
+		disc discovery.Discoverer // nil: the old pool's discoverer goes on
+		bank *regressionBank
+	}
+	var poolPlans []poolPlan
 	for _, t := range cfg.Targets {
 		spec := runnerSpec{Target: *t, Workload: *cfg.Workload(t), Global: newRunnerGlobal(cfg.Global), Timeout: t.Timeout(cfg.Global), Replicas: e.opts.Replicas}
 		bank := e.banks[t.Name]
@@ -131,6 +146,15 @@ func (e *Engine) Apply(cfg *config.Config) error {
 		banks[t.Name] = bank
 		plan := bank.plan(cfg, t, &spec.Workload)
 		plans[bank] = plan
+		if t.Discovery != nil {
+			old := e.pools[t.Name]
+			d, err := e.preparePool(old, spec)
+			if err != nil {
+				return fmt.Errorf("target %q: %w", t.Name, err)
+			}
+			poolPlans = append(poolPlans, poolPlan{old: old, spec: spec, disc: d, bank: bank})
+			continue
+		}
 		if old := e.runners[t.Name]; old != nil && reflect.DeepEqual(old.spec, spec) {
 			next[t.Name] = old
 			continue
@@ -145,7 +169,7 @@ func (e *Engine) Apply(cfg *config.Config) error {
 		if conns == nil {
 			conns = &httpclient.Conns{}
 		}
-		r, err := e.newRunner(spec, budget, identity, conns)
+		r, err := e.newRunner(spec, budget, identity, conns, float64(spec.Replicas))
 		if err != nil {
 			return fmt.Errorf("target %q: %w", t.Name, err)
 		}
@@ -169,13 +193,26 @@ func (e *Engine) Apply(cfg *config.Config) error {
 		conns[name] = r.conns
 	}
 	e.conns = conns
-	e.keepIdentities(next)
 	for bank, p := range plans {
 		bank.commit(p)
 	}
 	e.banks = banks
+	pools := make(map[string]*pool, len(poolPlans))
+	for _, pp := range poolPlans {
+		pools[pp.spec.Target.Name] = e.applyPool(pp.old, pp.spec, pp.disc, pp.bank, plans[pp.bank].classes)
+	}
+	for name, p := range e.pools {
+		if pools[name] == nil {
+			e.dropPool(p)
+		}
+	}
+	e.pools = pools
+	e.keepIdentities(next)
+	for name, p := range pools {
+		e.identities[name] = p.identity
+	}
 	for _, r := range fresh {
-		arrivals := r.arrivals.String()
+		arrivals := r.arr().String()
 		if r.timeline != nil {
 			arrivals = r.timeline.String()
 		}
@@ -238,18 +275,20 @@ func (e *Engine) retire(r *runner) {
 	r.httpClient.CloseIdleConnections()
 }
 
-func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64, identity *identityTracker, conns *httpclient.Conns) (*runner, error) {
+// targetArrivals is t's arrival process at its rate divided by div (the
+// processes and replicas sharing it).
+func targetArrivals(t *config.Target, div float64) (Arrivals, error) {
+	if a := t.Arrival; a.Process == ArrivalTraceShape && a.Trace != nil {
+		return NewShapeArrivals(a.Rate/div, a.Trace.Curve(), a.Trace.BinWidth(), time.Duration(a.Trace.Period))
+	}
+	return NewArrivals(t.Arrival.Process, t.Arrival.Rate/div, t.Arrival.Burstiness)
+}
+
+// newRunner builds the runner of spec, its rate divided by div.
+func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64, identity *identityTracker, conns *httpclient.Conns, div float64) (*runner, error) {
 	t := &spec.Target
 	g := spec.Global
-	var (
-		arr Arrivals
-		err error
-	)
-	if a := t.Arrival; a.Process == ArrivalTraceShape && a.Trace != nil {
-		arr, err = NewShapeArrivals(a.Rate/float64(spec.Replicas), a.Trace.Curve(), a.Trace.BinWidth(), time.Duration(a.Trace.Period))
-	} else {
-		arr, err = NewArrivals(a.Process, a.Rate/float64(spec.Replicas), a.Burstiness)
-	}
+	arr, err := targetArrivals(t, div)
 	if err != nil {
 		return nil, err
 	}
@@ -261,6 +300,7 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64, identity *iden
 		Propagator:    e.opts.Propagator,
 		Inspect:       identity.inspect(t.Model),
 		Conns:         conns,
+		DialAddress:   spec.DialAddress,
 	})
 	if err != nil {
 		return nil, err
@@ -277,11 +317,11 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64, identity *iden
 	reqCtx, cancelReqs := context.WithCancel(context.Background())
 	r := &runner{
 		name:        t.Name,
+		replica:     spec.Replica,
 		model:       t.Model,
 		api:         wire.API(t.API),
 		url:         httpclient.RedactURL(t.URL),
 		spec:        spec,
-		arrivals:    arr,
 		client:      client,
 		httpClient:  httpClient,
 		builder:     workload.NewBuilder(t, h.Sum64()^g.Seed),
@@ -305,6 +345,8 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64, identity *iden
 		reqCtx:      reqCtx,
 		cancelReqs:  cancelReqs,
 	}
+	r.arrivals.Store(&arrivalBox{arr})
+	r.builder.ForReplica(spec.Replica)
 	if e.opts.Timelines != nil {
 		if r.timeline, err = e.opts.Timelines(t.Name); err != nil {
 			cancelReqs()
@@ -325,11 +367,18 @@ func (e *Engine) Status() []TargetStatus {
 	for _, r := range e.runners {
 		rs = append(rs, r)
 	}
+	ps := make([]poolSnapshot, 0, len(e.pools))
+	for _, p := range e.pools {
+		ps = append(ps, p.snapshot())
+	}
 	e.mu.Unlock()
 	now := time.Now()
-	out := make([]TargetStatus, 0, len(rs))
+	out := make([]TargetStatus, 0, len(rs)+len(ps))
 	for _, r := range rs {
 		out = append(out, r.status(now))
+	}
+	for _, p := range ps {
+		out = append(out, poolStatus(p, now))
 	}
 	slices.SortFunc(out, func(a, b TargetStatus) int { return strings.Compare(a.Name, b.Name) })
 	return out
@@ -341,9 +390,19 @@ func (e *Engine) Status() []TargetStatus {
 func (e *Engine) Shutdown(ctx context.Context) error {
 	e.mu.Lock()
 	e.closed = true
-	rs := e.runners
+	rs := slices.Collect(maps.Values(e.runners))
 	e.runners = map[string]*runner{}
+	var discs []chan struct{}
+	for _, p := range e.pools {
+		rs = append(rs, e.closePool(p)...)
+		if p.discDone != nil {
+			discs = append(discs, p.discDone)
+		}
+	}
 	e.mu.Unlock()
+	for _, d := range discs {
+		<-d
+	}
 
 	for _, r := range rs {
 		r.stop()

@@ -52,7 +52,7 @@ func TestPlanGolden(t *testing.T) {
 		e := NewEngine(Options{})
 		for _, tg := range cfg.Targets {
 			spec := runnerSpec{Target: *tg, Workload: *cfg.Workload(tg), Global: newRunnerGlobal(cfg.Global), Timeout: tg.Timeout(cfg.Global), Replicas: 1}
-			r, err := e.newRunner(spec, new(atomic.Int64), e.identityFor(tg.Name), nil)
+			r, err := e.newRunner(spec, new(atomic.Int64), e.identityFor(tg.Name), nil, 1)
 			if err != nil {
 				t.Fatalf("%s: %s: %v", f, tg.Name, err)
 			}
@@ -88,7 +88,7 @@ func recordPlans(t *testing.T, out *strings.Builder, r *runner, n int) {
 	wl := r.workload.Load()
 	// A trace_shape process draws from the rate curve at the planned
 	// instant: a fixed one keeps the golden file independent of the clock.
-	timed, _ := r.arrivals.(TimedArrivals)
+	timed, _ := r.arr().(TimedArrivals)
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range n {
 		var gap time.Duration
@@ -96,7 +96,7 @@ func recordPlans(t *testing.T, out *strings.Builder, r *runner, n int) {
 			gap = timed.NextAt(rng, at)
 			at = at.Add(gap)
 		} else {
-			gap = r.arrivals.Next(rng)
+			gap = r.arr().Next(rng)
 		}
 		class := wl.Pick(rng)
 		plan := class.Plan(rng)

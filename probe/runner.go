@@ -32,7 +32,10 @@ type runner struct {
 	spec       runnerSpec
 	workload   atomic.Pointer[workload.Workload] // replaced by refits (workload_from)
 	refits     refitter
-	arrivals   Arrivals
+	// arrivals is the arrival process; a discovery target whose rate is
+	// shared across its replicas swaps it when their number changes
+	// (pool.go).
+	arrivals   atomic.Pointer[arrivalBox]
 	client     *wire.Client
 	httpClient *http.Client
 	redactor   *wire.Redactor // the target's secrets, for what servers say in logs
@@ -108,7 +111,18 @@ type runnerSpec struct {
 	Global   runnerGlobal
 	Timeout  time.Duration // the target's effective request timeout
 	Replicas int
+	// Replica is the discovered replica probed (pool.go): its name and
+	// the address every connection goes to; zero for a target without
+	// discovery.
+	Replica     string
+	DialAddress string
 }
+
+// arrivalBox holds a runner's current arrival process.
+type arrivalBox struct{ Arrivals }
+
+// arr is the runner's current arrival process.
+func (r *runner) arr() Arrivals { return r.arrivals.Load().Arrivals }
 
 // runnerGlobal is the part of the global section a runner uses (changing
 // recent_requests or shutdown_grace_period restarts no target).
@@ -188,7 +202,6 @@ func (r *runner) arrivalLoop(ctx context.Context) {
 	if r.timeline != nil {
 		origin = time.Now()
 	}
-	timed, _ := r.arrivals.(TimedArrivals)
 	for {
 		var rec tracefile.Record
 		switch {
@@ -198,10 +211,13 @@ func (r *runner) arrivalLoop(ctx context.Context) {
 				return // the end of the timeline (its owner reports an error)
 			}
 			next, rec = origin.Add(at), rc
-		case timed != nil:
-			next = next.Add(timed.NextAt(rng, next))
 		default:
-			next = next.Add(r.arrivals.Next(rng))
+			a := r.arr()
+			if timed, ok := a.(TimedArrivals); ok {
+				next = next.Add(timed.NextAt(rng, next))
+			} else {
+				next = next.Add(a.Next(rng))
+			}
 		}
 		if !sl.Until(ctx, next) {
 			return
@@ -491,7 +507,7 @@ func (r *runner) status(now time.Time) TargetStatus {
 	var sched interface {
 		Rate() float64
 		String() string
-	} = r.arrivals
+	} = r.arr()
 	if r.timeline != nil {
 		sched = r.timeline
 	}
@@ -527,7 +543,7 @@ func (r *runner) status(now time.Time) TargetStatus {
 	if p := r.proto.Load(); p != nil {
 		s.Protocol = *p
 	}
-	if timed, ok := r.arrivals.(TimedArrivals); ok {
+	if timed, ok := r.arr().(TimedArrivals); ok {
 		// The curve's value now: what achieved compares to.
 		s.ArrivalRate = timed.RateAt(now)
 		s.RequestedRate = s.ArrivalRate * r.perArrival

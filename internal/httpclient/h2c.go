@@ -69,6 +69,15 @@ func (c *Conns) dial(next func(ctx context.Context, network, addr string) (net.C
 	}
 }
 
+// pinDial returns next, or with addr set a dial function that connects
+// to addr whatever address it is asked for (Options.DialAddress).
+func pinDial(next func(ctx context.Context, network, addr string) (net.Conn, error), addr string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if addr == "" {
+		return next
+	}
+	return func(ctx context.Context, network, _ string) (net.Conn, error) { return next(ctx, network, addr) }
+}
+
 type countedConn struct {
 	net.Conn
 	c     *Conns // nil: not counted
@@ -139,10 +148,10 @@ func newH2CRoundTripper(cfg commoncfg.HTTPClientConfig, name string, o Options) 
 	}
 	// Outermost, so that httptrace's GotConn hands the wire client this
 	// connection (SpokeFirst).
-	dial := o.Conns.dial(conntrack.NewDialContextFunc(
+	dial := o.Conns.dial(pinDial(conntrack.NewDialContextFunc(
 		conntrack.DialWithTracing(),
 		conntrack.DialWithName(name),
-	), true)
+	), o.DialAddress), true)
 	tr := &http.Transport{
 		MaxIdleConns:          20000,
 		MaxIdleConnsPerHost:   1000,

@@ -31,6 +31,7 @@
 package httpclient
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -71,6 +72,11 @@ type Options struct {
 	H2C bool
 	// Conns, when set, counts the client's open connections.
 	Conns *Conns
+	// DialAddress, when set, is the host:port every connection goes to,
+	// whatever the request URL's host, which stays the Host header and
+	// the TLS server name: a discovered replica behind a service's name.
+	// It cannot go with a proxy (refused).
+	DialAddress string
 }
 
 // New returns the client for an http_client_config. name labels its
@@ -80,8 +86,11 @@ func New(cfg commoncfg.HTTPClientConfig, name string, o Options) (*http.Client, 
 	if o.IdleConnTimeout > 0 {
 		opts = append(opts, commoncfg.WithIdleConnTimeout(o.IdleConnTimeout))
 	}
-	if o.Conns != nil {
-		opts = append(opts, commoncfg.WithDialContextFunc(o.Conns.dial((&net.Dialer{}).DialContext, false)))
+	if o.DialAddress != "" && (cfg.ProxyURL.URL != nil || cfg.ProxyFromEnvironment) {
+		return nil, errors.New("a discovered replica's address cannot be dialled through a proxy")
+	}
+	if o.Conns != nil || o.DialAddress != "" {
+		opts = append(opts, commoncfg.WithDialContextFunc(o.Conns.dial(pinDial((&net.Dialer{}).DialContext, o.DialAddress), false)))
 	}
 	oauth := cfg.OAuth2
 	cfg.OAuth2 = nil // added below, with a token client of our own

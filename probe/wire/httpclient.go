@@ -52,10 +52,13 @@ type HTTPOptions struct {
 	H2C bool
 	// Conns, when set, counts the open connections.
 	Conns *httpclient.Conns
+	// DialAddress, when set, is where every connection goes (a
+	// discovered replica; httpclient.Options.DialAddress).
+	DialAddress string
 }
 
 // NewTargetHTTPClient is NewHTTPClient with a target's transport
 // settings.
 func NewTargetHTTPClient(cfg commoncfg.HTTPClientConfig, name string, o HTTPOptions) (*http.Client, error) {
-	return httpclient.New(cfg, name, httpclient.Options{IdleConnTimeout: o.IdleTimeout, H2C: o.H2C, Conns: o.Conns})
+	return httpclient.New(cfg, name, httpclient.Options{IdleConnTimeout: o.IdleTimeout, H2C: o.H2C, Conns: o.Conns, DialAddress: o.DialAddress})
 }
