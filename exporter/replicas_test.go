@@ -553,3 +553,49 @@ func TestStatusPageReplicas(t *testing.T) {
 		t.Error("a target without discovery shows a discovery line or replica table")
 	}
 }
+
+// BenchmarkObserveReplica measures the hot path of a target with 64
+// replicas: a replica's result counts in the target's series and its
+// own (compare BenchmarkObserve/exemplar), and its scheduling events.
+func BenchmarkObserveReplica(b *testing.B) {
+	results := func() []*wire.Result {
+		rs := make([]*wire.Result, 64)
+		for i := range rs {
+			rs[i] = replicaResult("alpha", "model-a", "chat", fmt.Sprintf("10.0.0.%d:8000", i))
+		}
+		return rs
+	}
+	b.Run("observe", func(b *testing.B) {
+		m, _ := configuredMetrics(b)
+		rs := results()
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			m.Observe(rs[i%len(rs)])
+			i++
+		}
+	})
+	b.Run("observe-parallel", func(b *testing.B) {
+		m, _ := configuredMetrics(b)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			rs, i := results(), 0
+			for pb.Next() {
+				m.Observe(rs[i%len(rs)])
+				i++
+			}
+		})
+	})
+	b.Run("events", func(b *testing.B) {
+		m, _ := configuredMetrics(b)
+		rs := results()
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			rep := rs[i%len(rs)].Replica
+			m.Scheduled("alpha", rep, "chat")
+			m.Sent("alpha", rep, "chat")
+			i++
+		}
+	})
+}
