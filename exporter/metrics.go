@@ -111,6 +111,7 @@ type Metrics struct {
 	responses                              *prometheus.CounterVec   // target, code
 	finishReasons                          *prometheus.CounterVec   // target, class, reason
 	slo                                    sloMetrics               // target, class
+	rep                                    *replicaMetrics          // target, replica (replicas.go)
 
 	mu    sync.Mutex // serialises SetConfig
 	state atomic.Pointer[metricsState]
@@ -178,7 +179,7 @@ func counterOpts(name, help string) prometheus.CounterOpts {
 // event is ignored. llmprobe_build_info is not registered here: the daemon
 // registers client_golang's collectors/version.NewCollector("llmprobe").
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{slo: newSLOMetrics(), now: time.Now}
+	m := &Metrics{slo: newSLOMetrics(), rep: newReplicaMetrics(), now: time.Now}
 	for _, h := range []struct {
 		vec     **prometheus.HistogramVec
 		name    string
@@ -239,7 +240,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.promptTokens, m.outputTokens, m.cachedToks, m.usageEstimated,
 		m.promptTokensHist, m.outputTokensHist, m.lengthError, m.lengthMismatch,
 		m.conversations, m.retries, m.coalesced, m.anomalies, m.responses, m.finishReasons,
-	}, m.slo.collectors()...)
+	}, append(m.slo.collectors(), m.rep.collectors()...)...)
 }
 
 // SetConfig makes cfg the configuration events are judged against: every
@@ -314,10 +315,12 @@ func (m *Metrics) SetConfig(cfg *config.Config) {
 
 	// Delete what the new configuration no longer implies. Events still
 	// arriving for it hit the old, detached children and vanish.
+	var removed []string
 	for name, ot := range old.targets {
 		nt := next.targets[name]
 		if nt == nil {
 			m.deletePartial(prometheus.Labels{labelTarget: name}, m.allVecs()...)
+			removed = append(removed, name)
 			continue
 		}
 		for class, oc := range ot.classes {
@@ -329,6 +332,7 @@ func (m *Metrics) SetConfig(cfg *config.Config) {
 			}
 		}
 	}
+	m.dropTargets(removed)
 }
 
 type partialDeleter interface {
@@ -395,17 +399,28 @@ func (m *Metrics) class(target, class string) *classSeries {
 	return nil
 }
 
-// Scheduled implements probe.Observer.
+// Scheduled implements probe.Observer. An event of a replica (replica not
+// "") counts in the target's series, as every event, and in the replica's.
 func (m *Metrics) Scheduled(target, replica, class string) {
-	if cs := m.class(target, class); cs != nil {
-		cs.scheduled.Inc()
+	ts := m.target(target)
+	if ts == nil || ts.classes[class] == nil {
+		return
+	}
+	ts.classes[class].scheduled.Inc()
+	if rs := m.replica(ts, replica); rs != nil {
+		rs.scheduled.Inc()
 	}
 }
 
 // Sent implements probe.Observer.
 func (m *Metrics) Sent(target, replica, class string) {
-	if cs := m.class(target, class); cs != nil {
-		cs.sent.Inc()
+	ts := m.target(target)
+	if ts == nil || ts.classes[class] == nil {
+		return
+	}
+	ts.classes[class].sent.Inc()
+	if rs := m.replica(ts, replica); rs != nil {
+		rs.sent.Inc()
 	}
 }
 
@@ -418,6 +433,9 @@ func (m *Metrics) Dropped(target, replica, class string, reason probe.DropReason
 	for i, r := range probe.DropReasons {
 		if r == reason {
 			ts.dropped[i].Inc()
+			if rs := m.replica(ts, replica); rs != nil {
+				rs.drop(reason)
+			}
 			return
 		}
 	}
@@ -445,7 +463,9 @@ func (m *Metrics) ConversationEnded(target, replica, class string, outcome probe
 //   - TTFT whenever a first token arrived, ITL for every gap, TPOT for
 //     successes with at least 2 output tokens, E2E for successes; all four
 //     exclude warm-up and carry a trace_id exemplar when the request was
-//     traced (ITL: on the request's longest gap only).
+//     traced (ITL: on the request's longest gap only);
+//   - a replica's request (r.Replica not "") counts in the target's series
+//     and, by the same rules, in the replica's (replicaSeries.observe).
 func (m *Metrics) Observe(r *wire.Result) {
 	if r == nil {
 		return
@@ -529,12 +549,15 @@ func (m *Metrics) Observe(r *wire.Result) {
 		}
 	}
 
-	if r.Warmup {
-		return
-	}
 	var ex prometheus.Labels
 	if validTraceID(r.TraceID) {
 		ex = prometheus.Labels{exemplarKey: r.TraceID}
+	}
+	if rs := m.replica(ts, r.Replica); rs != nil {
+		rs.observe(r, ex)
+	}
+	if r.Warmup {
+		return
 	}
 	if r.FirstToken {
 		observe(cs.ttft, seconds(r.TTFT), ex)

@@ -38,11 +38,18 @@ func fullRegistry(t testing.TB) (*prometheus.Registry, *Metrics) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
-	reg.MustRegister(NewStatusCollector(testStatus), NewHarnessCollector(testHarness))
+	withPool := func() []probe.TargetStatus { return append(testStatus(), testPoolStatus()) }
+	reg.MustRegister(NewStatusCollector(withPool), NewHarnessCollector(testHarness))
 	NewReloader(fileLoader("unused.yml"), nil, reg)
 	reg.MustRegister(versioncollector.NewCollector("llmprobe")) // as the daemon does
 	m.SetConfig(mustConfig(t, testConfigYAML))
 	m.Observe(successResult("alpha", "model-a", "chat"))
+	// A replica's events, and one of a replica past the (lowered) bound,
+	// so that every per-replica family appears.
+	m.rep.limit = 1
+	m.Dropped("alpha", replicaA, "chat", probe.DropLate)
+	m.Observe(replicaResult("alpha", "model-a", "chat", replicaA))
+	m.Sent("alpha", replicaB, "chat")
 	return reg, m
 }
 

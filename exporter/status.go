@@ -50,7 +50,10 @@ type statusCollector struct {
 // engine's state (llmprobe_inflight_requests, _target_request_rate,
 // _harness_saturated, _warmup, _target_connections,
 // _target_http_protocol_info, _prefix_reuse_target_ratio, _target_info,
-// _target_changes_total, _target_last_change_timestamp_seconds), read from
+// _target_changes_total, _target_last_change_timestamp_seconds, and for a
+// target with discovery llmprobe_replica_info, _replica_inflight_requests,
+// _replica_requested_rate, _replica_harness_saturated, _replica_warmup,
+// _replica_retired and the llmprobe_discovery_* families), read from
 // status (typically (*probe.Engine).Status) at every scrape.
 func NewStatusCollector(status func() []probe.TargetStatus) prometheus.Collector {
 	return statusCollector{status: status}
@@ -72,6 +75,7 @@ func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- fittedTokensDesc
 	describeIdentity(ch)
 	describeRegression(ch)
+	describeReplicas(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -100,6 +104,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		collectIdentity(ch, s.Name, s.Identity)
 		collectRegression(ch, s.Name, s.Regressions)
+		collectReplicas(ch, &s)
 	}
 }
 

@@ -340,6 +340,47 @@ type targetView struct {
 	Latency   WindowSnapshot
 	HasWindow bool
 	Charts    []svgChart // the timeline: rates, TTFT
+	// ReplicaViews are the replicas of a target with discovery.
+	ReplicaViews []replicaView
+}
+
+// replicaView is a row of a target's replica table.
+type replicaView struct {
+	probe.ReplicaStatus
+	Target        string
+	Pod           string
+	Retired       bool
+	Verdict       string // "saturated", "overloaded", "warm-up" (any of them, comma-separated) or "ok"
+	VerdictDetail string // the saturation and overload reasons in words
+}
+
+func replicaViews(s *probe.TargetStatus) []replicaView {
+	var out []replicaView
+	for _, r := range s.Replicas {
+		v := replicaView{ReplicaStatus: r, Target: s.Name, Pod: r.Labels["pod"], Retired: !r.Gone.IsZero()}
+		var verdict, detail []string
+		if r.Saturated {
+			verdict = append(verdict, "saturated")
+			if r.SaturationReason != "" {
+				detail = append(detail, r.SaturationReason)
+			}
+		}
+		if r.Overloaded {
+			verdict = append(verdict, "overloaded")
+			if r.OverloadReason != "" {
+				detail = append(detail, r.OverloadReason)
+			}
+		}
+		if r.Warmup {
+			verdict = append(verdict, "warm-up")
+		}
+		if len(verdict) == 0 {
+			verdict = append(verdict, "ok")
+		}
+		v.Verdict, v.VerdictDetail = strings.Join(verdict, ", "), strings.Join(detail, "; ")
+		out = append(out, v)
+	}
+	return out
 }
 
 // Rows the status page shows of each target's tables before folding the
@@ -474,6 +515,7 @@ func (w *web) status(rw http.ResponseWriter, r *http.Request) {
 			}
 		}
 		v.Failing = failing(v.Recent, s.Outcomes)
+		v.ReplicaViews = replicaViews(&s)
 		page.Targets = append(page.Targets, v)
 	}
 	w.render(rw, "status.html", page)
