@@ -24,14 +24,14 @@ import (
 // timeline, hands each arrival to its own goroutine (never waiting for
 // responses), and judges whether it delivered the load it was asked for.
 type runner struct {
-	name       string
-	replica    string // the discovered replica this runner probes; "" for a target without discovery
-	model      string
-	api        wire.API
-	url        string // redacted base URL, for status
-	spec       runnerSpec
-	workload   atomic.Pointer[workload.Workload] // replaced by refits (workload_from)
-	refits     refitter
+	name     string
+	replica  string // the discovered replica this runner probes; "" for a target without discovery
+	model    string
+	api      wire.API
+	url      string // redacted base URL, for status
+	spec     runnerSpec
+	workload atomic.Pointer[workload.Workload] // replaced by refits (workload_from)
+	refits   refitter
 	// arrivals is the arrival process; a discovery target whose rate is
 	// shared across its replicas swaps it when their number changes
 	// (pool.go).
