@@ -62,6 +62,10 @@ type Options struct {
 	// place of its arrival process and workload (bench --replay,
 	// timeline.go); it is called once per runner started.
 	Timelines func(target string) (Timeline, error)
+	// Discovery is what the discoverers of targets with a discovery block
+	// are built with (tests: a fake Kubernetes clientset); its Logger is
+	// the engine's.
+	Discovery discovery.Options
 }
 
 // Engine runs one runner per configured target and reconciles them with

@@ -116,7 +116,9 @@ func (e *Engine) preparePool(old *pool, spec runnerSpec) (discovery.Discoverer, 
 	if old != nil && reflect.DeepEqual(old.disc, *t.Discovery) {
 		return nil, nil
 	}
-	d, err := discovery.New(t.Discovery, discovery.Options{Logger: e.opts.Logger.With("target", t.Name)})
+	opts := e.opts.Discovery
+	opts.Logger = e.opts.Logger.With("target", t.Name)
+	d, err := discovery.New(t.Discovery, opts)
 	if err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
