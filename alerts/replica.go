@@ -63,7 +63,8 @@ const (
 // TTFT over Window is above Factor × the median of its target's replicas'
 // p50s, with at least MinRequests observations of its own, at least
 // MinReplicas replicas with that much evidence, its harness neither
-// saturated nor warming up within Window, for For. The defaults are
+// saturated nor warming up within Window, and not retired (discovery no
+// longer lists it; its series stay for the grace period), for For. The defaults are
 // measured in alerts/outlier_sim_test.go (docs/runbook.md gives the
 // figures).
 type ReplicaOutlierAlert struct {
@@ -209,7 +210,9 @@ func (c Config) ReplicaAlerts() []Rule {
 			"unless " + c.on("target", "replica") + "\n" +
 			flag(ReplicaSaturatedMetric) + "\n" +
 			"unless " + c.on("target", "replica") + "\n" +
-			flag(ReplicaWarmupMetric),
+			flag(ReplicaWarmupMetric) + "\n" +
+			"unless " + c.on("target", "replica") + "\n" +
+			"max" + c.by(byTargetReplica...) + " (" + ReplicaRetiredMetric + sel + ") > 0",
 		For:    win(r.For),
 		Labels: labels("warning", "replica"),
 		Annotations: c.annotations(AlertReplicaOutlier,

@@ -35,8 +35,9 @@ func runReplicaTests(t *testing.T, rules []byte) (string, error) {
 
 // TestReplicaOutlierGuardsMatter proves the silent targets of replica.yml
 // are silent because of the guards, not by accident of their data: without
-// the saturation and warm-up clauses the saturated and warming replicas are
-// named while they should not be, and with min_requests lowered to the
+// the saturation, warm-up and retirement clauses the saturated, warming and
+// retired replicas are named while they should not be, and with
+// min_requests lowered to the
 // sparse target's 30 requests per window its slow replica is named.
 func TestReplicaOutlierGuardsMatter(t *testing.T) {
 	rules, err := alerts.DefaultConfig().RulesYAML()
@@ -55,14 +56,14 @@ func TestReplicaOutlierGuardsMatter(t *testing.T) {
 		}
 		stripped = append(stripped, lines[i])
 	}
-	if removed != 2 {
-		t.Fatalf("found %d unless clauses in the outlier alert, want 2 (saturated, warm-up)", removed)
+	if removed != 3 {
+		t.Fatalf("found %d unless clauses in the outlier alert, want 3 (saturated, warm-up, retired)", removed)
 	}
 	out, err := runReplicaTests(t, []byte(strings.Join(stripped, "\n")))
 	if err == nil {
 		t.Fatalf("replica.yml passes without the saturation and warm-up guards; it does not prove them:\n%s", out)
 	}
-	for _, want := range []string{`target="saturated"`, `target="warming"`} {
+	for _, want := range []string{`target="saturated"`, `target="warming"`, `target="retired"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("without the guards, promtool output lacks an alert for %s:\n%s", want, out)
 		}

@@ -57,7 +57,7 @@ func replicasRow(d *board, cfg alerts.Config, serverSel, gpuSel string) {
 	d.add(thresholdLine(d.ts("TTFT p50 / median of peers",
 		fmt.Sprintf("What LLMProbeReplicaOutlier evaluates (needs alerts/llmprobe.rules.yml loaded): each replica's median TTFT over %s divided by the median "+
 			"of its target's replicas with at least %d requests in that window. 1 is typical; the alert names a replica above %s× (dashed red) for %s, "+
-			"with at least %d replicas with evidence, unless its harness was saturated or it was warming up.",
+			"with at least %d replicas with evidence, unless its harness was saturated, it was warming up or it is retired.",
 			ro.Window, ro.MinRequests, alerts.FormatFloat(k), ro.For, ro.MinReplicas),
 		"suffix:×", 12, 8,
 		q{expr: ratio, legend: "{{target}} {{replica}}"},
