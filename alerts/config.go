@@ -235,6 +235,12 @@ type Config struct {
 	// trace panel queries the data source its trace_datasource variable
 	// picks among those of this type.
 	TraceDatasourceType string `yaml:"trace_datasource_type"`
+
+	// ReplicaOutlier configures LLMProbeReplicaOutlier and the per-replica
+	// recording rules (replica.go) of targets with discovery.
+	ReplicaOutlier ReplicaOutlierAlert `yaml:"replica_outlier"`
+	// Discovery configures the discovery alerts (replica.go).
+	Discovery DiscoveryAlerts `yaml:"discovery"`
 }
 
 // Trace data source types TraceDatasourceType accepts.
@@ -326,6 +332,8 @@ func DefaultConfig() Config {
 		Cost:                defaultCostConfig(),
 		ClusterLabel:        "cluster",
 		TraceDatasourceType: TraceDatasourceTempo,
+		ReplicaOutlier:      defaultReplicaOutlier(),
+		Discovery:           defaultDiscoveryAlerts(),
 	}
 }
 
@@ -414,6 +422,7 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.validateSLO()...)
 	errs = append(errs, c.validateCost()...)
+	errs = append(errs, c.validateReplicas()...)
 	if !labelName.MatchString(c.ClusterLabel) {
 		errs = append(errs, fieldErr("cluster_label", "%q is not a valid label name", c.ClusterLabel))
 	}

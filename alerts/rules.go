@@ -55,7 +55,8 @@ const (
 )
 
 // SignalLabel is the label every llmprobe alert carries to say what it is
-// about: latency, errors, slo, harness, load, probe, cache or config. The
+// about: latency, errors, slo, harness, load, probe, cache, config, replica or
+// discovery. The
 // documented Alertmanager inhibit rule silences SignalLabel="latency" and
 // SignalLabel="slo" alerts of a target while LLMProbeHarnessSaturated fires
 // for it.
@@ -201,6 +202,7 @@ func (c Config) RecordingRules() RuleGroup {
 		},
 	)
 	rules = append(rules, c.CostRules()...)
+	rules = append(rules, c.ReplicaRecordingRules()...)
 	return RuleGroup{Name: "llmprobe.recording", Rules: rules}
 }
 
@@ -409,6 +411,7 @@ func (c Config) AlertingRules() RuleGroup {
 		c.burnRateAlert(AlertSLOBurnRateFast, c.SLOFast, "at this pace the budget is gone within days"),
 		c.burnRateAlert(AlertSLOBurnRateSlow, c.SLOSlow, "at this pace it runs out before the SLO window ends"),
 	)
+	rules = append(rules, c.ReplicaAlerts()...)
 	return RuleGroup{Name: "llmprobe.alerts", Rules: rules}
 }
 

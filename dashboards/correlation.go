@@ -204,6 +204,7 @@ func Correlation(cfg alerts.Config) (dashboard.Dashboard, error) {
 	gpu("Framebuffer used", "DCGM_FI_DEV_FB_USED: GPU memory in use (MiB). vLLM preallocates the KV cache, so this is flat while the engine runs.", "DCGM_FI_DEV_FB_USED", "mbytes")
 	gpu("Power draw", "DCGM_FI_DEV_POWER_USAGE: board power in watts; tracks real work more closely than utilisation.", "DCGM_FI_DEV_POWER_USAGE", "watt")
 
+	replicasRow(d, cfg, serverSel, gpuSel)
 	costRow(d, cfg)
 	otherEnginesRow(d, cfg)
 

@@ -133,7 +133,9 @@ type Needs struct {
 	History bool
 }
 
-var recordedName = regexp.MustCompile(`\b[a-z_]+:llmprobe_[a-z_]+:[a-z0-9_]+`)
+// The mixin's recorded series: level:llmprobe_metric:operations, and the
+// per-replica llmprobe:replica_...:... ones (alerts/replica.go).
+var recordedName = regexp.MustCompile(`\b([a-z_]+:llmprobe_[a-z_]+|llmprobe:[a-z_]+):[a-z0-9_]+`)
 
 // costRecord matches the recorded energy and cost series (alerts/cost.go),
 // which need both a model server and dcgm-exporter.

@@ -248,9 +248,11 @@ func TestQueries(t *testing.T) {
 	// rules: the two alerting-view panels (this week and a week ago), the
 	// error budget and the four burn rates of the SLO row, and the three
 	// energy and GPU time queries (which need a GPU too: gpu is the four
-	// GPU panels and those three).
-	if server == 0 || gpu != 7 || rules != 12 || history != 2 {
-		t.Errorf("Needs: server=%d gpu=%d rules=%d history=%d; want server>0, gpu=7, rules=12, history=2", server, gpu, rules, history)
+	// GPU panels and those three), and the replica outlier ratio (a time
+	// series and a stat); gpu also counts the replicas row's utilisation
+	// and power per replica.
+	if server == 0 || gpu != 9 || rules != 14 || history != 2 {
+		t.Errorf("Needs: server=%d gpu=%d rules=%d history=%d; want server>0, gpu=9, rules=14, history=2", server, gpu, rules, history)
 	}
 }
 

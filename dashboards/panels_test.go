@@ -123,6 +123,75 @@ func newContractExposition() *contractExposition {
 	regEffect := gauge("llmprobe_regression_effect_ratio", "target", "class", "metric", "statistic")
 	regErrors := gauge("llmprobe_regression_error_ratio", "target", "class", "window")
 	regSamples := gauge("llmprobe_regression_samples", "target", "class", "metric", "window")
+	// A discovery target's replicas (docs/design.md "Replicas"): r0 is
+	// the vLLM pod the engine exposition and GPU 0 of the dcgm fixture
+	// belong to, r1 and r2 are DNS replicas without a pod, r2 the slow one.
+	tr := []string{"target", "replica"}
+	repTTFT := hist("llmprobe_replica_ttft_seconds", lat, tr...)
+	repTPOT := hist("llmprobe_replica_tpot_seconds", lat, tr...)
+	repE2E := hist("llmprobe_replica_e2e_seconds", lat, tr...)
+	repRequests := counter("llmprobe_replica_requests_total", "target", "replica", "outcome")
+	repScheduled := counter("llmprobe_replica_scheduled_total", tr...)
+	repSent := counter("llmprobe_replica_sent_total", tr...)
+	repDropped := counter("llmprobe_replica_dropped_total", "target", "replica", "reason")
+	repInfo := gauge("llmprobe_replica_info", "target", "replica", "address", "pod", "namespace", "node")
+	repInflight := gauge("llmprobe_replica_inflight_requests", tr...)
+	repRate := gauge("llmprobe_replica_requested_rate", tr...)
+	repSaturated := gauge("llmprobe_replica_harness_saturated", tr...)
+	repWarmup := gauge("llmprobe_replica_warmup", tr...)
+	repRetired := gauge("llmprobe_replica_retired", tr...)
+	tm := []string{"target", "mechanism"}
+	discReplicas := gauge("llmprobe_discovery_replicas", tm...)
+	discDiscovered := gauge("llmprobe_discovery_discovered_replicas", tm...)
+	discOver := gauge("llmprobe_discovery_replicas_over_limit", tm...)
+	discRefreshes := counter("llmprobe_discovery_refreshes_total", tm...)
+	discFailures := counter("llmprobe_discovery_refresh_failures_total", tm...)
+	discLast := gauge("llmprobe_discovery_last_success_timestamp_seconds", tm...)
+	discChanges := counter("llmprobe_discovery_replica_changes_total", "target", "mechanism", "change")
+	replicas := []struct{ name, address, pod, namespace, node string }{
+		{engineLabels["pod"], "10.0.1.7:8000", engineLabels["pod"], engineLabels["namespace"], "gpu-node-1"},
+		{"10.0.1.8:8000", "10.0.1.8:8000", "", "", ""},
+		{"10.0.1.9:8000", "10.0.1.9:8000", "", "", ""},
+	}
+	for _, r := range replicas {
+		repInfo.WithLabelValues(simTarget, r.name, r.address, r.pod, r.namespace, r.node).Set(1)
+		for _, o := range []string{"success", "http_error", "timeout", "stream_error", "connect_error", "invalid_response"} {
+			repRequests.WithLabelValues(simTarget, r.name, o)
+		}
+		repDropped.WithLabelValues(simTarget, r.name, "late")
+		repRate.WithLabelValues(simTarget, r.name).Set(0.2)
+		repSaturated.WithLabelValues(simTarget, r.name).Set(0)
+		repWarmup.WithLabelValues(simTarget, r.name).Set(0)
+		repRetired.WithLabelValues(simTarget, r.name).Set(0)
+	}
+	discReplicas.WithLabelValues(simTarget, "dns").Set(float64(len(replicas)))
+	discDiscovered.WithLabelValues(simTarget, "dns").Set(float64(len(replicas)))
+	discOver.WithLabelValues(simTarget, "dns").Set(0)
+	discFailures.WithLabelValues(simTarget, "dns")
+	discChanges.WithLabelValues(simTarget, "dns", "added").Add(float64(len(replicas)))
+	discChanges.WithLabelValues(simTarget, "dns", "removed")
+	replicaTick := func(i int) {
+		for ri, r := range replicas {
+			v := float64(i%10+1) / 100
+			slow := 1.0
+			if ri == 2 {
+				slow = 3
+			}
+			repTTFT.WithLabelValues(simTarget, r.name).Observe((0.2 + v) * slow)
+			repTPOT.WithLabelValues(simTarget, r.name).Observe(0.02 + v/10)
+			repE2E.WithLabelValues(simTarget, r.name).Observe(2 + v)
+			outcome := "success"
+			if i%7 == ri {
+				outcome = "timeout"
+			}
+			repRequests.WithLabelValues(simTarget, r.name, outcome).Inc()
+			repScheduled.WithLabelValues(simTarget, r.name).Inc()
+			repSent.WithLabelValues(simTarget, r.name).Inc()
+			repInflight.WithLabelValues(simTarget, r.name).Set(float64(i % 3))
+		}
+		discRefreshes.WithLabelValues(simTarget, "dns").Inc()
+		discLast.WithLabelValues(simTarget, "dns").SetToCurrentTime()
+	}
 	// llmprobe's own process, as the daemon registers it.
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -193,6 +262,7 @@ func newContractExposition() *contractExposition {
 		h.WithLabelValues(lv...).(prometheus.ExemplarObserver).ObserveWithExemplar(v, prometheus.Labels{"trace_id": trace})
 	}
 	tick := func(i int) {
+		replicaTick(i)
 		for ci, c := range classes {
 			trace := fmt.Sprintf("%032x", i*2+ci+1)
 			v := float64(i%10+1) / 100
@@ -535,11 +605,13 @@ func checkPanels(t *testing.T, cfg alerts.Config, job string, labels map[string]
 			annotations++
 			continue
 		}
-		if _, err := prom.WaitFor(ctx, expr, (*promtest.Result).HasFinite); err != nil {
+		res, err := prom.WaitFor(ctx, expr, (*promtest.Result).HasFinite)
+		if err != nil {
 			t.Errorf("%s / %s / %s returned no data: %v\n%s", q.Dashboard, q.Panel, q.RefID, err, expr)
 			continue
 		}
 		checked++
+		checkReplicaPanel(t, cfg, q, res)
 		if q.Exemplar {
 			ex, err := prom.QueryExemplars(ctx, expr, time.Now().Add(-5*time.Minute), time.Now())
 			if err != nil {
@@ -632,5 +704,37 @@ func checkScopeVariables(ctx context.Context, t *testing.T, prom *promtest.Serve
 	}
 	if checked != len(cfg.DashboardVariables) {
 		t.Errorf("checked %d scope variables, the config has %d", checked, len(cfg.DashboardVariables))
+	}
+}
+
+// checkReplicaPanel checks what the replicas row shows of the exposition's
+// three replicas: the engine and GPU series join to the one replica whose
+// pod they belong to (never to the DNS replicas without one), and the
+// outlier ratio singles out the slow replica (3× the others' TTFT) above
+// the alert's factor.
+func checkReplicaPanel(t *testing.T, cfg alerts.Config, q dashboards.Query, res *promtest.Result) {
+	t.Helper()
+	if !strings.Contains(q.Panel, "per replica (vLLM)") && !strings.Contains(q.Panel, "per replica (DCGM)") && q.Panel != "Outlier ratio now" {
+		return
+	}
+	var samples []promtest.Sample
+	samples = append(samples, res.Vector...)
+	for _, s := range res.Matrix {
+		samples = append(samples, promtest.Sample{Metric: s.Metric})
+	}
+	if q.Panel != "Outlier ratio now" {
+		for _, s := range samples {
+			if s.Metric["replica"] != engineLabels["pod"] {
+				t.Errorf("%s / %s: series %v joined to replica %q, want only %q", q.Panel, q.RefID, s.Metric, s.Metric["replica"], engineLabels["pod"])
+			}
+		}
+		return
+	}
+	ratios := map[string]float64{}
+	for _, s := range res.Vector {
+		ratios[s.Metric["replica"]] = s.Value
+	}
+	if len(ratios) != 3 || ratios["10.0.1.9:8000"] <= cfg.ReplicaOutlier.Factor || ratios[engineLabels["pod"]] > 1.2 || ratios["10.0.1.8:8000"] > 1.2 {
+		t.Errorf("%s: ratios %v, want the slow replica 10.0.1.9:8000 above %g and the others near 1", q.Panel, ratios, cfg.ReplicaOutlier.Factor)
 	}
 }

@@ -166,6 +166,9 @@ func TestHelmChartKnobs(t *testing.T) {
 			want("serviceAccount.name", o, "metadata.name", "llmprobe-sa")
 		case "Secret":
 			want("credentials.create", o, "metadata.name", "llmprobe-full-credentials")
+		case "Role", "RoleBinding":
+			want("discovery.rbac.create", o, "metadata.name", "llmprobe-full-discovery")
+			want("discovery.rbac.namespaces", o, "metadata.namespace", "llm-serving")
 		default:
 			if name != "llmprobe-full" {
 				t.Errorf("fullnameOverride: %s is named %q, want llmprobe-full", kind, name)
@@ -193,7 +196,9 @@ func TestHelmChartKnobs(t *testing.T) {
 	want("serviceAccount.annotations", sa, "metadata.annotations", at(v, "serviceAccount.annotations"))
 	want("serviceAccount.automountServiceAccountToken", sa, "automountServiceAccountToken", false)
 	want("serviceAccount.name", pod, "spec.serviceAccountName", "llmprobe-sa")
-	want("serviceAccount.automountServiceAccountToken", pod, "spec.automountServiceAccountToken", false)
+	// The pods mount the token Kubernetes discovery needs (discovery.rbac.create).
+	want("discovery.rbac.create", pod, "spec.automountServiceAccountToken", true)
+	want("discovery.rbac.create", objs["RoleBinding"], "subjects", []any{map[string]any{"kind": "ServiceAccount", "name": "llmprobe-sa", "namespace": "monitoring"}})
 
 	// Probes: scheme, headers and timings.
 	for _, p := range []struct{ value, field, path string }{
@@ -411,6 +416,8 @@ func TestHelmValuesSchema(t *testing.T) {
 		{"enum", "log.level=verbose", "level"},
 		{"digest", "image.digest=latest", "digest"},
 		{"config section typo", "config.targetz=x", "targetz"},
+		{"discovery rbac typo", "discovery.rbac.enabled=true", "enabled"},
+		{"discovery namespace not a name", "discovery.rbac.namespaces[0]=Prod_1", "namespaces"},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {

@@ -174,7 +174,7 @@ func TestKubeconformSchemas(t *testing.T) {
 	dir := filepath.Join(promtest.Root(t), "deploy", "kubernetes")
 	byKind := map[string]map[string]any{}
 	var all []map[string]any
-	for _, f := range []string{"deployment.yaml", "service.yaml", "servicemonitor.yaml", "prometheusrule.yaml", "poddisruptionbudget.yaml", "secret.example.yaml"} {
+	for _, f := range []string{"deployment.yaml", "service.yaml", "servicemonitor.yaml", "prometheusrule.yaml", "poddisruptionbudget.yaml", "secret.example.yaml", "discovery-rbac.example.yaml"} {
 		for _, d := range readDocs(t, filepath.Join(dir, f)) {
 			byKind[str(d, "kind")] = d
 			all = append(all, d)

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -51,6 +52,10 @@ var schemaKinds = []schemaKind{
 	{networkingv1.SchemeGroupVersion, networkingv1.NetworkPolicy{}},
 	{monitoringv1.SchemeGroupVersion, monitoringv1.ServiceMonitor{}},
 	{monitoringv1.SchemeGroupVersion, monitoringv1.PrometheusRule{}},
+	{rbacv1.SchemeGroupVersion, rbacv1.Role{}},
+	{rbacv1.SchemeGroupVersion, rbacv1.RoleBinding{}},
+	{rbacv1.SchemeGroupVersion, rbacv1.ClusterRole{}},
+	{rbacv1.SchemeGroupVersion, rbacv1.ClusterRoleBinding{}},
 }
 
 // quantityPattern is resource.Quantity's serialised form (as in the

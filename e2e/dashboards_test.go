@@ -403,6 +403,8 @@ func notConfigured(q dashboards.Query) string {
 			return m + " exists only with tracing enabled, which this test leaves off"
 		case strings.HasPrefix(m, "llmprobe_workload_"):
 			return m + " exists only for workloads fitted from production, which this test has none of"
+		case strings.HasPrefix(m, "llmprobe_replica_") || strings.HasPrefix(m, "llmprobe:replica_"):
+			return m + " exists only for targets with discovery, which this test's configuration has none of"
 		}
 	}
 	return ""
