@@ -429,10 +429,7 @@ type Target struct {
 	SLO *slo.Objective `yaml:"slo,omitempty"`
 	// Regression configures the daemon's regression detection for this
 	// target's classes (on by default; see Config.Regression).
-	Regression  *Regression `yaml:"regression,omitempty"`
-	Discovery   *Discovery  `yaml:"discovery,omitempty"`
-	RatePer     string      `yaml:"rate_per,omitempty"`
-	MaxReplicas int         `yaml:"max_replicas,omitempty"`
+	Regression *Regression `yaml:"regression,omitempty"`
 
 	decodeErrs []string // see Config.takeDecodeErrors
 	// enableHTTP2Set: the file sets http_client_config.enable_http2.
