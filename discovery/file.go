@@ -214,6 +214,10 @@ func readFileSD(ctx context.Context, file string) ([]Replica, error) {
 	var groups []fileSDGroup
 	switch strings.ToLower(filepath.Ext(file)) {
 	case ".json":
+		// encoding/json would replace invalid UTF-8 silently.
+		if off := invalidUTF8(data); off >= 0 {
+			return nil, fmt.Errorf("%s: line %d: not valid UTF-8", file, 1+bytes.Count(data[:off], []byte("\n")))
+		}
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&groups); err != nil {
@@ -305,6 +309,18 @@ func checkAddress(addr string) error {
 		return fmt.Errorf("%q: invalid port", addr)
 	}
 	return nil
+}
+
+// invalidUTF8 is the offset of the first invalid UTF-8 in data, or -1.
+func invalidUTF8(data []byte) int {
+	for off := 0; off < len(data); {
+		r, n := utf8.DecodeRune(data[off:])
+		if r == utf8.RuneError && n <= 1 {
+			return off
+		}
+		off += n
+	}
+	return -1
 }
 
 // jsonError says where in data a JSON decoding error is.
