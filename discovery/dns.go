@@ -28,6 +28,7 @@ type dnsDiscoverer struct {
 	port     int
 	interval time.Duration
 	resolver *net.Resolver
+	server   string // "" for the system's
 	log      *slog.Logger
 }
 
@@ -66,6 +67,7 @@ func newDNS(c *config.DNSSD, opts Options) (*dnsDiscoverer, error) {
 		port:     c.Port,
 		interval: interval,
 		resolver: r,
+		server:   c.Server,
 		log:      opts.Logger,
 	}, nil
 }
@@ -102,6 +104,12 @@ func (d *dnsDiscoverer) refresh(ctx context.Context) Update {
 	)
 	for _, name := range d.names {
 		rs, err := d.resolve(ctx, name)
+		var de *net.DNSError
+		if d.server != "" && errors.As(err, &de) {
+			// The resolver names the server of resolv.conf, not the
+			// one it dialled.
+			de.Server = d.server
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue

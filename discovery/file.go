@@ -126,7 +126,10 @@ func (f *fileDiscoverer) Run(ctx context.Context, ch chan<- Update) {
 					events = nil
 					continue
 				}
-				if f.concerns(ev.Name) {
+				// Every change but a chmod, of any name in the
+				// directories, as Prometheus' file_sd: a ConfigMap volume
+				// swaps its ..data symlink, not the file's name.
+				if ev.Name != "" && ev.Op&^fsnotify.Chmod != 0 {
 					debounce.Reset(fileDebounce)
 				}
 			case err, ok := <-watchErrs:
@@ -139,16 +142,6 @@ func (f *fileDiscoverer) Run(ctx context.Context, ch chan<- Update) {
 			}
 		}
 	}
-}
-
-// concerns reports whether a change to name may change the set.
-func (f *fileDiscoverer) concerns(name string) bool {
-	for _, p := range f.patterns {
-		if ok, _ := filepath.Match(p, name); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // refresh reads every file. A pattern with a glob stands for the files

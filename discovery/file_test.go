@@ -222,3 +222,35 @@ func TestFileSDTooLarge(t *testing.T) {
 		t.Errorf("update %+v, want an error naming the file and the 16 MiB bound", u)
 	}
 }
+
+// TestFileSDConfigMapVolume: a Kubernetes ConfigMap volume updates a file
+// by swapping the ..data symlink (pool.json -> ..data/pool.json) to a new
+// directory: no event names pool.json, and the change is still seen.
+func TestFileSDConfigMapVolume(t *testing.T) {
+	dir := t.TempDir()
+	version := func(name, data string) {
+		t.Helper()
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(dir, name, "pool.json"), data)
+		tmp := filepath.Join(dir, "..data_tmp")
+		if err := os.Symlink(name, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version("..2026_12_02_1", `[{"targets": ["127.0.0.1:8001"]}]`)
+	pool := filepath.Join(dir, "pool.json")
+	if err := os.Symlink(filepath.Join("..data", "pool.json"), pool); err != nil {
+		t.Fatal(err)
+	}
+	ch := fileSD(t, pool)
+	if u := next(t, ch); u.Err != nil || names(u.Replicas) != "127.0.0.1:8001" {
+		t.Fatalf("first update %+v", u)
+	}
+	version("..2026_12_02_2", `[{"targets": ["127.0.0.2:8002"]}]`)
+	until(t, ch, "127.0.0.2:8002")
+}

@@ -5,13 +5,17 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -288,9 +292,30 @@ func TestKubernetesNewRefuses(t *testing.T) {
 			t.Errorf("%+v: no error", c)
 		}
 	}
+	// A kubeconfig that is not there.
+	if _, err := New(&config.Discovery{Kubernetes: &config.KubernetesSD{Namespace: "prod", Service: "vllm", Kubeconfig: "/nonexistent/kubeconfig"}}, Options{}); err == nil || !strings.Contains(err.Error(), "/nonexistent/kubeconfig") {
+		t.Errorf("missing kubeconfig: %v", err)
+	}
 	// No clientset and no cluster: the in-cluster config is missing.
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	if _, err := New(&config.Discovery{Kubernetes: &config.KubernetesSD{Namespace: "prod", Service: "vllm"}}, Options{}); err == nil {
 		t.Error("no error without a cluster")
+	}
+}
+
+// TestKubernetesListError: a list the API server refuses (no RBAC) is an
+// error Update, not an empty set, and names the namespace.
+func TestKubernetesListError(t *testing.T) {
+	cs := fake.NewClientset()
+	cs.PrependReactor("list", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "", errors.New("RBAC: no list"))
+	})
+	d, err := New(&config.Discovery{Kubernetes: &config.KubernetesSD{Namespace: "prod", Service: "vllm"}}, Options{Kubernetes: cs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = untilErr(t, updates(t, d))
+	if msg := err.Error(); !strings.Contains(msg, "forbidden") || !strings.Contains(msg, "namespace prod") {
+		t.Errorf("error %q", msg)
 	}
 }
