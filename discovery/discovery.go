@@ -8,6 +8,10 @@
 // Kubernetes API (kubernetes). A Discoverer sends the whole current set
 // after every refresh; a refresh that fails sends an error instead, and
 // the caller keeps its last set: a failure never empties a target.
+//
+// Of llmprobe it imports config and internal/bounded only; the engine
+// (probe) and cmd/llmprobe import it, never the other way round, and it
+// never imports probe or exporter.
 package discovery
 
 import (

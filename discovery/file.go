@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"path/filepath"
 	"regexp"
@@ -237,7 +238,7 @@ func readFileSD(ctx context.Context, file string) ([]Replica, error) {
 			if err := checkAddress(addr); err != nil {
 				return nil, fmt.Errorf("%s: group %d: targets[%d]: %w", file, i, j, err)
 			}
-			r := Replica{Name: addr, Address: addr, Labels: labels}
+			r := Replica{Name: addr, Address: addr, Labels: maps.Clone(labels)}
 			if name != "" {
 				r.Name = name
 			}
