@@ -455,8 +455,13 @@ const (
 )
 
 // H2C reports whether the target is spoken to over HTTP/2 without TLS,
-// with prior knowledge: http_version "2" on an http:// URL.
+// with prior knowledge: http_version "2" on an http:// URL (or with
+// discovery and no URL).
 func (t *Target) H2C() bool {
+	if t.URL == "" && t.Discovery != nil {
+		// The replicas' base is http://<address>/v1.
+		return t.HTTPVersion == HTTPVersion2
+	}
 	u, err := url.Parse(t.URL)
 	return t.HTTPVersion == HTTPVersion2 && err == nil && strings.EqualFold(u.Scheme, "http")
 }

@@ -125,6 +125,8 @@ func TestDiscoveryErrors(t *testing.T) {
 			`x.yml:11:5: targets[0].rate_per: applies only to a target with discovery`},
 		{"max_replicas without discovery", "    url: http://h:1/v1\n    max_replicas: 8\n",
 			`x.yml:11:5: targets[0].max_replicas: applies only to a target with discovery`},
+		{"h2c through a proxy without url", "    http_version: \"2\"\n    http_client_config: {proxy_url: \"http://proxy:3128\"}\n    discovery: {dns: {names: [a.example], port: 80}}\n",
+			`x.yml:10:5: targets[0].http_version: "2" on an http:// URL is h2c (HTTP/2 with prior knowledge), which cannot go through proxy_url or proxy_from_environment; drop the proxy or use an https:// URL`},
 		{"no mechanism", "    discovery: {grace_period: 1m}\n",
 			`x.yml:10:5: targets[0].discovery: exactly one of file, dns or kubernetes is required`},
 		{"two mechanisms", "    discovery:\n      file: {files: [a.json]}\n      dns: {names: [a.example], port: 80}\n",
