@@ -228,16 +228,16 @@ func (k *kubeDiscoverer) current(objs []any) Update {
 
 // fromSlices: the ready endpoints of the service's EndpointSlices.
 func (k *kubeDiscoverer) fromSlices(objs []any) ([]Replica, error) {
-	var slices_ []*discoveryv1.EndpointSlice
+	var owned []*discoveryv1.EndpointSlice
 	for _, o := range objs {
 		s, ok := o.(*discoveryv1.EndpointSlice)
 		if ok && s.Namespace == k.namespace && s.Labels[discoveryv1.LabelServiceName] == k.service {
-			slices_ = append(slices_, s)
+			owned = append(owned, s)
 		}
 	}
-	slices.SortFunc(slices_, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(owned, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
 	var out []Replica
-	for _, s := range slices_ {
+	for _, s := range owned {
 		var ready []discoveryv1.Endpoint
 		for _, e := range s.Endpoints {
 			c := e.Conditions
