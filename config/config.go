@@ -370,7 +370,10 @@ func (a *Arrival) UnmarshalYAML(unmarshal func(any) error) error {
 type Target struct {
 	Name string `yaml:"name"`
 	// URL is the OpenAI base URL (ending in /v1 usually); /chat/completions
-	// or /completions is appended.
+	// or /completions is appended. Optional with Discovery (then the base
+	// is http://<replica address>/v1); with it, its scheme and path are
+	// used for every replica and its host is the Host header and TLS
+	// server name.
 	URL      string  `yaml:"url"`
 	API      string  `yaml:"api"`
 	Model    string  `yaml:"model"`
@@ -430,6 +433,15 @@ type Target struct {
 	// Regression configures the daemon's regression detection for this
 	// target's classes (on by default; see Config.Regression).
 	Regression *Regression `yaml:"regression,omitempty"`
+	// Discovery makes the target stand for every replica it discovers
+	// (config/discovery.go); nil: the one URL.
+	Discovery *Discovery `yaml:"discovery,omitempty"`
+	// RatePer is RatePerReplica or RatePerTarget (the default); only with
+	// Discovery.
+	RatePer string `yaml:"rate_per,omitempty"`
+	// MaxReplicas bounds the replicas probed (1..MaxMaxReplicas, default
+	// DefaultMaxReplicas); only with Discovery.
+	MaxReplicas int `yaml:"max_replicas,omitempty"`
 
 	decodeErrs []string // see Config.takeDecodeErrors
 	// enableHTTP2Set: the file sets http_client_config.enable_http2.
@@ -443,8 +455,13 @@ const (
 )
 
 // H2C reports whether the target is spoken to over HTTP/2 without TLS,
-// with prior knowledge: http_version "2" on an http:// URL.
+// with prior knowledge: http_version "2" on an http:// URL (or with
+// discovery and no URL).
 func (t *Target) H2C() bool {
+	if t.URL == "" && t.Discovery != nil {
+		// The replicas' base is http://<address>/v1.
+		return t.HTTPVersion == HTTPVersion2
+	}
 	u, err := url.Parse(t.URL)
 	return t.HTTPVersion == HTTPVersion2 && err == nil && strings.EqualFold(u.Scheme, "http")
 }
@@ -534,6 +551,16 @@ func (t *Target) UnmarshalYAML(unmarshal func(any) error) error {
 	}
 	if ref.node != nil {
 		t.enableHTTP2Set = setsKey(ref.node, "http_client_config", "enable_http2")
+	}
+	// rate_per and max_replicas have defaults only with discovery (set
+	// without it, they are an error).
+	if t.Discovery != nil {
+		if t.RatePer == "" && (ref.node == nil || !setsKey(ref.node, "rate_per")) {
+			t.RatePer = RatePerTarget
+		}
+		if t.MaxReplicas == 0 && (ref.node == nil || !setsKey(ref.node, "max_replicas")) {
+			t.MaxReplicas = DefaultMaxReplicas
+		}
 	}
 	return nil
 }
@@ -839,9 +866,12 @@ func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 	case !nameRE.MatchString(t.Name):
 		errs.add(path+".name", "invalid target name %q (letters, digits, _ . : / -; at most 63)", t.Name)
 	}
+	t.validateDiscovery(errs, path)
 	switch u, err := url.Parse(t.URL); {
+	case t.URL == "" && t.Discovery != nil:
+		// The base is http://<replica address>/v1.
 	case t.URL == "":
-		errs.add(path+".url", "required")
+		errs.add(path+".url", "required (or a discovery section)")
 	case err != nil:
 		errs.add(path+".url", "not a URL: %v", redactURLError(err))
 	case u.Scheme != "http" && u.Scheme != "https":

@@ -173,6 +173,7 @@ func load(data []byte, file string, checkFiles bool) (*Config, error) {
 			if t.Arrival.Trace != nil {
 				t.Arrival.Trace.dir = dir
 			}
+			t.Discovery.SetDirectory(dir)
 		}
 	}
 	for _, w := range cfg.Workloads {

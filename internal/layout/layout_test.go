@@ -59,6 +59,10 @@ var layers = map[string]rule{
 	// records, access logs): beside the leaves, reading files only.
 	"tracefile": {imports: []string{"internal/bounded"}},
 
+	// Replica discovery (dns, file_sd, Kubernetes): read by the engine
+	// and the binary.
+	"discovery": {imports: []string{"config", "internal/bounded"}},
+
 	// The simulator is what everything else is tested against: it shares
 	// no code with it, its tests included.
 	"sim": {imports: []string{"internal/bounded"}, closed: true},
