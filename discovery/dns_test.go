@@ -7,9 +7,7 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,126 +15,8 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/dnstest"
 )
-
-// dnsServer is an authoritative DNS server over UDP on 127.0.0.1 whose
-// answers the test changes.
-type dnsServer struct {
-	addr string
-	conn net.PacketConn
-
-	mu       sync.Mutex
-	a        map[string][]netip.Addr // A and AAAA, by FQDN (with the dot)
-	srv      map[string][]dnsmessage.SRVResource
-	servfail bool
-	queries  int
-}
-
-func newDNSServer(t *testing.T) *dnsServer {
-	t.Helper()
-	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &dnsServer{addr: conn.LocalAddr().String(), conn: conn, a: map[string][]netip.Addr{}, srv: map[string][]dnsmessage.SRVResource{}}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.serve()
-	}()
-	t.Cleanup(func() {
-		conn.Close()
-		<-done
-	})
-	return s
-}
-
-func (s *dnsServer) setA(name string, addrs ...string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.a[name] = nil
-	for _, a := range addrs {
-		s.a[name] = append(s.a[name], netip.MustParseAddr(a))
-	}
-}
-
-func (s *dnsServer) setSRV(name string, records ...dnsmessage.SRVResource) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.srv[name] = records
-}
-
-func (s *dnsServer) setServfail(on bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.servfail = on
-}
-
-func (s *dnsServer) serve() {
-	buf := make([]byte, 1500)
-	for {
-		n, from, err := s.conn.ReadFrom(buf)
-		if err != nil {
-			return
-		}
-		if resp, ok := s.answer(buf[:n]); ok {
-			s.conn.WriteTo(resp, from)
-		}
-	}
-}
-
-func (s *dnsServer) answer(req []byte) ([]byte, bool) {
-	var p dnsmessage.Parser
-	h, err := p.Start(req)
-	if err != nil {
-		return nil, false
-	}
-	q, err := p.Question()
-	if err != nil {
-		return nil, false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.queries++
-	rh := dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RecursionDesired: h.RecursionDesired, RCode: dnsmessage.RCodeSuccess}
-	name := strings.ToLower(q.Name.String())
-	_, knownA := s.a[name]
-	_, knownSRV := s.srv[name]
-	switch {
-	case s.servfail:
-		rh.RCode = dnsmessage.RCodeServerFailure
-	case !knownA && !knownSRV:
-		rh.RCode = dnsmessage.RCodeNameError
-	}
-	b := dnsmessage.NewBuilder(nil, rh)
-	b.EnableCompression()
-	b.StartQuestions()
-	b.Question(q)
-	b.StartAnswers()
-	if rh.RCode == dnsmessage.RCodeSuccess {
-		rrh := dnsmessage.ResourceHeader{Name: q.Name, Type: q.Type, Class: dnsmessage.ClassINET, TTL: 1}
-		switch q.Type {
-		case dnsmessage.TypeA:
-			for _, a := range s.a[name] {
-				if a.Is4() {
-					b.AResource(rrh, dnsmessage.AResource{A: a.As4()})
-				}
-			}
-		case dnsmessage.TypeAAAA:
-			for _, a := range s.a[name] {
-				if a.Is6() {
-					b.AAAAResource(rrh, dnsmessage.AAAAResource{AAAA: a.As16()})
-				}
-			}
-		case dnsmessage.TypeSRV:
-			for _, r := range s.srv[name] {
-				b.SRVResource(rrh, r)
-			}
-		}
-	}
-	out, err := b.Finish()
-	return out, err == nil
-}
 
 // updates runs d and returns its updates; the run ends with the test.
 func updates(t *testing.T, d Discoverer) <-chan Update {
@@ -177,11 +57,11 @@ func names(rs []Replica) string {
 }
 
 func TestDNSA(t *testing.T) {
-	s := newDNSServer(t)
-	s.setA("pool.test.", "127.0.0.3", "127.0.0.1", "127.0.0.2")
+	s := dnstest.Start(t)
+	s.SetA("pool.test.", "127.0.0.3", "127.0.0.1", "127.0.0.2")
 	d, err := New(&config.Discovery{DNS: &config.DNSSD{
 		Names: []string{"pool.test.", "absent.test."}, Type: "A", Port: 8000, // absent: NXDOMAIN, no replicas
-		RefreshInterval: model.Duration(100 * time.Millisecond), Server: s.addr,
+		RefreshInterval: model.Duration(100 * time.Millisecond), Server: s.Addr,
 	}}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -200,12 +80,12 @@ func TestDNSA(t *testing.T) {
 
 	// A replica added and one removed: the next refresh that starts after
 	// the change sees it (the one in flight may not).
-	s.setA("pool.test.", "127.0.0.1", "127.0.0.2", "127.0.0.4")
+	s.SetA("pool.test.", "127.0.0.1", "127.0.0.2", "127.0.0.4")
 	seenWithin(t, ch, 2, "127.0.0.1:8000,127.0.0.2:8000,127.0.0.4:8000")
 
 	// SERVFAIL: an error update, never an empty set; the set is back once
 	// the server answers.
-	s.setServfail(true)
+	s.SetServfail(true)
 	for i := 0; ; i++ {
 		u := next(t, ch)
 		if u.Err != nil {
@@ -225,11 +105,11 @@ func TestDNSA(t *testing.T) {
 			t.Fatalf("no error update after SERVFAIL: %+v", u)
 		}
 	}
-	s.setServfail(false)
+	s.SetServfail(false)
 	seenWithin(t, ch, 2, "127.0.0.1:8000,127.0.0.2:8000,127.0.0.4:8000")
 
 	// An answer without records is an empty set (not an error).
-	s.setA("pool.test.")
+	s.SetA("pool.test.")
 	seenWithin(t, ch, 2, "")
 }
 
@@ -255,11 +135,11 @@ func seenWithin(t *testing.T, ch <-chan Update, n int, want string) {
 }
 
 func TestDNSAAAA(t *testing.T) {
-	s := newDNSServer(t)
-	s.setA("pool6.test.", "::1", "127.0.0.1")
+	s := dnstest.Start(t)
+	s.SetA("pool6.test.", "::1", "127.0.0.1")
 	d, err := New(&config.Discovery{DNS: &config.DNSSD{
 		Names: []string{"pool6.test."}, Type: "AAAA", Port: 8000,
-		RefreshInterval: model.Duration(time.Hour), Server: s.addr,
+		RefreshInterval: model.Duration(time.Hour), Server: s.Addr,
 	}}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -271,17 +151,17 @@ func TestDNSAAAA(t *testing.T) {
 }
 
 func TestDNSSRV(t *testing.T) {
-	s := newDNSServer(t)
+	s := dnstest.Start(t)
 	srv := func(target string, port uint16) dnsmessage.SRVResource {
 		return dnsmessage.SRVResource{Priority: 10, Weight: 10, Port: port, Target: dnsmessage.MustNewName(target)}
 	}
-	s.setA("r1.test.", "127.0.0.1")
-	s.setA("r2.test.", "127.0.0.2", "::1") // dual-stack: one replica
-	s.setA("r3.test.", "127.0.0.3")
-	s.setSRV("_http._tcp.pool.test.", srv("r1.test.", 8001), srv("r2.test.", 8002))
+	s.SetA("r1.test.", "127.0.0.1")
+	s.SetA("r2.test.", "127.0.0.2", "::1") // dual-stack: one replica
+	s.SetA("r3.test.", "127.0.0.3")
+	s.SetSRV("_http._tcp.pool.test.", srv("r1.test.", 8001), srv("r2.test.", 8002))
 	d, err := New(&config.Discovery{DNS: &config.DNSSD{
 		Names: []string{"_http._tcp.pool.test."}, Type: "SRV",
-		RefreshInterval: model.Duration(100 * time.Millisecond), Server: s.addr,
+		RefreshInterval: model.Duration(100 * time.Millisecond), Server: s.Addr,
 	}}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -291,11 +171,11 @@ func TestDNSSRV(t *testing.T) {
 	if u.Err != nil || names(u.Replicas) != "127.0.0.1:8001,127.0.0.2:8002" {
 		t.Fatalf("first update = %+v", u)
 	}
-	s.setSRV("_http._tcp.pool.test.", srv("r2.test.", 8002), srv("r3.test.", 9000))
+	s.SetSRV("_http._tcp.pool.test.", srv("r2.test.", 8002), srv("r3.test.", 9000))
 	seenWithin(t, ch, 2, "127.0.0.2:8002,127.0.0.3:9000")
 
 	// A target that does not resolve fails the refresh.
-	s.setSRV("_http._tcp.pool.test.", srv("r2.test.", 8002), srv("gone.test.", 9000))
+	s.SetSRV("_http._tcp.pool.test.", srv("r2.test.", 8002), srv("gone.test.", 9000))
 	for i := 0; ; i++ {
 		u := next(t, ch)
 		if u.Err != nil {

@@ -38,7 +38,7 @@ var (
 	// engine is what the probe engine is made of.
 	engine = []string{"probe", "probe/wire", "probe/workload", "probe/harness"}
 	// support is what tests share; no production code imports it.
-	support = []string{"internal/promtest", "internal/otlptest", "internal/simtest", "internal/testio", "internal/redirecttest", "internal/proctest"}
+	support = []string{"internal/promtest", "internal/otlptest", "internal/simtest", "internal/testio", "internal/redirecttest", "internal/proctest", "internal/dnstest"}
 )
 
 func join(groups ...[]string) []string { return slices.Concat(groups...) }
@@ -74,7 +74,7 @@ var layers = map[string]rule{
 	"probe/workload": {imports: []string{"probe/wire", "config", "dist", "fit", "tracefile"}},
 	"fit":            {imports: []string{"config", "dist", "internal/bounded", "internal/httpclient", "tracefile"}},
 	"probe": {
-		imports: join(engine[1:], leaves, []string{"config", "fit", "tracefile"}),
+		imports: join(engine[1:], leaves, []string{"config", "fit", "tracefile", "discovery"}),
 		tests:   []string{"exporter"}, // the exposition fixture (exposition_golden_test.go)
 	},
 
@@ -94,7 +94,7 @@ var layers = map[string]rule{
 	"examples":            {tests: join(engine, []string{"config"})},
 
 	// The binary may import every production package.
-	"cmd/llmprobe": {imports: join(engine, leaves, []string{"config", "fit", "sim", "exporter", "bench", "alerts", "dashboards", "examples", "tracefile"}), testOnly: true},
+	"cmd/llmprobe": {imports: join(engine, leaves, []string{"config", "fit", "sim", "exporter", "bench", "alerts", "dashboards", "examples", "tracefile", "discovery"}), testOnly: true},
 
 	// Test support and the packages that are only tests.
 	"internal/promtest":     {imports: []string{"internal/proctest", "internal/testio"}},
@@ -103,6 +103,7 @@ var layers = map[string]rule{
 	"internal/simtest":      {imports: []string{"sim"}},
 	"internal/testio":       {},
 	"internal/redirecttest": {},
+	"internal/dnstest":      {},
 	"internal/layout":       {closed: true},
 	"e2e":                   {testOnly: true},
 	"soak":                  {testOnly: true},
