@@ -16,47 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/kubetest"
 )
-
-// kubeWatch is the fake clientset, whose watches signal when they start:
-// the fake's watch has no resource versions, so an object changed between
-// the informer's list and its watch would be missed; the test changes
-// objects only once the watch is there.
-func kubeWatch(t *testing.T) (*fake.Clientset, <-chan struct{}) {
-	t.Helper()
-	cs := fake.NewClientset()
-	started := make(chan struct{}, 8)
-	cs.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
-		var opts metav1.ListOptions
-		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
-			opts = wa.ListOptions
-		}
-		w, err := cs.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
-		if err != nil {
-			return false, nil, err
-		}
-		select {
-		case started <- struct{}{}:
-		default:
-		}
-		return true, w, nil
-	})
-	return cs, started
-}
-
-func waitWatch(t *testing.T, started <-chan struct{}) {
-	t.Helper()
-	select {
-	case <-started:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the informer did not start its watch within 30s")
-	}
-}
 
 func ptr[T any](v T) *T { return &v }
 
@@ -85,7 +50,7 @@ func port(name string, n int32) discoveryv1.EndpointPort {
 }
 
 func TestKubernetesEndpointSlices(t *testing.T) {
-	cs, started := kubeWatch(t)
+	cs, started := kubetest.Clientset(t)
 	ctx := context.Background()
 	ports := []discoveryv1.EndpointPort{port("http", 8000), port("metrics", 9000)}
 	// Present before the start: listed.
@@ -132,7 +97,7 @@ func TestKubernetesEndpointSlices(t *testing.T) {
 			}
 		}
 	}
-	waitWatch(t, started)
+	kubetest.WaitWatch(t, started)
 
 	// A second slice added, an endpoint becoming ready, one removed: each
 	// change is a fresh full Update (5 s is the goal; the bound here is
@@ -204,7 +169,7 @@ func pod(name, ip, node string, ready bool, labels map[string]string) *corev1.Po
 }
 
 func TestKubernetesPods(t *testing.T) {
-	cs, started := kubeWatch(t)
+	cs, started := kubetest.Clientset(t)
 	ctx := context.Background()
 	app := map[string]string{"app": "vllm"}
 	pods := cs.CoreV1().Pods("prod")
@@ -230,7 +195,7 @@ func TestKubernetesPods(t *testing.T) {
 	if r := u.Replicas[0]; r.Address != "10.0.0.1:8000" || r.Labels["pod"] != "vllm-0" || r.Labels["namespace"] != "prod" || r.Labels["node"] != "gpu-1" {
 		t.Errorf("vllm-0 = %+v", r)
 	}
-	waitWatch(t, started)
+	kubetest.WaitWatch(t, started)
 
 	// vllm-1 becomes ready; a new pod; vllm-0 is deleted.
 	if _, err := pods.Update(ctx, pod("vllm-1", "10.0.0.2", "gpu-2", true, app), metav1.UpdateOptions{}); err != nil {

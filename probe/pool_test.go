@@ -201,7 +201,7 @@ targets:
     arrival: {rate: 8}
     rate_per: replica
     discovery:
-      file: {files: [%s], refresh_interval: 200ms}
+      file: {files: [%s], refresh_interval: 1s}
       grace_period: 1s
 `, port, sd)
 	rec := newReplicaRecorder()
@@ -227,7 +227,7 @@ targets:
 	time.Sleep(1500 * time.Millisecond)
 
 	writeFileSD(t, sd, addrs[0], addrs[1], addrs[3])
-	st = waitPool(t, e, "pool", 2*time.Second, func(s probe.TargetStatus) bool {
+	st = waitPool(t, e, "pool", 5*time.Second, func(s probe.TargetStatus) bool {
 		return slices.Equal(replicaNames(s, true), []string{addrs[0], addrs[1], addrs[3]})
 	})
 	if got := replicaNames(st, false); !slices.Equal(got, []string{addrs[2]}) {
@@ -271,15 +271,13 @@ workloads:
       - {name: c, prompt_tokens: 20, output_tokens: 4}
 targets:
   - name: pool
-    url: http://placeholder.invalid/v1
     model: sim-model
     workload: w
     arrival: {rate: 6}
     rate_per: target
     discovery:
-      file: {files: [%s], refresh_interval: 100ms}
+      file: {files: [%s], refresh_interval: 1s}
 `, sd)
-	cfg.Targets[0].URL = "" // the replica's address is the URL's host
 	e := probe.NewEngine(probe.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err := e.Apply(cfg); err != nil {
 		t.Fatalf("Apply: %v", err)
@@ -330,7 +328,7 @@ targets:
     arrival: {rate: 2}
     max_replicas: 2
     discovery:
-      file: {files: [%s], refresh_interval: 100ms}
+      file: {files: [%s], refresh_interval: 1s}
 `, sd)
 	e := probe.NewEngine(probe.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err := e.Apply(cfg); err != nil {

@@ -38,7 +38,7 @@ var (
 	// engine is what the probe engine is made of.
 	engine = []string{"probe", "probe/wire", "probe/workload", "probe/harness"}
 	// support is what tests share; no production code imports it.
-	support = []string{"internal/promtest", "internal/otlptest", "internal/simtest", "internal/testio", "internal/redirecttest", "internal/proctest", "internal/dnstest"}
+	support = []string{"internal/promtest", "internal/otlptest", "internal/simtest", "internal/testio", "internal/redirecttest", "internal/proctest", "internal/dnstest", "internal/kubetest"}
 )
 
 func join(groups ...[]string) []string { return slices.Concat(groups...) }
@@ -104,6 +104,7 @@ var layers = map[string]rule{
 	"internal/testio":       {},
 	"internal/redirecttest": {},
 	"internal/dnstest":      {},
+	"internal/kubetest":     {},
 	"internal/layout":       {closed: true},
 	"e2e":                   {testOnly: true},
 	"soak":                  {testOnly: true},
