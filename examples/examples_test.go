@@ -6,8 +6,10 @@ package examples_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -118,5 +120,68 @@ func TestCatalog(t *testing.T) {
 				t.Errorf("%d requests, %d with a prompt length more than 2%% off the plan", n, off)
 			}
 		})
+	}
+}
+
+// The replicas example validates as shipped, and runs: with its file_sd
+// pointed at three simulators and its front door at the first, every
+// replica and the front door get answers, each replica's under its pod's
+// name.
+func TestReplicasExample(t *testing.T) {
+	c, err := config.LoadFile("replicas/llmprobe.yml")
+	if err != nil {
+		t.Fatalf("check-config: %v", err)
+	}
+	raw, err := os.ReadFile("replicas/llmprobe.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sim.DefaultConfig()
+	cfg.ZeroLatency = true
+	cfg.EOSProbability = 0
+	var groups []string
+	for i := range 3 {
+		_, base := simtest.Listen(t, cfg)
+		groups = append(groups, fmt.Sprintf(`{"targets": [%q], "labels": {"pod": "vllm-%d"}}`, strings.TrimPrefix(base, "http://"), i))
+		if i == 0 {
+			raw = bytes.ReplaceAll(raw, []byte("http://127.0.0.1:8001/v1"), []byte(base+"/v1"))
+		}
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "replicas.json"), []byte("["+strings.Join(groups, ",")+"]"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = config.Load(raw, filepath.Join(dir, "llmprobe.yml")); err != nil {
+		t.Fatal(err)
+	}
+	c.Global.Warmup = 0
+	for _, tg := range c.Targets {
+		tg.Arrival.Rate = 10
+	}
+	obs := &collect{results: make(chan *wire.Result, 10000)}
+	e := probe.NewEngine(probe.Options{Observer: obs})
+	if err := e.Apply(c); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for deadline := time.Now().Add(catalogWait); len(seen) < 4 && time.Now().Before(deadline); {
+		select {
+		case r := <-obs.results:
+			if r.Outcome != wire.OutcomeSuccess {
+				t.Fatalf("%s %s: outcome %s/%s: %s", r.Target, r.Replica, r.Outcome, r.ErrorType, r.Error)
+			}
+			seen[r.Target+"/"+r.Replica]++
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := e.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"front-door/", "pool/vllm-0", "pool/vllm-1", "pool/vllm-2"} {
+		if seen[want] == 0 {
+			t.Errorf("no answer for %s (seen %v)", want, seen)
+		}
 	}
 }
