@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/sim"
 )
@@ -144,7 +145,20 @@ func (r *replicaRecorder) successes() map[string]int {
 	return out
 }
 
-// waitStatus polls the engine's status of target until ok holds, for at
+// applyEngine starts an engine on cfg (its logs discarded) that shuts
+// down when the test ends, if the test did not shut it down first.
+func applyEngine(t *testing.T, cfg *config.Config, opts probe.Options) *probe.Engine {
+	t.Helper()
+	opts.Logger = slog.New(slog.DiscardHandler)
+	e := probe.NewEngine(opts)
+	if err := e.Apply(cfg); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	t.Cleanup(func() { e.Shutdown(context.Background()) })
+	return e
+}
+
+// waitPool polls the engine's status of target until ok holds, for at
 // most d.
 func waitPool(t *testing.T, e *probe.Engine, target string, d time.Duration, ok func(probe.TargetStatus) bool) probe.TargetStatus {
 	t.Helper()
@@ -205,10 +219,7 @@ targets:
       grace_period: 1s
 `, port, sd)
 	rec := newReplicaRecorder()
-	e := probe.NewEngine(probe.Options{Observer: rec, Logger: slog.New(slog.DiscardHandler)})
-	if err := e.Apply(cfg); err != nil {
-		t.Fatalf("Apply: %v", err)
-	}
+	e := applyEngine(t, cfg, probe.Options{Observer: rec})
 	st := waitPool(t, e, "pool", 5*time.Second, func(s probe.TargetStatus) bool { return s.Discovery.Replicas == 3 })
 	if got := replicaNames(st, true); !slices.Equal(got, addrs[:3]) {
 		t.Errorf("replicas = %v, want %v", got, addrs[:3])
@@ -278,11 +289,7 @@ targets:
     discovery:
       file: {files: [%s], refresh_interval: 1s}
 `, sd)
-	e := probe.NewEngine(probe.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err := e.Apply(cfg); err != nil {
-		t.Fatalf("Apply: %v", err)
-	}
-	defer e.Shutdown(context.Background())
+	e := applyEngine(t, cfg, probe.Options{})
 	st := waitPool(t, e, "pool", 5*time.Second, func(s probe.TargetStatus) bool { return s.Discovery.Replicas == 2 })
 	since := map[string]time.Time{}
 	for _, r := range st.Replicas {
@@ -330,11 +337,7 @@ targets:
     discovery:
       file: {files: [%s], refresh_interval: 1s}
 `, sd)
-	e := probe.NewEngine(probe.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err := e.Apply(cfg); err != nil {
-		t.Fatalf("Apply: %v", err)
-	}
-	defer e.Shutdown(context.Background())
+	e := applyEngine(t, cfg, probe.Options{})
 	st := waitPool(t, e, "pool", 5*time.Second, func(s probe.TargetStatus) bool { return s.Discovery.Replicas == 2 })
 	if st.Discovery.OverLimit != 1 || st.Discovery.Discovered != 3 || st.Discovery.MaxReplicas != 2 {
 		t.Errorf("discovery = %+v, want 3 discovered, 2 probed, 1 over max_replicas", *st.Discovery)

@@ -6,7 +6,6 @@ package probe_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"path/filepath"
 	"slices"
@@ -61,11 +60,8 @@ targets:
     discovery: %s
 `, port, goalRate, goalReplicas, disc)
 	rec := newReplicaRecorder()
-	opts.Observer, opts.Logger = rec, slog.New(slog.DiscardHandler)
-	e := probe.NewEngine(opts)
-	if err := e.Apply(cfg); err != nil {
-		t.Fatalf("Apply: %v", err)
-	}
+	opts.Observer = rec
+	e := applyEngine(t, cfg, opts)
 	st := waitPool(t, e, "pool", 10*time.Second, func(s probe.TargetStatus) bool { return s.Discovery.Replicas == len(addrs) })
 	if st.RequestedRate < goalRate*float64(len(addrs))*0.999 {
 		t.Errorf("requested %v req/s, want %v", st.RequestedRate, goalRate*float64(len(addrs)))
