@@ -171,7 +171,8 @@ func runSelftest(ctx context.Context, logger *slog.Logger, o *selftestOptions, o
 		return st, nil
 	}
 
-	good, bad, err := searchCeiling(ctx, o, measure, func(st selftestStep) { printStep(out, st) })
+	var steps []selftestStep
+	good, bad, err := searchCeiling(ctx, o, measure, func(st selftestStep) { steps = append(steps, st); printStep(out, st) })
 	if err != nil {
 		return err
 	}
@@ -187,7 +188,7 @@ func runSelftest(ctx context.Context, logger *slog.Logger, o *selftestOptions, o
 		why := bottleneck(*bad, o.step)
 		fmt.Fprintf(out, "\nNot even %s req/s (--min-rate) is delivered honestly on this host: %s\n", fmtSelftestRate(bad.rate), why)
 		return fmt.Errorf("selftest: no rate from %s down to %s req/s was delivered honestly, so nothing was saved%s. %s",
-			fmtSelftestRate(o.startRate), fmtSelftestRate(o.minRate), savedWhere(o.output), selftestAdvice(*bad))
+			fmtSelftestRate(o.startRate), fmtSelftestRate(o.minRate), savedWhere(o.output), selftestAdvice(*bad, steps))
 	case bad == nil:
 		res.Ceiling = good.rate
 		res.Bottleneck = "none found up to --max-rate"
@@ -294,8 +295,16 @@ func savedWhere(output string) string {
 	return " to " + output
 }
 
-// selftestAdvice says what to do when not even the lowest rate held.
-func selftestAdvice(bad selftestStep) string {
+// selftestAdvice says what to do when not even the lowest rate held
+// (bad) after the steps measured: failing requests, if any step saw them,
+// are what to fix first, even when the last step sent nothing to fail (a
+// short step at a low rate may plan no arrival at all).
+func selftestAdvice(bad selftestStep, steps []selftestStep) string {
+	for _, st := range steps {
+		if !bad.failed && st.failed {
+			bad = st
+		}
+	}
 	if bad.failed {
 		return "The requests themselves fail against the simulator (" + bad.because + "): check the request shape selftest takes from --config.file and --target (the API, the lengths, the sampling and extra_body), e.g. with `llmprobe bench --sim`."
 	}

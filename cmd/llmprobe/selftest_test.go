@@ -58,6 +58,23 @@ func TestSelftestSearchesDown(t *testing.T) {
 	}
 }
 
+// TestSelftestAdviceFailingRequests: when the requests fail at the
+// higher rates and the last, lowest step planned no arrival at all (2 s
+// at 1 req/s plans none one time in seven), the advice is still to check
+// the request shape, not to free the host's CPU (TestSelftestNothingHolds
+// failed so under load).
+func TestSelftestAdviceFailingRequests(t *testing.T) {
+	failed := selftestStep{rate: 4, stage: &bench.StageReport{}, failed: true, because: "8 of 8 requests failed (http_4xx 8)"}
+	empty := selftestStep{rate: 1, stage: &bench.StageReport{}, because: "no request was sent"}
+	got := selftestAdvice(empty, []selftestStep{failed, {rate: 2, stage: &bench.StageReport{}, failed: true, because: "3 of 3 requests failed (http_4xx 3)"}, empty})
+	if !strings.Contains(got, "check the request shape") || !strings.Contains(got, "8 of 8 requests failed") {
+		t.Errorf("advice = %q, want the failing requests of the first step named", got)
+	}
+	if got := selftestAdvice(empty, []selftestStep{empty}); !strings.Contains(got, "The harness cannot keep its timing") {
+		t.Errorf("advice without failing requests = %q", got)
+	}
+}
+
 // TestSelftestNothingHolds runs the binary with a request shape the
 // simulator refuses (prompts beyond its 8192-token context): no rate is
 // honest, so selftest searches down to --min-rate, exits 1 with what to
