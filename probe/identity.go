@@ -184,6 +184,12 @@ type identityTracker struct {
 	// bank is the target's regression detectors, cut at every change
 	// (set by Engine.Apply).
 	bank atomic.Pointer[regressionBank]
+	// pollers is how many runners poll a version endpoint into this
+	// tracker: the replicas of a discovery target (pool.go), else 0. A
+	// new version then needs as many polls in a row, about one round of
+	// all of them, so that a rolling deploy, whose polls interleave the
+	// builds, changes the target's version once, when it is done.
+	pollers atomic.Int32
 
 	// settled is set while no part has a candidate and cur holds the
 	// current values: a response that repeats them needs no lock.
@@ -266,7 +272,7 @@ func (t *identityTracker) observe(span trace.Span, model, fingerprint, server st
 func (t *identityTracker) observeVersion(info wire.VersionInfo) {
 	t.mu.Lock()
 	t.endpoint, t.pollErr = info.Endpoint, ""
-	ch, ok := t.step(3, info.Version, VersionConfirmations, time.Now())
+	ch, ok := t.step(3, info.Version, max(VersionConfirmations, int(t.pollers.Load())), time.Now())
 	t.publish()
 	t.mu.Unlock()
 	if ok {

@@ -100,3 +100,35 @@ func TestIdentityObserveSettledAllocatesNothing(t *testing.T) {
 		t.Errorf("identity %+v", st.Current)
 	}
 }
+
+// TestIdentityRollingDeployOfReplicas: the replicas of a discovery target
+// share one identity, each polling its own version endpoint. During a
+// rolling deploy their polls interleave the old and the new version, and
+// two in a row of the new one came by chance (the identity flipped back
+// and forth, each flip cutting the regression baseline); with N replicas a
+// new version needs N polls in a row, about one round of all of them.
+func TestIdentityRollingDeployOfReplicas(t *testing.T) {
+	var log changeLog
+	tr := newIdentityTracker("pool", slog.New(slog.DiscardHandler), &log, "")
+	tr.pollers.Store(8)
+	v := func(s string) { tr.observeVersion(wire.VersionInfo{Endpoint: "/version", Version: s}) }
+	v("0.1.0")
+	// Half the replicas updated: rounds of 8 polls, 4 of each in a row.
+	for range 20 {
+		for range 4 {
+			v("0.2.0")
+		}
+		for range 4 {
+			v("0.1.0")
+		}
+	}
+	if st := tr.status(); st.Current.Version != "0.1.0" || len(log) != 0 {
+		t.Fatalf("mid-rollout: version %q, changes %v", st.Current.Version, log)
+	}
+	for range 8 { // every replica on the new build
+		v("0.2.0")
+	}
+	if st := tr.status(); st.Current.Version != "0.2.0" || len(log) != 1 {
+		t.Fatalf("after the rollout: version %q, changes %v", st.Current.Version, log)
+	}
+}

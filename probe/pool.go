@@ -315,6 +315,7 @@ func (e *Engine) reconcile(p *pool, now time.Time) {
 		p.div = div
 	}
 	p.status.Replicas, p.status.Discovered, p.status.OverLimit = len(p.live), len(want)+over, over
+	p.identity.pollers.Store(int32(len(p.live)))
 }
 
 // retireReplica stops probing a replica discovery no longer lists; its
