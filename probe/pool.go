@@ -76,6 +76,9 @@ type retiredReplica struct {
 // as the URL's host.
 func (p *pool) replicaSpec(rep discovery.Replica) runnerSpec {
 	s := p.template
+	// How replicas are found, bounded and share the rate is the pool's
+	// business: a reload that changes only that restarts no replica.
+	s.Target.Discovery, s.Target.RatePer, s.Target.MaxReplicas = nil, "", 0
 	s.Replica = rep.Name
 	if s.Target.URL == "" {
 		s.Target.URL = "http://" + rep.Address + "/v1"
@@ -430,7 +433,7 @@ func poolStatus(s poolSnapshot, now time.Time) TargetStatus {
 	add := func(rep discovery.Replica, r *runner, since, gone time.Time) {
 		rs := r.status(now)
 		st := ReplicaStatus{
-			Name: rep.Name, Address: rep.Address, Labels: rep.Labels, Since: since, Gone: gone,
+			Name: rep.Name, Address: rep.Address, Labels: rep.Labels, Since: since, Started: rs.Since, Gone: gone,
 			RequestedRate: rs.RequestedRate, AchievedRate: rs.AchievedRate,
 			Scheduled: rs.Scheduled, Sent: rs.Sent, Dropped: rs.Dropped, Inflight: rs.Inflight, MaxInflight: rs.MaxInflight,
 			LagP99: rs.LagP99, Warmup: rs.Warmup && gone.IsZero(),

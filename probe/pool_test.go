@@ -6,7 +6,9 @@ package probe_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"os"
@@ -359,5 +361,92 @@ targets:
 	st = waitPool(t, e, "pool", 5*time.Second, func(s probe.TargetStatus) bool { return s.Discovery.LastError == "" })
 	if got := replicaNames(st, true); !slices.Equal(got, addrs[1:]) {
 		t.Errorf("probed %v, want %v", got, addrs[1:])
+	}
+}
+
+// TestDiscoveryReload: a reload that changes nothing keeps every replica
+// running; one that changes the discovery block alone keeps them too (a
+// new discoverer, the same set); one that changes the target restarts
+// them with the new spec; one that removes the target stops them and
+// removes their series once their requests ended.
+func TestDiscoveryReload(t *testing.T) {
+	_, addrs := replicaSims(t, 2, nil)
+	sd := filepath.Join(t.TempDir(), "pool.json")
+	writeFileSD(t, sd, addrs...)
+	yml := `
+workloads:
+  w:
+    classes:
+      - {name: c, prompt_tokens: 20, output_tokens: 4}
+targets:
+  - name: other
+    url: http://%s/v1
+    model: sim-model
+    workload: w
+    arrival: {rate: 1}
+%s`
+	pool := func(rate float64, refresh string) string {
+		return fmt.Sprintf(`  - name: pool
+    model: sim-model
+    workload: w
+    arrival: {rate: %g}
+    rate_per: replica
+    discovery:
+      file: {files: [%s], refresh_interval: %s}
+      grace_period: 0s
+`, rate, sd, refresh)
+	}
+	rec := newReplicaRecorder()
+	e := applyEngine(t, loadConfig(t, yml, addrs[0], pool(2, "1s")), probe.Options{Observer: rec})
+	st := waitPool(t, e, "pool", 5*time.Second, func(s probe.TargetStatus) bool { return s.Discovery.Replicas == 2 })
+	since := func(s probe.TargetStatus) map[string]time.Time {
+		m := map[string]time.Time{}
+		for _, r := range s.Replicas {
+			if r.Gone.IsZero() {
+				m[r.Name] = r.Started
+			}
+		}
+		return m
+	}
+	first := since(st)
+	apply := func(cfg string) probe.TargetStatus {
+		t.Helper()
+		if err := e.Apply(loadConfig(t, yml, addrs[0], cfg)); err != nil {
+			t.Fatalf("Apply: %v", err)
+		}
+		return waitPool(t, e, "pool", 5*time.Second, func(s probe.TargetStatus) bool { return s.Discovery.Replicas == 2 })
+	}
+	if got := since(apply(pool(2, "1s"))); !maps.Equal(got, first) {
+		t.Errorf("an unchanged reload restarted replicas: %v, was %v", got, first)
+	}
+	st = apply(pool(2, "2s"))
+	if got := since(st); !maps.Equal(got, first) {
+		t.Errorf("a new refresh_interval restarted replicas: %v, was %v", got, first)
+	}
+	if st.Discovery.Refreshes == 0 {
+		t.Errorf("no refresh after the new discoverer started: %+v", *st.Discovery)
+	}
+	st = apply(pool(4, "2s"))
+	if got := since(st); maps.Equal(got, first) || len(got) != 2 {
+		t.Errorf("a new rate did not restart the replicas: %v, was %v", got, first)
+	}
+	for _, r := range st.Replicas {
+		if r.Gone.IsZero() && math.Abs(r.RequestedRate-4) > 1e-9 {
+			t.Errorf("replica %s runs at %v req/s after the reload to 4", r.Name, r.RequestedRate)
+		}
+	}
+	if err := e.Apply(loadConfig(t, yml, addrs[0], "")); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(rec.Removed()) < 2 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := rec.Removed(); !slices.Equal(slices.Sorted(slices.Values(got)), []string{"pool/" + addrs[0], "pool/" + addrs[1]}) {
+		t.Errorf("removed %v after the target went, want both replicas", got)
+	}
+	for _, s := range e.Status() {
+		if s.Name == "pool" {
+			t.Errorf("the removed target is still reported: %+v", s.Discovery)
+		}
 	}
 }

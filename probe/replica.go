@@ -27,6 +27,10 @@ type ReplicaStatus struct {
 	// "node" (only these keys).
 	Labels map[string]string
 	Since  time.Time // when it was first probed
+	// Started is when its runner started: later than Since after a
+	// reload that changed the target (or the replica's address)
+	// restarted it, with a new warm-up.
+	Started time.Time
 
 	// Gone is when discovery stopped listing it (zero while listed): it
 	// sends no more, its in-flight requests end and count, and its series
