@@ -64,6 +64,7 @@ const (
 // for the failing target only. Tracing is off, so exemplar-enabled
 // queries must return no exemplar.
 func TestDashboardsAgainstRealStack(t *testing.T) {
+	t.Parallel() // beside TestReplicaOutlierNamed (see there)
 	binary(t)
 	promtest.PrometheusBinary(t) // skip (or fail in CI) before starting anything
 	root := promtest.Root(t)

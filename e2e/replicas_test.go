@@ -31,8 +31,12 @@ import (
 // numbers meanwhile, it fails with that reason.
 func TestReplicaOutlierNamed(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs 16 simulators, the daemon and Prometheus for about a minute and a half")
+		t.Skip("runs 16 simulators, the daemon and Prometheus for about a minute")
 	}
+	// Beside TestDashboardsAgainstRealStack, after the serial tests (the
+	// CPU-starvation and regression tests want the machine to
+	// themselves): both wait on conditions, never for a fixed time.
+	t.Parallel()
 	dir := t.TempDir()
 	fast := filepath.Join(dir, "fast.yml")
 	slow := filepath.Join(dir, "slow.yml")

@@ -34,7 +34,7 @@ import (
 const (
 	goalReplicas = 64
 	goalRate     = 0.2
-	goalRun      = 20 * time.Second
+	goalRun      = 12 * time.Second
 )
 
 // probeEveryReplica runs one engine over the discovery block disc (a
