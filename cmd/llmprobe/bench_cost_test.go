@@ -4,7 +4,6 @@
 package main
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -13,23 +12,10 @@ import (
 // simulator or stage starts.
 func TestBenchCostUsage(t *testing.T) {
 	bin := binary(t)
-	for _, tt := range []struct {
-		args []string
-		want string
-	}{
+	expectBenchUsageErrors(t, bin, []usageCase{
 		{[]string{"--stage=1:1s", "--gpu.price-per-hour=2.5"}, "--gpu.price-per-hour needs the number of GPUs: --gpu.count, or --prometheus.url"},
 		{[]string{"--stage=1:1s", "--gpu.price-per-hour=-1", "--gpu.count=1"}, "--gpu.price-per-hour must be 0 (none) or positive, got -1"},
 		{[]string{"--stage=1:1s", "--gpu.price-per-hour=NaN", "--gpu.count=1"}, "--gpu.price-per-hour must be 0 (none) or positive, got NaN"},
 		{[]string{"--stage=1:1s", "--gpu.count=-2"}, "--gpu.count must not be negative, got -2"},
-	} {
-		args := append([]string{"bench", "--sim"}, tt.args...)
-		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			t.Parallel()
-			r := runBinary(t, bin, nil, append(args, "--log.level=error")...)
-			expectUsageError(t, r, tt.want)
-			if r.stdout != "" {
-				t.Errorf("stdout is not empty:\n%s", r.stdout)
-			}
-		})
-	}
+	})
 }

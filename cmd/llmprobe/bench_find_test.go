@@ -16,10 +16,7 @@ import (
 // before any simulator or stage starts.
 func TestBenchFindUsage(t *testing.T) {
 	bin := binary(t)
-	tests := []struct {
-		args []string
-		want string
-	}{
+	tests := []usageCase{
 		{[]string{"--find=fastest"}, "fastest"},
 		{[]string{"--find=capacity", "--stage=1"}, "--stage cannot be combined with --find or --levels"},
 		{[]string{"--levels=0.5", "--stage=1"}, "--stage cannot be combined"},
@@ -49,17 +46,7 @@ func TestBenchFindUsage(t *testing.T) {
 		// The demo has several targets: a search takes one.
 		{[]string{"--find=capacity"}, "exactly one target"},
 	}
-	for _, tt := range tests {
-		args := append([]string{"bench", "--sim"}, tt.args...)
-		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			t.Parallel()
-			r := runBinary(t, bin, nil, append(args, "--log.level=error")...)
-			expectUsageError(t, r, tt.want)
-			if r.stdout != "" {
-				t.Errorf("stdout is not empty:\n%s", r.stdout)
-			}
-		})
-	}
+	expectBenchUsageErrors(t, bin, tests)
 }
 
 // TestBenchLevels: --capacity with --levels parses and runs one stage per

@@ -23,10 +23,7 @@ func TestBenchLoadUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(dir, "missing.json")
-	tests := []struct {
-		args []string
-		want string
-	}{
+	tests := []usageCase{
 		{[]string{"--stage=1:1s", "--percentiles=0,50"}, "each percentile must be a number in (0, 100]"},
 		{[]string{"--stage=1:1s", "--percentiles=50,90,50"}, "percentile 50 is given twice"},
 		{[]string{"--stage=1:1s", "--percentiles=p50,p9x"}, "--percentiles"},
@@ -43,14 +40,7 @@ func TestBenchLoadUsage(t *testing.T) {
 		{[]string{}, "required flag(s) '--stage' not provided (or --concurrency"},
 		{[]string{"--concurrency=2", "--plot=x.svg"}, "closed-loop levels (--concurrency) are not drawn"},
 	}
-	for _, tt := range tests {
-		args := append([]string{"bench", "--sim"}, tt.args...)
-		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			t.Parallel()
-			r := runBinary(t, bin, nil, append(args, "--log.level=error")...)
-			expectUsageError(t, r, tt.want)
-		})
-	}
+	expectBenchUsageErrors(t, bin, tests)
 }
 
 // TestBenchDatasetNumPrompts: bench --dataset=ShareGPT --num-prompts=6

@@ -25,10 +25,7 @@ func TestBenchReplayUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	fixture := filepath.Join(moduleRoot(t), "tracefile", "testdata", "mooncake.jsonl")
-	tests := []struct {
-		args []string
-		want string
-	}{
+	tests := []usageCase{
 		{[]string{"--replay=" + missing}, "--replay \"" + missing + "\": no such file or directory"},
 		{[]string{"--replay=" + dir}, "is a directory, want a trace file"},
 		{[]string{"--replay=" + bad}, "--replay: " + bad + ":2: input_length"},
@@ -44,14 +41,7 @@ func TestBenchReplayUsage(t *testing.T) {
 		{[]string{"--replay=" + fixture, "--dataset=" + fixture}, "--replay cannot be combined with --dataset"},
 		{[]string{"--stage=1:1s", "--time-scale=2"}, "need --replay=FILE"},
 	}
-	for _, tt := range tests {
-		args := append([]string{"bench", "--sim"}, tt.args...)
-		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			t.Parallel()
-			r := runBinary(t, bin, nil, append(args, "--log.level=error")...)
-			expectUsageError(t, r, tt.want)
-		})
-	}
+	expectBenchUsageErrors(t, bin, tests)
 }
 
 // TestBenchReplay: bench --sim --replay of the Mooncake fixture, its

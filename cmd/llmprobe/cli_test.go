@@ -48,7 +48,6 @@ type cliResult struct {
 	stdout, stderr string
 }
 
-// runBinary runs the binary with args (and extra environment) to its end.
 // expectUsageError fails t unless r is a usage error: exit code 2 and one
 // line of stderr, "llmprobe: error: ..." containing want.
 func expectUsageError(t *testing.T, r cliResult, want string) {
@@ -62,6 +61,31 @@ func expectUsageError(t *testing.T, r cliResult, want string) {
 	}
 }
 
+// usageCase is a command line and what its usage error must say.
+type usageCase struct {
+	args []string
+	want string
+}
+
+// expectBenchUsageErrors runs `bench --sim` with each case's arguments,
+// in parallel subtests, and expects each to end as its usage error with
+// nothing on standard output (no simulator or stage started).
+func expectBenchUsageErrors(t *testing.T, bin string, cases []usageCase) {
+	t.Helper()
+	for _, tt := range cases {
+		args := append([]string{"bench", "--sim"}, tt.args...)
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			t.Parallel()
+			r := runBinary(t, bin, nil, append(args, "--log.level=error")...)
+			expectUsageError(t, r, tt.want)
+			if r.stdout != "" {
+				t.Errorf("stdout is not empty:\n%s", r.stdout)
+			}
+		})
+	}
+}
+
+// runBinary runs the binary with args (and extra environment) to its end.
 func runBinary(t *testing.T, bin string, env []string, args ...string) cliResult {
 	t.Helper()
 	r := proctest.Run(t, bin, env, args...)
