@@ -61,18 +61,23 @@ targets:
     identity: {poll_interval: %s}
 `
 
-// waitStatus waits (bounded) until cond holds of target t's status.
-func waitStatus(t *testing.T, e *probe.Engine, what string, cond func(probe.TargetStatus) bool) probe.TargetStatus {
+// waitTarget polls the engine's status of target until cond holds, for at
+// most d, and fails the test with its last status if it never does.
+func waitTarget(t *testing.T, e *probe.Engine, target, what string, d time.Duration, cond func(probe.TargetStatus) bool) probe.TargetStatus {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(d)
 	for {
+		var last probe.TargetStatus
 		for _, s := range e.Status() {
-			if s.Name == "t" && cond(s) {
-				return s
+			if s.Name == target {
+				last = s
 			}
 		}
+		if last.Name == target && cond(last) {
+			return last
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: never happened; status %+v", what, e.Status())
+			t.Fatalf("%s: %s never happened within %v; status %+v, discovery %+v", target, what, d, last, last.Discovery)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -114,13 +119,13 @@ func TestEngineFollowsTargetIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer shutdown(t, e)
-	before := waitStatus(t, e, "the first identity", func(s probe.TargetStatus) bool {
+	before := waitTarget(t, e, "t", "the first identity", time.Minute, func(s probe.TargetStatus) bool {
 		return s.Identity.Current.Version != "" && s.Identity.Current.Fingerprint != ""
 	})
 	if id := before.Identity.Current; id.Fingerprint != "fp-a" || id.Version != "0.1.0" || id.Server != "sim/1" {
 		t.Skipf("the machine is too slow for this test: the first identity seen was %+v, after the step", id)
 	}
-	st := waitStatus(t, e, "the three changes", func(s probe.TargetStatus) bool {
+	st := waitTarget(t, e, "t", "the three changes", time.Minute, func(s probe.TargetStatus) bool {
 		id := s.Identity.Current
 		return id.Fingerprint == "fp-b" && id.Server == "sim/2" && id.Version == "0.2.0"
 	})
@@ -175,7 +180,7 @@ func TestEngineFollowsTargetIdentity(t *testing.T) {
 	if err := e.Apply(loadConfig(t, identityWorkload, url, 30, "1s")); err != nil {
 		t.Fatal(err)
 	}
-	if id := waitStatus(t, e, "the restarted target", func(s probe.TargetStatus) bool { return s.ArrivalRate == 30 }).Identity; id.Current.Fingerprint != "fp-b" || id.Changes[probe.IdentityFingerprint] != 1 {
+	if id := waitTarget(t, e, "t", "the restarted target", time.Minute, func(s probe.TargetStatus) bool { return s.ArrivalRate == 30 }).Identity; id.Current.Fingerprint != "fp-b" || id.Changes[probe.IdentityFingerprint] != 1 {
 		t.Errorf("after a reload: %+v", id)
 	}
 	// One that removes it forgets it.
@@ -186,7 +191,7 @@ func TestEngineFollowsTargetIdentity(t *testing.T) {
 	if err := e.Apply(loadConfig(t, identityWorkload, url, 30, "0s")); err != nil {
 		t.Fatal(err)
 	}
-	if id := waitStatus(t, e, "the re-added target", func(probe.TargetStatus) bool { return true }).Identity; id.Changes[probe.IdentityFingerprint] != 0 || id.Current.Version != "" {
+	if id := waitTarget(t, e, "t", "the re-added target", time.Minute, func(probe.TargetStatus) bool { return true }).Identity; id.Changes[probe.IdentityFingerprint] != 0 || id.Current.Version != "" {
 		t.Errorf("a removed and re-added target kept %+v", id)
 	}
 }
@@ -245,7 +250,7 @@ func TestIdentityRoundRobinDoesNotFlap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer shutdown(t, e)
-	st := waitStatus(t, e, "200 answers through the balancer", func(s probe.TargetStatus) bool { return s.Outcomes["success"] >= 200 })
+	st := waitTarget(t, e, "t", "200 answers through the balancer", time.Minute, func(s probe.TargetStatus) bool { return s.Outcomes["success"] >= 200 })
 	if c := st.Identity.Changes; c[probe.IdentityFingerprint] != 0 || c[probe.IdentityServer] != 0 {
 		t.Fatalf("alternating builds counted as changes: %+v (identity %+v)", c, st.Identity.Current)
 	}
@@ -260,7 +265,7 @@ func TestIdentityRoundRobinDoesNotFlap(t *testing.T) {
 		rr.alone.Store(1)
 	}
 	n := st.Outcomes["success"]
-	st = waitStatus(t, e, "the new build's identity", func(s probe.TargetStatus) bool {
+	st = waitTarget(t, e, "t", "the new build's identity", time.Minute, func(s probe.TargetStatus) bool {
 		return s.Identity.Current.Fingerprint != first && s.Outcomes["success"] >= n+100
 	})
 	if c := st.Identity.Changes; c[probe.IdentityFingerprint] != 1 || c[probe.IdentityServer] != 1 {

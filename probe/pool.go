@@ -59,15 +59,15 @@ type liveReplica struct {
 	since time.Time
 }
 
-// retiredReplica is a replica discovery no longer lists: its runners no
-// longer schedule, their requests end and count, and its series go when
+// retiredReplica is a replica discovery no longer lists: its runner no
+// longer schedules, its requests end and count, and its series go when
 // the grace period is over.
 type retiredReplica struct {
-	rep     discovery.Replica
-	runners []*runner
-	since   time.Time
-	gone    time.Time
-	timer   *time.Timer
+	rep   discovery.Replica
+	r     *runner
+	since time.Time
+	gone  time.Time
+	timer *time.Timer
 }
 
 // replicaSpec is the spec of the runner probing rep: the target's, with
@@ -327,20 +327,15 @@ func (e *Engine) retireReplica(p *pool, lr *liveReplica, now time.Time) {
 	p.status.Removed++
 	e.opts.Logger.Info("replica gone; retiring it", "target", p.name, "replica", lr.rep.Name, "address", lr.rep.Address, "grace_period", p.grace())
 	go e.retire(lr.r)
-	rr := &retiredReplica{rep: lr.rep, runners: []*runner{lr.r}, since: lr.since, gone: now}
-	if old := p.retired[lr.rep.Name]; old != nil { // cannot be: it came back, which removed it
-		old.timer.Stop()
-	}
-	p.retired[lr.rep.Name] = rr
+	rr := &retiredReplica{rep: lr.rep, r: lr.r, since: lr.since, gone: now}
+	p.retired[lr.rep.Name] = rr // none before: coming back removed it
 	rr.timer = time.AfterFunc(p.grace(), func() { e.forget(p, rr) })
 }
 
 // forget removes a retired replica's series once its grace period is over
 // and its last requests ended.
 func (e *Engine) forget(p *pool, rr *retiredReplica) {
-	for _, r := range rr.runners {
-		r.reqs.Wait()
-	}
+	rr.r.reqs.Wait()
 	e.mu.Lock()
 	if p.retired[rr.rep.Name] != rr {
 		e.mu.Unlock()
@@ -376,7 +371,7 @@ func (e *Engine) closePool(p *pool) []*runner {
 	}
 	for _, rr := range p.retired {
 		rr.timer.Stop()
-		rs = append(rs, rr.runners...)
+		rs = append(rs, rr.r)
 	}
 	return rs
 }
@@ -488,9 +483,7 @@ func poolStatus(s poolSnapshot, now time.Time) TargetStatus {
 		add(lr.rep, lr.r, lr.since, time.Time{})
 	}
 	for _, rr := range s.retired {
-		for _, r := range rr.runners {
-			add(rr.rep, r, rr.since, rr.gone)
-		}
+		add(rr.rep, rr.r, rr.since, rr.gone)
 	}
 	ts.Warmup = warm
 	ts.SaturationReason = strings.Join(reasons, "; ")
@@ -519,7 +512,6 @@ func (p *pool) snapshot() poolSnapshot {
 	}
 	for _, rr := range p.retired {
 		c := *rr
-		c.runners = slices.Clone(rr.runners)
 		s.retired = append(s.retired, &c)
 	}
 	slices.SortFunc(s.live, func(a, b *liveReplica) int { return strings.Compare(a.rep.Name, b.rep.Name) })

@@ -160,26 +160,11 @@ func applyEngine(t *testing.T, cfg *config.Config, opts probe.Options) *probe.En
 	return e
 }
 
-// waitPool polls the engine's status of target until ok holds, for at
-// most d.
+// waitPool waits, for at most d, until ok holds of the status of the
+// discovery target target.
 func waitPool(t *testing.T, e *probe.Engine, target string, d time.Duration, ok func(probe.TargetStatus) bool) probe.TargetStatus {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	var last probe.TargetStatus
-	for {
-		for _, s := range e.Status() {
-			if s.Name == target {
-				last = s
-			}
-		}
-		if last.Discovery != nil && ok(last) {
-			return last
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status of %s after %v: %+v, replicas %+v", target, d, last.Discovery, last.Replicas)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return waitTarget(t, e, target, "the replicas' state", d, func(s probe.TargetStatus) bool { return s.Discovery != nil && ok(s) })
 }
 
 func replicaNames(s probe.TargetStatus, live bool) []string {
@@ -247,11 +232,7 @@ targets:
 		t.Errorf("retired replicas = %v, want [%s]", got, addrs[2])
 	}
 	time.Sleep(1500 * time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := e.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
+	shutdown(t, e)
 	if got, want := rec.Removed(), []string{"pool/" + addrs[2]}; !slices.Equal(got, want) {
 		t.Errorf("removed = %v, want %v (after the 1s grace period)", got, want)
 	}

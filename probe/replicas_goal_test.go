@@ -70,11 +70,7 @@ targets:
 		check(e)
 	}
 	time.Sleep(goalRun)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := e.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
+	shutdown(t, e)
 	got := rec.successes()
 	total := 0
 	for i, s := range srvs {
