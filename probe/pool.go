@@ -101,21 +101,25 @@ func (p *pool) grace() time.Duration {
 }
 
 // preparePool checks what Apply would build for the discovery target t:
-// its discoverer when the discovery block is new or changed, and a runner
-// of its spec (not started), so that a bad target fails the whole Apply
-// before anything changed. e.mu is held.
+// its discoverer when the discovery block is new or changed, and the
+// arrival process and HTTP client of its replicas, so that a bad target
+// fails the whole Apply before anything changed. e.mu is held.
 func (e *Engine) preparePool(old *pool, spec runnerSpec) (discovery.Discoverer, error) {
 	t := &spec.Target
 	if e.opts.Timelines != nil {
 		return nil, errors.New("discovery: a target with discovery cannot replay a timeline")
 	}
-	probe := (&pool{template: spec}).replicaSpec(discovery.Replica{Name: "check", Address: "127.0.0.1:1"})
-	r, err := e.newRunner(probe, new(atomic.Int64), e.identityFor(t.Name), nil, 1)
+	// What can fail in newRunner for every replica alike: the arrival
+	// process and the HTTP client (a replica's address changes neither).
+	check := (&pool{template: spec}).replicaSpec(discovery.Replica{Name: "check", Address: "127.0.0.1:1"})
+	if _, err := targetArrivals(&check.Target, 1); err != nil {
+		return nil, err
+	}
+	_, hc, err := NewTargetClient(&check.Target, ClientOptions{Timeout: check.Timeout, UserAgent: e.opts.UserAgent, DialAddress: check.DialAddress})
 	if err != nil {
 		return nil, err
 	}
-	r.cancelReqs()
-	r.httpClient.CloseIdleConnections()
+	hc.CloseIdleConnections()
 	if old != nil && reflect.DeepEqual(old.disc, *t.Discovery) {
 		return nil, nil
 	}

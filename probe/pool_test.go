@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -428,6 +429,41 @@ targets:
 	for _, s := range e.Status() {
 		if s.Name == "pool" {
 			t.Errorf("the removed target is still reported: %+v", s.Discovery)
+		}
+	}
+}
+
+// TestDiscoveryBadTargetRefused: a reload whose discovery target cannot
+// build its replicas' HTTP client fails as a whole, and the running pool
+// goes on as it was.
+func TestDiscoveryBadTargetRefused(t *testing.T) {
+	_, addrs := replicaSims(t, 2, nil)
+	sd := filepath.Join(t.TempDir(), "pool.json")
+	writeFileSD(t, sd, addrs...)
+	yml := `
+workloads:
+  w:
+    classes:
+      - {name: c, prompt_tokens: 20, output_tokens: 4}
+targets:
+  - name: pool
+    model: sim-model
+    workload: w
+    arrival: {rate: 2}
+    discovery:
+      file: {files: [%s], refresh_interval: 1s}
+%s`
+	e := applyEngine(t, loadConfig(t, yml, sd, ""), probe.Options{})
+	before := waitPool(t, e, "pool", 5*time.Second, func(s probe.TargetStatus) bool { return s.Discovery.Replicas == 2 })
+	bad := loadConfig(t, yml, sd, "    http_client_config: {tls_config: {ca_file: /nonexistent/ca.pem}}\n")
+	err := e.Apply(bad)
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/ca.pem") {
+		t.Fatalf("Apply = %v, want the CA file named", err)
+	}
+	after := waitPool(t, e, "pool", time.Second, func(probe.TargetStatus) bool { return true })
+	for i, r := range after.Replicas {
+		if !r.Gone.IsZero() || !r.Started.Equal(before.Replicas[i].Started) {
+			t.Errorf("replica %s changed by a refused reload: %+v", r.Name, r)
 		}
 	}
 }
