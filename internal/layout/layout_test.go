@@ -38,7 +38,7 @@ var (
 	// engine is what the probe engine is made of.
 	engine = []string{"probe", "probe/wire", "probe/workload", "probe/harness"}
 	// support is what tests share; no production code imports it.
-	support = []string{"internal/promtest", "internal/otlptest", "internal/simtest", "internal/testio", "internal/redirecttest", "internal/proctest", "internal/dnstest", "internal/kubetest"}
+	support = []string{"internal/promtest", "internal/otlptest", "internal/simtest", "internal/testio", "internal/redirecttest", "internal/proctest", "internal/dnstest", "internal/kubetest", "internal/h2test"}
 )
 
 func join(groups ...[]string) []string { return slices.Concat(groups...) }
@@ -105,6 +105,7 @@ var layers = map[string]rule{
 	"internal/redirecttest": {},
 	"internal/dnstest":      {},
 	"internal/kubetest":     {},
+	"internal/h2test":       {},
 	"internal/layout":       {closed: true},
 	"e2e":                   {testOnly: true},
 	"soak":                  {testOnly: true},

@@ -77,7 +77,8 @@ import (
 // server speaks only HTTP/1.1),
 // invalid_request (the body could not be built; nothing was sent). http_error: http_<status>. timeout: timeout, cancelled.
 // stream_error: connection_reset, stream_reset (HTTP/2 RST_STREAM),
-// goaway (HTTP/2 GOAWAY, then the connection closed), unexpected_eof, eof_without_done,
+// goaway (HTTP/2 GOAWAY, then the connection closed), refused_stream
+// (HTTP/2 REFUSED_STREAM, the re-send too), unexpected_eof, eof_without_done,
 // no_response (the connection ended before response headers), read_error,
 // line_too_long, event_too_long. invalid_response: wrong_content_type,
 // not_event_stream (binary before the first SSE field, no field or comment
@@ -218,6 +219,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if c.http == nil {
 		c.http = defaultHTTPClient()
 	}
+	c.http = withoutRewind(c.http)
 	if c.userAgent == "" {
 		v := version.Version
 		if v == "" {
@@ -419,10 +421,9 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 		if err == nil {
 			break
 		}
-		if attempt == 0 && closedBeforeResponse(err, ct) && parent.Err() == nil && ctx.Err() == nil {
-			// The server closed the kept-alive connection as the request
-			// went out on it, and answered nothing: one more try, on a
-			// new connection, counted so that it is never hidden.
+		if attempt == 0 && resendable(err, ct) && parent.Err() == nil && ctx.Err() == nil {
+			// The server answered nothing and processed nothing: one
+			// more try, at once, counted so that it is never hidden.
 			res.Retries++
 			continue
 		}
@@ -552,6 +553,76 @@ func (c *Client) readAnswer(parent, ctx context.Context, st *streamState, req *R
 		res.OutputTokens, res.UsageReported = 0, x.usage.hasPrompt
 	}
 	res.Outcome = OutcomeSuccess
+}
+
+// Re-sends. The client re-sends a request itself, once, at once and
+// counted (Result.Retries), when the server answered nothing and
+// processed nothing (resendable), and never lets net/http's transport
+// re-send one whose body it began to send: the transport gets each
+// request without GetBody (noRewind). Left to itself, net/http's HTTP/2
+// transport re-sends a request whose stream the server refused
+// (RST_STREAM REFUSED_STREAM) or reset with PROTOCOL_ERROR before
+// answering, or had not begun when it sent GOAWAY, up to seven times
+// with a back-off of 1 s, 2 s, 4 s ...: a server that refuses every
+// stream then held each request, and its in-flight slot, for the whole
+// request timeout, to end as a timeout, and one that resets every stream
+// with PROTOCOL_ERROR made it dial a new connection per re-send without
+// pause. (Over HTTP/1.1 the transport re-sent a request of which nothing
+// was written on a reused connection: the keep-alive race's re-send
+// does that now.) Same-host redirects still re-send the body: the
+// http.Client above the transport keeps GetBody.
+
+// resendable reports whether a round trip failed in a way that the
+// client re-sends once: the keep-alive race (closedBeforeResponse), an
+// HTTP/2 failure the transport would have re-sent (h2Unsent), or an
+// HTTP/2 connection from the pool that could not take the request after
+// all (it filled up or closed first: nothing was sent), which the
+// transport would have sent again elsewhere had it been able to rewind
+// the body it had closed (net/http's "cannot rewind body"). The re-send
+// goes where the transport's pool sends it (net/http offers no way to
+// choose): a new connection after a close, a GOAWAY or a PROTOCOL_ERROR
+// (the transport stops using that connection); after a refused stream,
+// the same shared connection unless it is full.
+func resendable(err error, ct *connTrace) bool {
+	if closedBeforeResponse(err, ct) || strings.Contains(err.Error(), "net/http: cannot rewind body after connection loss") {
+		return true
+	}
+	_, unsent := h2Unsent(err)
+	return unsent
+}
+
+// noRewind is the round tripper of every request the client sends: it
+// hands the transport below a shallow copy of each request without
+// GetBody, so that the transport never re-sends it (see Re-sends).
+type noRewind struct{ rt http.RoundTripper }
+
+func (n noRewind) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.GetBody == nil {
+		return n.rt.RoundTrip(req)
+	}
+	r := *req
+	r.GetBody = nil
+	return n.rt.RoundTrip(&r)
+}
+
+// CloseIdleConnections closes the idle connections of the transport
+// below.
+func (n noRewind) CloseIdleConnections() {
+	if c, ok := n.rt.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// withoutRewind returns a copy of hc whose transport is wrapped in
+// noRewind (hc itself is left as it is: the caller may share it).
+func withoutRewind(hc *http.Client) *http.Client {
+	c := *hc
+	rt := c.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	c.Transport = noRewind{rt: rt}
+	return &c
 }
 
 // closedBeforeResponse reports whether a round trip failed because the

@@ -130,9 +130,10 @@ func (t *connTrace) sentAuth() [2]string {
 	return t.auth
 }
 
-// transportRetries is how many times the transport itself re-sent the
-// request on another connection (Go retries a request that was not
-// written on a reused connection).
+// transportRetries is how many times the transport itself sent the
+// request again (on another connection): with no GetBody (noRewind) only
+// one it had not begun to send, as for an HTTP/2 connection that turned
+// out unusable when the request came to it.
 func (t *connTrace) transportRetries() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -41,17 +41,38 @@ const (
 	// HTTP/2 stream (RST_STREAM), before or during the response.
 	ErrorTypeStreamReset = "stream_reset"
 	// ErrorTypeGoAway (stream_error): the server sent GOAWAY and closed
-	// the connection while the request's stream was open (a stream the
-	// server had not begun is retried by net/http on a new connection).
+	// the connection while the request's stream was open, or had not
+	// begun the stream at its GOAWAY and had not begun the re-send
+	// either (the client re-sends such a stream once, on a new
+	// connection).
 	ErrorTypeGoAway = "goaway"
+	// ErrorTypeRefusedStream (stream_error): the server refused the
+	// request's HTTP/2 stream (RST_STREAM REFUSED_STREAM before any
+	// answer: it processed nothing), and refused it again when the
+	// client re-sent it at once.
+	ErrorTypeRefusedStream = "refused_stream"
 )
 
 // h2Failure classifies the HTTP/2 errors of net/http's transport, whose
 // types are unexported: a stream error converts (errors.As) to
-// x/net/http2's StreamError; a GOAWAY is known by its message.
+// x/net/http2's StreamError; a GOAWAY is known by its message, and so is
+// a failure the transport would have re-sent the request for
+// (h2Unsent).
 func h2Failure(err error, res *Result) bool {
 	var se http2.StreamError
+	cause, unsent := h2Unsent(err)
 	switch {
+	case unsent:
+		switch code := h2ResetCode(cause); {
+		case code == http2.ErrCodeRefusedStream.String():
+			res.fail(OutcomeStreamError, ErrorTypeRefusedStream, "the server refused the stream without processing the request (RST_STREAM REFUSED_STREAM)")
+		case code != "":
+			res.fail(OutcomeStreamError, ErrorTypeStreamReset, fmt.Sprintf("the server reset the stream before answering (RST_STREAM %s)", code))
+		case strings.Contains(cause, "GOAWAY"):
+			res.fail(OutcomeStreamError, ErrorTypeGoAway, "the server sent GOAWAY before it began the stream: "+SanitizeMessage(cause))
+		default:
+			res.fail(OutcomeStreamError, "read_error", SanitizeMessage(cause))
+		}
 	case errors.As(err, &se):
 		from := "the server reset the stream"
 		if se.Cause == nil || se.Cause.Error() != "received from peer" {
@@ -64,6 +85,40 @@ func h2Failure(err error, res *Result) bool {
 		return false
 	}
 	return true
+}
+
+// h2Unsent returns the cause of a failure for which net/http's HTTP/2
+// transport would have re-sent the request, had the request's body been
+// rewindable (the client hands it none: client.go, noRewind): a stream
+// the server refused (REFUSED_STREAM) or reset with PROTOCOL_ERROR before
+// answering, or had not begun when it sent GOAWAY. The transport says so
+// only in text: "http2: Transport: cannot retry err [CAUSE] after
+// Request.Body was written; define Request.GetBody to avoid this error".
+func h2Unsent(err error) (cause string, ok bool) {
+	const pre, post = "http2: Transport: cannot retry err [", "] after Request.Body was written"
+	_, rest, ok := strings.Cut(err.Error(), pre)
+	if !ok {
+		return "", false
+	}
+	if i := strings.LastIndex(rest, post); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest, true
+}
+
+// h2ResetCode is the error code's name in the text of an HTTP/2 stream
+// error ("stream error: stream ID 3; REFUSED_STREAM; received from
+// peer"), or "".
+func h2ResetCode(text string) string {
+	rest, ok := strings.CutPrefix(text, "stream error: stream ID ")
+	if !ok {
+		return ""
+	}
+	fields := strings.SplitN(rest, "; ", 3)
+	if len(fields) < 2 {
+		return ""
+	}
+	return fields[1]
 }
 
 // h2cRefused reports whether an h2c round trip that got no response

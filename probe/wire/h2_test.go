@@ -23,6 +23,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/llmprobe/llmprobe/internal/h2test"
 	"github.com/llmprobe/llmprobe/internal/httpclient"
 	"github.com/llmprobe/llmprobe/internal/simtest"
 	"github.com/llmprobe/llmprobe/sim"
@@ -180,16 +181,9 @@ func TestH2StreamResetMidStream(t *testing.T) {
 	tlsSrv.Config.ErrorLog = quietLog()
 	tlsSrv.StartTLS()
 	defer tlsSrv.Close()
-	tlsCfg := commoncfg.DefaultHTTPClientConfig
-	tlsCfg.TLSConfig.InsecureSkipVerify = true
-	tlsHC, err := NewTargetHTTPClient(tlsCfg, "h2", HTTPOptions{IdleTimeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tlsHC.CloseIdleConnections()
 	clients := map[string]*Client{
 		"h2c": h2cClient(t, base, nil),
-		"tls": newTestClient(t, tlsSrv.URL+"/v1", func(c *ClientConfig) { c.HTTPClient = tlsHC }),
+		"tls": newTestClient(t, tlsSrv.URL+"/v1", func(c *ClientConfig) { c.HTTPClient = tlsHTTPClient(t) }),
 	}
 	for name, c := range clients {
 		t.Run(name, func(t *testing.T) {
@@ -203,6 +197,123 @@ func TestH2StreamResetMidStream(t *testing.T) {
 				t.Errorf("message %q", res.Error)
 			}
 		})
+	}
+}
+
+// tlsHTTPClient is a target's HTTP client over TLS that trusts any
+// certificate (httptest's): HTTP/2 by ALPN when the server offers it,
+// prometheus/common's default.
+func tlsHTTPClient(t *testing.T) *http.Client {
+	t.Helper()
+	cfg := commoncfg.DefaultHTTPClientConfig
+	cfg.TLSConfig.InsecureSkipVerify = true
+	hc, err := NewTargetHTTPClient(cfg, "h2", HTTPOptions{IdleTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hc.CloseIdleConnections)
+	return hc
+}
+
+// TestH2RefusedStreamEndsAtOnce: a server that refuses every stream
+// (RST_STREAM REFUSED_STREAM: it processed nothing) gets each request
+// twice, the second time at once and counted as a retry, and the
+// request ends as stream_error refused_stream in a moment, not as a
+// timeout after net/http's hidden re-sends with back-off (1 s, 2 s, 4 s
+// ...) have held it for the whole request timeout. So does a server that
+// resets every stream with PROTOCOL_ERROR before answering (net/http
+// re-sends that too), as stream_reset. Over h2c and over TLS (HTTP/2 by
+// ALPN), through the targets' prometheus/common clients.
+func TestH2RefusedStreamEndsAtOnce(t *testing.T) {
+	const timeout = 60 * time.Second
+	for _, tc := range []struct {
+		code    http2.ErrCode
+		errType string
+	}{
+		{http2.ErrCodeRefusedStream, ErrorTypeRefusedStream},
+		{http2.ErrCodeProtocol, ErrorTypeStreamReset},
+	} {
+		for _, overTLS := range []bool{false, true} {
+			name := tc.code.String() + map[bool]string{false: " h2c", true: " tls"}[overTLS]
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				srv := h2test.ResetEveryStream(t, tc.code, overTLS)
+				var hc *http.Client
+				if overTLS {
+					hc = tlsHTTPClient(t)
+				} else {
+					var err error
+					if hc, err = NewTargetHTTPClient(commoncfg.DefaultHTTPClientConfig, "h2c", HTTPOptions{IdleTimeout: time.Minute, H2C: true}); err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(hc.CloseIdleConnections)
+				}
+				c := newTestClient(t, srv.URL+"/v1", func(c *ClientConfig) { c.HTTPClient, c.H2C, c.Timeout = hc, !overTLS, timeout })
+				// The test's own bound, far above what the request needs
+				// and far below its timeout.
+				ctx, cancel := context.WithTimeout(context.Background(), timeout/4)
+				defer cancel()
+				for i := range 3 {
+					res := &Result{}
+					began := time.Now()
+					c.Do(ctx, hostileRequest("hi", 8), res)
+					took := time.Since(began)
+					if res.Outcome != OutcomeStreamError || res.ErrorType != tc.errType {
+						t.Fatalf("request %d: %s/%s %q after %v and %d retries, want stream_error/%s", i, res.Outcome, res.ErrorType, res.Error, took.Round(time.Millisecond), res.Retries, tc.errType)
+					}
+					if res.Retries != 1 || srv.Streams() != int64(2*(i+1)) {
+						t.Errorf("request %d: %d retries, %d streams reset in all; want 1 retry, %d streams", i, res.Retries, srv.Streams(), 2*(i+1))
+					}
+					if !strings.Contains(res.Error, tc.code.String()) {
+						t.Errorf("message %q does not name the code", res.Error)
+					}
+					if res.FirstToken || res.Chunks != 0 {
+						t.Errorf("a token from a reset stream")
+					}
+					if took > timeout/6 {
+						t.Errorf("request %d took %v of its %v timeout", i, took, timeout)
+					}
+					t.Logf("request %d: %v, %d connections (%s)", i, took.Round(time.Microsecond), srv.Conns(), res.Error)
+				}
+			})
+		}
+	}
+}
+
+// TestH2GoAwayBeforeTheStreamResent: a server that sends GOAWAY before
+// it began the request's stream (a graceful shutdown: last stream 0)
+// did not process it; the client re-sends it at once on a new
+// connection, counted, and it succeeds there.
+func TestH2GoAwayBeforeTheStreamResent(t *testing.T) {
+	var conns atomic.Int64
+	base := h2RawServer(t, func(c net.Conn) {
+		if conns.Add(1) > 1 {
+			h2Answer(c, 0, func(c net.Conn, fr *http2.Framer, stream uint32) {
+				_ = fr.WriteData(stream, true, []byte(sseBody(chatDelta("content", "hi", "stop", ""), "[DONE]")))
+				keepOpen(c)
+			})
+			return
+		}
+		fr := h2Handshake(c)
+		if fr == nil {
+			return
+		}
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if _, ok := f.(*http2.HeadersFrame); ok {
+				_ = fr.WriteGoAway(0, http2.ErrCodeNo, nil)
+				closeAfter(c)
+				return
+			}
+		}
+	})
+	res := do(t, h2cClient(t, base, nil), hostileRequest("hi", 8))
+	expectOutcome(t, res, OutcomeSuccess, "")
+	if res.Retries != 1 || conns.Load() != 2 {
+		t.Errorf("%d retries over %d connections, want 1 over 2", res.Retries, conns.Load())
 	}
 }
 
@@ -241,41 +352,44 @@ func h2Handshake(c net.Conn) *http2.Framer {
 // headers and the given events, then runs end.
 func h2Frames(t *testing.T, events int, end func(c net.Conn, fr *http2.Framer, stream uint32)) string {
 	t.Helper()
-	return h2RawServer(t, func(c net.Conn) {
-		fr := h2Handshake(c)
-		if fr == nil {
+	return h2RawServer(t, func(c net.Conn) { h2Answer(c, events, end) })
+}
+
+// h2Answer is h2Frames' side of one connection.
+func h2Answer(c net.Conn, events int, end func(c net.Conn, fr *http2.Framer, stream uint32)) {
+	fr := h2Handshake(c)
+	if fr == nil {
+		return
+	}
+	// The whole request first (its END_STREAM): a server that ends
+	// the connection while the client still writes makes net/http
+	// report the write's failure, not the response.
+	var stream uint32
+	for ended := false; !ended; {
+		f, err := fr.ReadFrame()
+		if err != nil {
 			return
 		}
-		// The whole request first (its END_STREAM): a server that ends
-		// the connection while the client still writes makes net/http
-		// report the write's failure, not the response.
-		var stream uint32
-		for ended := false; !ended; {
-			f, err := fr.ReadFrame()
-			if err != nil {
-				return
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
 			}
-			switch f := f.(type) {
-			case *http2.SettingsFrame:
-				if !f.IsAck() {
-					_ = fr.WriteSettingsAck()
-				}
-			case *http2.HeadersFrame:
-				stream, ended = f.StreamID, f.StreamEnded()
-			case *http2.DataFrame:
-				ended = f.StreamEnded()
-			}
+		case *http2.HeadersFrame:
+			stream, ended = f.StreamID, f.StreamEnded()
+		case *http2.DataFrame:
+			ended = f.StreamEnded()
 		}
-		var hb bytes.Buffer
-		enc := hpack.NewEncoder(&hb)
-		_ = enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
-		_ = enc.WriteField(hpack.HeaderField{Name: "content-type", Value: "text/event-stream"})
-		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, BlockFragment: hb.Bytes(), EndHeaders: true})
-		for i := 0; i < events; i++ {
-			_ = fr.WriteData(stream, false, []byte(sseBody(chatContent("tok "))))
-		}
-		end(c, fr, stream)
-	})
+	}
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	_ = enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+	_ = enc.WriteField(hpack.HeaderField{Name: "content-type", Value: "text/event-stream"})
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, BlockFragment: hb.Bytes(), EndHeaders: true})
+	for i := 0; i < events; i++ {
+		_ = fr.WriteData(stream, false, []byte(sseBody(chatContent("tok "))))
+	}
+	end(c, fr, stream)
 }
 
 // closeAfter ends the connection as a server does after its last frame:
@@ -337,22 +451,8 @@ func TestH2GoAwayAndResetFrames(t *testing.T) {
 		})
 	}
 	t.Run("rst_stream before the response", func(t *testing.T) {
-		base := h2RawServer(t, func(c net.Conn) {
-			fr := h2Handshake(c)
-			if fr == nil {
-				return
-			}
-			for {
-				f, err := fr.ReadFrame()
-				if err != nil {
-					return
-				}
-				if h, ok := f.(*http2.HeadersFrame); ok {
-					_ = fr.WriteRSTStream(h.StreamID, http2.ErrCodeInternal)
-				}
-			}
-		})
-		res := do(t, h2cClient(t, base, nil), hostileRequest("hi", 8))
+		srv := h2test.ResetEveryStream(t, http2.ErrCodeInternal, false)
+		res := do(t, h2cClient(t, srv.URL, nil), hostileRequest("hi", 8))
 		expectOutcome(t, res, OutcomeStreamError, ErrorTypeStreamReset)
 		if res.FirstToken {
 			t.Error("a token from a reset stream")
@@ -361,11 +461,15 @@ func TestH2GoAwayAndResetFrames(t *testing.T) {
 }
 
 // TestH2OpensConnectionsPastMaxConcurrentStreams: a server that allows
-// 4 streams a connection (SETTINGS_MAX_CONCURRENT_STREAMS) gets 12
-// concurrent streams over at least 3 connections, each stream whole;
-// the pool's size is what the client counted.
+// 6 streams a connection (SETTINGS_MAX_CONCURRENT_STREAMS) gets 12
+// concurrent streams over at least 2 connections, each stream whole;
+// the pool's size is what the client counted. The 12 go out at once,
+// before the server's SETTINGS reached the client (which assumes 100
+// streams until then): the server refuses those past its 6
+// (REFUSED_STREAM), and the client's one re-send of each goes on a new
+// connection, whole, counted.
 func TestH2OpensConnectionsPastMaxConcurrentStreams(t *testing.T) {
-	const streams, perConn = 12, 4
+	const streams, perConn = 12, 6
 	var arrived sync.WaitGroup
 	arrived.Add(streams)
 	all := make(chan struct{})
@@ -396,10 +500,15 @@ func TestH2OpensConnectionsPastMaxConcurrentStreams(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	retries := 0
 	for i, res := range results {
-		if res.Outcome != OutcomeSuccess || res.Chunks != 2 || res.Proto != "HTTP/2.0" {
-			t.Errorf("stream %d: %s/%s %q, %d chunks over %s", i, res.Outcome, res.ErrorType, res.Error, res.Chunks, res.Proto)
+		if res.Outcome != OutcomeSuccess || res.Chunks != 2 || res.Proto != "HTTP/2.0" || res.Retries > 1 {
+			t.Errorf("stream %d: %s/%s %q, %d chunks over %s after %d retries", i, res.Outcome, res.ErrorType, res.Error, res.Chunks, res.Proto, res.Retries)
 		}
+		retries += res.Retries
+	}
+	if retries > streams-perConn {
+		t.Errorf("%d re-sends, more than the %d streams past the first connection's", retries, streams-perConn)
 	}
 	open := conns.Open()
 	if open < streams/perConn {
@@ -414,7 +523,7 @@ func TestH2OpensConnectionsPastMaxConcurrentStreams(t *testing.T) {
 	if served.Load() != conns.Open() {
 		t.Errorf("the client counts %d connections open, the server %d", conns.Open(), served.Load())
 	}
-	t.Logf("%d streams over %d connections", streams, open)
+	t.Logf("%d streams over %d connections, %d re-sent", streams, open, retries)
 }
 
 func quietLog() *log.Logger { return log.New(io.Discard, "", 0) }

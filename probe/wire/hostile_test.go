@@ -125,8 +125,9 @@ func TestRedirectToAnotherHostIsRefused(t *testing.T) {
 	}
 }
 
-// TestRedirectOnTheSameHost: followed only when follow_redirects is on;
-// a loop ends as redirect_loop.
+// TestRedirectOnTheSameHost: followed only when follow_redirects is on,
+// with the body re-sent (the transport gets no GetBody, the redirect
+// does); a loop ends as redirect_loop.
 func TestRedirectOnTheSameHost(t *testing.T) {
 	var hits atomic.Int64
 	mux := http.NewServeMux()
@@ -142,7 +143,10 @@ func TestRedirectOnTheSameHost(t *testing.T) {
 			http.Error(w, "no key", http.StatusUnauthorized)
 			return
 		}
-		io.Copy(io.Discard, r.Body)
+		if body, _ := io.ReadAll(r.Body); !strings.Contains(string(body), "hello there") {
+			http.Error(w, "the body did not come", http.StatusBadRequest)
+			return
+		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, sseBody(chatContent("hi"), chatDelta("content", "!", "stop", ""), "[DONE]"))
 	})
