@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+
+	"github.com/llmprobe/llmprobe/internal/h2test"
 	"github.com/llmprobe/llmprobe/internal/simtest"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/wire"
@@ -130,5 +133,51 @@ targets:
 				t.Errorf("%s/%s %q over %q, want success over %s", res.Outcome, res.ErrorType, res.Error, res.Proto, tc.want)
 			}
 		})
+	}
+}
+
+// TestEngineRefusedStreamsHoldNoSlot: against a server that refuses
+// every HTTP/2 stream (REFUSED_STREAM), over h2c and over TLS, each
+// request ends at once as stream_error refused_stream after one counted
+// re-send, and gives its in-flight slot back: with max_inflight 1 and a
+// 60 s request timeout, ten requests end one after the other within a
+// few seconds (a request that held its slot until the timeout would let
+// none of the others be sent).
+func TestEngineRefusedStreamsHoldNoSlot(t *testing.T) {
+	h2c := h2test.ResetEveryStream(t, http2.ErrCodeRefusedStream, false)
+	overTLS := h2test.ResetEveryStream(t, http2.ErrCodeRefusedStream, true)
+	cfg := loadConfig(t, `
+global: {warmup: 0s, seed: 7, request_timeout: 60s}
+workloads:
+  w:
+    classes: [{name: c, prompt_tokens: 16, output_tokens: 4}]
+targets:
+  - {name: h2c, url: %s/v1, model: m, workload: w, arrival: {process: constant, rate: 10}, http_version: "2", max_inflight: 1}
+  - {name: tls, url: %s/v1, model: m, workload: w, arrival: {process: constant, rate: 10}, max_inflight: 1,
+     http_client_config: {tls_config: {insecure_skip_verify: true}}}
+`, h2c.URL, overTLS.URL)
+	rec := newRecorder()
+	e := probe.NewEngine(probe.Options{Observer: rec, Logger: slog.New(slog.DiscardHandler)})
+	if err := e.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	const want = 10
+	for _, name := range []string{"h2c", "tls"} {
+		st := waitTarget(t, e, name, "ten refused requests", 20*time.Second, func(s probe.TargetStatus) bool {
+			return s.Outcomes[wire.OutcomeStreamError] >= want
+		})
+		t.Logf("%s: %d ended, %d in flight, dropped %v", name, st.Outcomes[wire.OutcomeStreamError], st.Inflight, st.Dropped)
+	}
+	shutdown(t, e)
+	for _, name := range []string{"h2c", "tls"} {
+		results := rec.byTarget(name)
+		if len(results) < want {
+			t.Fatalf("%s: %d results", name, len(results))
+		}
+		for _, r := range results {
+			if r.Outcome != wire.OutcomeStreamError || r.ErrorType != wire.ErrorTypeRefusedStream || r.Retries != 1 {
+				t.Fatalf("%s: %s/%s %q with %d retries, want stream_error/%s with 1", name, r.Outcome, r.ErrorType, r.Error, r.Retries, wire.ErrorTypeRefusedStream)
+			}
+		}
 	}
 }
