@@ -484,7 +484,7 @@ func (t *Target) ClientConfig() commoncfg.HTTPClientConfig {
 type TargetIdentity struct {
 	// PollInterval is how often the server's version endpoint (vLLM's
 	// /version, TGI's /info, llama.cpp's /props, SGLang's
-	// /get_server_info) is asked, the first time soon after the target
+	// /get_server_info, Ollama's /api/version) is asked, the first time soon after the target
 	// starts; 0 turns the polling off. Default DefaultVersionPollInterval.
 	PollInterval model.Duration `yaml:"poll_interval"`
 }

@@ -5,6 +5,7 @@ package probe_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -193,6 +194,54 @@ func TestEngineFollowsTargetIdentity(t *testing.T) {
 	}
 	if id := waitTarget(t, e, "t", "the re-added target", time.Minute, func(probe.TargetStatus) bool { return true }).Identity; id.Changes[probe.IdentityFingerprint] != 0 || id.Current.Version != "" {
 		t.Errorf("a removed and re-added target kept %+v", id)
+	}
+}
+
+// TestEngineFollowsOllamaVersion: Ollama says its version only at GET
+// /api/version, at the root next to /v1 ({"version":"0.17.4"}, gin's
+// JSON); an upgrade behind the same URL is one change of the target's
+// version, told like any other. The simulator stands in for Ollama's
+// OpenAI-compatible API (and, without a version of its own, answers
+// /version and the others 404, as Ollama does).
+func TestEngineFollowsOllamaVersion(t *testing.T) {
+	s, _ := startSim(t, func(c *sim.Config) { c.ZeroLatency = true })
+	var version atomic.Value
+	version.Store("0.17.4")
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/version", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		fmt.Fprintf(w, `{"version":%q}`, version.Load())
+	})
+	mux.Handle("/", s.Handler())
+	ollama := httptest.NewServer(mux)
+	defer ollama.Close()
+	changes := &identityChanges{recorder: newRecorder()}
+	e := probe.NewEngine(probe.Options{Observer: probe.Observers{changes}, Logger: slog.New(slog.DiscardHandler)})
+	if err := e.Apply(loadConfig(t, identityWorkload, ollama.URL+"/v1", 5, "1s")); err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(t, e)
+	st := waitTarget(t, e, "t", "Ollama's version", 30*time.Second, func(s probe.TargetStatus) bool {
+		return s.Identity.Current.Version != "" || s.Identity.VersionError != ""
+	})
+	if id := st.Identity; id.Current.Version != "0.17.4" || id.VersionEndpoint != "/api/version" || id.VersionError != "" {
+		t.Fatalf("identity %+v, want version 0.17.4 from /api/version", id)
+	}
+	version.Store("0.17.5")
+	id := waitTarget(t, e, "t", "the upgrade", 30*time.Second, func(s probe.TargetStatus) bool {
+		return s.Identity.Current.Version == "0.17.5"
+	}).Identity
+	if id.Changes[probe.IdentityVersion] != 1 || id.VersionEndpoint != "/api/version" {
+		t.Errorf("identity %+v, want one version change, from /api/version", id)
+	}
+	var told []probe.IdentityChange
+	for _, ch := range changes.list() {
+		if ch.What == probe.IdentityVersion {
+			told = append(told, ch)
+		}
+	}
+	if len(told) != 1 || told[0].Target != "t" || told[0].From != "0.17.4" || told[0].To != "0.17.5" {
+		t.Errorf("version changes told: %+v", told)
 	}
 }
 

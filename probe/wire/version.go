@@ -29,6 +29,8 @@ import (
 //	                      "model_path", "total_slots", ...}
 //	GET /get_server_info  SGLang: its server arguments flattened, with
 //	                      "version": "0.5.3" (newer SGLang: /server_info)
+//	GET /api/version      Ollama: {"version": "0.17.4"} (its OpenAI API
+//	                      is at /v1, its own at /api)
 //
 // They are tried in that order, the one that answered last time first. A
 // 404 (405, 501) is the normal answer of a server without that endpoint
@@ -40,7 +42,7 @@ import (
 // (identity.go).
 
 // VersionEndpoints are the endpoints asked, in order.
-var VersionEndpoints = [...]string{"/version", "/info", "/props", "/get_server_info", "/server_info"}
+var VersionEndpoints = [...]string{"/version", "/info", "/props", "/get_server_info", "/server_info", "/api/version"}
 
 // Bounds of a version request.
 const (
@@ -58,9 +60,9 @@ var ErrNoVersionEndpoint = errors.New("no version endpoint (" + strings.Join(Ver
 // VersionInfo is what a version endpoint said.
 type VersionInfo struct {
 	Endpoint string // one of VersionEndpoints
-	// Version is the server's version, cleaned: vLLM's and SGLang's
-	// "version", TGI's "version" with "+" and the first 8 digits of its
-	// "sha" when given, llama.cpp's "build_info".
+	// Version is the server's version, cleaned: vLLM's, SGLang's and
+	// Ollama's "version", TGI's "version" with "+" and the first 8 digits
+	// of its "sha" when given, llama.cpp's "build_info".
 	Version string
 }
 

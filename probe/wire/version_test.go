@@ -81,9 +81,10 @@ func TestVersionFromSimulator(t *testing.T) {
 	}
 }
 
-// TestVersionShapes: what TGI, llama.cpp and SGLang answer (their source:
-// router/src/lib.rs Info, tools/server props, http_server.py
-// get_server_info), each found after the 404s of the endpoints before it.
+// TestVersionShapes: what TGI, llama.cpp, SGLang and Ollama answer (their
+// source: router/src/lib.rs Info, tools/server props, http_server.py
+// get_server_info, server/routes.go /api/version), each found after the
+// 404s of the endpoints before it.
 func TestVersionShapes(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -96,6 +97,7 @@ func TestVersionShapes(t *testing.T) {
 		{"llama.cpp", map[string]string{"/props": `{"default_generation_settings":{"n_ctx":4096},"total_slots":4,"model_path":"/models/qwen.gguf","chat_template":"{{x}}","build_info":"b6490-1a2b3c4d"}`}, VersionInfo{"/props", "b6490-1a2b3c4d"}},
 		{"SGLang", map[string]string{"/get_server_info": `{"model_path":"Qwen/Qwen3-8B","tp_size":1,"internal_states":[{"last_gen_throughput":12.5}],"version":"0.5.3"}`}, VersionInfo{"/get_server_info", "0.5.3"}},
 		{"newer SGLang", map[string]string{"/server_info": `{"version":"0.5.9"}`}, VersionInfo{"/server_info", "0.5.9"}},
+		{"Ollama", map[string]string{"/api/version": `{"version":"0.17.4"}`}, VersionInfo{"/api/version", "0.17.4"}},
 		{"a gateway's own /info without a version", map[string]string{"/info": `{"name":"gateway"}`, "/props": `{"build_info":"b1-x"}`}, VersionInfo{"/props", "b1-x"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
