@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -19,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 )
 
 // WorkloadOptions shape the configuration file WriteWorkload writes.
@@ -354,16 +354,8 @@ func WriteSummary(w io.Writer, r *Result) error {
 	return bw.Flush()
 }
 
-// redactSource removes credentials from a URL in a source description.
-func redactSource(s string) string {
-	const prefix = "Prometheus "
-	if rest, ok := strings.CutPrefix(s, prefix); ok {
-		if u, err := url.Parse(rest); err == nil {
-			return prefix + u.Redacted()
-		}
-	}
-	return s
-}
+// redactSource masks every URL in a source description (scrub.URLs).
+func redactSource(s string) string { return scrub.URLs(s) }
 
 // comment makes text safe inside a one-line YAML comment.
 func comment(s string) string {

@@ -28,8 +28,9 @@ import (
 //   - every secret the target's http_client_config names: basic-auth
 //     password, authorization credentials, bearer token, OAuth2 client
 //     secret, TLS keys, http_headers values, secrets and files, proxy
-//     connect headers (files are re-read at most once per redactorFileTTL,
-//     so a rotated secret is scrubbed too);
+//     connect headers, the user information and query values of proxy_url
+//     and oauth2's token_url (files are re-read at most once per
+//     redactorFileTTL, so a rotated secret is scrubbed too);
 //   - the Authorization (and Proxy-Authorization) value the request
 //     actually carried, captured by the connection trace: an OAuth2 access
 //     token is known only then;
@@ -120,6 +121,31 @@ func NewRedactor(cfg commoncfg.HTTPClientConfig) *Redactor {
 		}
 	}
 	add(cfg.TLSConfig.Key)
+	// A URL's user information and query values: a server may quote the
+	// URL it was asked at (a token endpoint's error, a proxy's page).
+	urlSecrets := func(u *url.URL) {
+		if u == nil {
+			return
+		}
+		if pw, ok := u.User.Password(); ok {
+			add(commoncfg.Secret(pw))
+		}
+		plain := []string{u.User.Username()}
+		for _, vs := range u.Query() {
+			plain = append(plain, vs...)
+		}
+		for _, v := range plain {
+			if len(v) >= redactMinHeader {
+				r.static = appendForms(r.static, v)
+			}
+		}
+	}
+	urlSecrets(cfg.ProxyURL.URL)
+	if o := cfg.OAuth2; o != nil {
+		u, _ := url.Parse(o.TokenURL)
+		urlSecrets(u)
+		urlSecrets(o.ProxyURL.URL)
+	}
 	for _, vs := range cfg.ProxyConnectHeader {
 		for _, v := range vs {
 			add(v)

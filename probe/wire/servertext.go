@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/llmprobe/llmprobe/internal/scrub"
 )
 
 // What a server writes (error bodies, error events, messages that quote
@@ -71,7 +73,7 @@ func SanitizeCut(s string, n int) string { return sanitizeCut(s, n, nil) }
 // sanitizeCut is SanitizeCut scrubbing the given secret forms before the
 // cut.
 func sanitizeCut(s string, n int, forms []string) string {
-	return scrubCut(sanitizeChars(scrubURLs(s)), n, forms)
+	return scrubCut(sanitizeChars(scrub.URLs(s)), n, forms)
 }
 
 // sanitizeChars replaces control characters and invalid UTF-8 with
@@ -89,38 +91,4 @@ func sanitizeChars(msg string) string {
 		}
 	}
 	return b.String()
-}
-
-// scrubURLs drops the userinfo and the query of every URL in s.
-func scrubURLs(s string) string {
-	if !strings.Contains(s, "://") {
-		return s
-	}
-	var b strings.Builder
-	for {
-		i := strings.Index(s, "://")
-		if i < 0 {
-			b.WriteString(s)
-			return b.String()
-		}
-		b.WriteString(s[:i+3])
-		s = s[i+3:]
-		end := strings.IndexAny(s, " \t\"'<>`")
-		if end < 0 {
-			end = len(s)
-		}
-		u := s[:end]
-		authEnd := strings.IndexAny(u, "/?#")
-		if authEnd < 0 {
-			authEnd = len(u)
-		}
-		if at := strings.LastIndexByte(u[:authEnd], '@'); at >= 0 {
-			u = u[at+1:]
-		}
-		if q := strings.IndexAny(u, "?#"); q >= 0 {
-			u = u[:q]
-		}
-		b.WriteString(u)
-		s = s[end:]
-	}
 }
