@@ -18,7 +18,7 @@ import (
 
 // serverText cleans the messages a server writes for one request.
 type serverText struct {
-	secrets []string // the forms to scrub (Redactor.requestSet)
+	secrets *matcher // the forms to scrub (Redactor.requestSet)
 	req     *Request
 }
 
@@ -59,8 +59,8 @@ func SanitizeMessage(msg string) string {
 
 // sanitizeWith is sanitizeMessage scrubbing the given secret forms before
 // the cut.
-func sanitizeWith(msg string, forms []string) string {
-	return sanitizeCut(msg, maxErrorMessage, forms)
+func sanitizeWith(msg string, m *matcher) string {
+	return sanitizeCut(msg, maxErrorMessage, m)
 }
 
 // SanitizeCut is how text a server sent is made fit for an error message
@@ -72,8 +72,8 @@ func SanitizeCut(s string, n int) string { return sanitizeCut(s, n, nil) }
 
 // sanitizeCut is SanitizeCut scrubbing the given secret forms before the
 // cut.
-func sanitizeCut(s string, n int, forms []string) string {
-	return scrubCut(sanitizeChars(scrub.URLs(s)), n, forms)
+func sanitizeCut(s string, n int, m *matcher) string {
+	return scrubCut(sanitizeChars(scrub.URLs(s)), n, m)
 }
 
 // sanitizeChars replaces control characters and invalid UTF-8 with
