@@ -357,15 +357,9 @@ func WriteSummary(w io.Writer, r *Result) error {
 // redactSource masks every URL in a source description (scrub.URLs).
 func redactSource(s string) string { return scrub.URLs(s) }
 
-// comment makes text safe inside a one-line YAML comment.
-func comment(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || r == 0x85 || r == 0x2028 || r == 0x2029 {
-			return '?'
-		}
-		return r
-	}, s)
-}
+// comment makes text safe inside a one-line YAML comment: no control
+// character, line break or bidirectional override (scrub.Chars).
+func comment(s string) string { return scrub.Chars(s) }
 
 // yamlString renders s as a YAML scalar, quoted when it needs to be.
 func yamlString(s string) string {

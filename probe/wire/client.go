@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/llmprobe/llmprobe/internal/httpclient"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 )
 
 // The OpenAI streaming client.
@@ -577,10 +578,16 @@ func closedBeforeResponse(err error, ct *connTrace) bool {
 		errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "server closed idle connection")
 }
 
-// scrubResult removes secrets from every server-supplied string of res.
+// scrubResult cleans every server-supplied string of res of characters
+// (the id, model and finish reason; the error was cleaned when it was
+// written) and secrets.
 // A cut secret is looked for at the end of the strings that can have
 // been cut (messages, and id or model at their length limit).
 func (c *Client) scrubResult(res *Result, m *matcher) {
+	// Label values, span attributes and lines of the page: no control or
+	// bidirectional formatting character (the secrets after, so that one
+	// such character cannot split a secret out of sight).
+	res.ResponseID, res.ResponseModel, res.FinishReason = scrub.Chars(res.ResponseID), scrub.Chars(res.ResponseModel), scrub.Chars(res.FinishReason)
 	if m == nil {
 		return
 	}

@@ -4,9 +4,7 @@
 package wire
 
 import (
-	"strings"
 	"sync/atomic"
-	"unicode"
 )
 
 // What a response says of the serving stack, for the target's identity
@@ -20,10 +18,10 @@ import (
 //
 // These values end up in label values, log lines and the status page,
 // so each is cleaned as every server-supplied text is (servertext.go):
-// the target's secrets and any echo of the prompt removed, URL
-// credentials and queries dropped, control characters and invalid UTF-8
-// replaced, and cut to MaxIdentityValue bytes (an ellipsis marks the
-// cut). The values repeat on every response, so the client keeps the
+// the target's secrets and any echo of the prompt removed, URLs masked,
+// control characters, line separators and invalid UTF-8 replaced and
+// bidirectional formatting characters removed (internal/scrub), and cut
+// to MaxIdentityValue bytes (an ellipsis marks the cut). The values repeat on every response, so the client keeps the
 // last cleaned value of each and cleans again only when the raw value
 // (or the set of secrets) changes: the hot path allocates nothing for
 // them.
@@ -90,18 +88,7 @@ func cleanIdentity(raw string, sec *matcher, req *Request) (string, bool) {
 			s, echoed = e, true
 		}
 	}
-	s = sanitizeCut(s, MaxIdentityValue, sec)
-	if strings.ContainsFunc(s, unicode.IsControl) {
-		// sanitizeCut leaves C1 controls (U+0080–U+009F); a label value
-		// gets none.
-		s = strings.Map(func(r rune) rune {
-			if unicode.IsControl(r) {
-				return ' '
-			}
-			return r
-		}, s)
-	}
-	return s, echoed
+	return sanitizeCut(s, MaxIdentityValue, sec), echoed
 }
 
 // CleanIdentity cleans a value that a server's version endpoint gave

@@ -6,7 +6,6 @@ package wire
 import (
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/llmprobe/llmprobe/internal/scrub"
 )
@@ -64,31 +63,17 @@ func sanitizeWith(msg string, m *matcher) string {
 }
 
 // SanitizeCut is how text a server sent is made fit for an error message
-// or a log line: URL credentials and queries removed, control characters
-// and invalid UTF-8 replaced, and cut to n bytes with scrubCut (which
-// marks the cut). SanitizeMessage is SanitizeCut at the length of
-// Result.Error.
+// or a log line: URLs masked (scrub.URLs), control characters, line
+// separators and invalid UTF-8 replaced and bidirectional overrides
+// removed (scrub.Chars), and cut to n bytes with scrubCut (which marks
+// the cut). SanitizeMessage is SanitizeCut at the length of Result.Error.
 func SanitizeCut(s string, n int) string { return sanitizeCut(s, n, nil) }
 
 // sanitizeCut is SanitizeCut scrubbing the given secret forms before the
 // cut.
 func sanitizeCut(s string, n int, m *matcher) string {
-	return scrubCut(sanitizeChars(scrub.URLs(s)), n, m)
-}
-
-// sanitizeChars replaces control characters and invalid UTF-8 with
-// spaces, reading at most a few times the message limit.
-func sanitizeChars(msg string) string {
-	msg = msg[:min(len(msg), 4*maxErrorMessage)]
-	var b strings.Builder
-	b.Grow(len(msg))
-	for _, r := range msg {
-		switch {
-		case r == utf8.RuneError, r < 0x20, r == 0x7f:
-			b.WriteByte(' ')
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
+	s = scrub.URLs(s)
+	// Read at most a few times the message limit; a rune cut here is
+	// invalid UTF-8, which Chars replaces.
+	return scrubCut(scrub.Chars(s[:min(len(s), 4*maxErrorMessage)]), n, m)
 }
