@@ -135,7 +135,7 @@ func IsBidi(r rune) bool {
 func Chars(s string) string {
 	i := 0
 	for i < len(s) {
-		if c := s[i]; c >= 0x20 && c < 0x7f {
+		if s[i]-0x20 < 0x5f { // printable ASCII, the common case
 			i++
 			continue
 		}

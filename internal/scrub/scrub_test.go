@@ -86,3 +86,21 @@ func FuzzChars(f *testing.F) {
 }
 
 func utfValid(s string) bool { return strings.ToValidUTF8(s, "") == s }
+
+// BenchmarkChars is what the wire client adds to every response: its id
+// and model, clean (the common case, no allocation) and with an
+// override.
+func BenchmarkChars(b *testing.B) {
+	for name, s := range map[string]string{
+		"clean":    "chatcmpl-9f3c1e2d4b5a69788796a1b2 meta-llama/Llama-3.1-8B-Instruct",
+		"override": "chatcmpl-9f3c1e2d4b5a69788796a1b2 meta-llama/Llama\u202e-3.1-8B-Instruct",
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(s)))
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = Chars(s)
+			}
+		})
+	}
+}
