@@ -29,8 +29,8 @@ import (
 //   - every secret the target's http_client_config names: basic-auth
 //     password, authorization credentials, bearer token, OAuth2 client
 //     secret, TLS keys, http_headers values, secrets and files, proxy
-//     connect headers, the user information and query values of proxy_url
-//     and oauth2's token_url (files are re-read at most once per
+//     connect headers, the password (else the user name) and query values
+//     of proxy_url and oauth2's token_url (files are re-read at most once per
 //     redactorFileTTL, so a rotated secret is scrubbed too);
 //   - the Authorization (and Proxy-Authorization) value the request
 //     actually carried, captured by the connection trace: an OAuth2 access
@@ -49,8 +49,9 @@ import (
 //     length limit.
 //
 // Secrets are replaced by "[secret]". Declared secrets are scrubbed at
-// any length (shorter than matchGram bytes, as they are: in any case they
-// would shred every message); plain http_headers values from
+// any length (one shorter than matchGram bytes only as it is written: in
+// any letter case it would shred every message); plain http_headers
+// values, a URL's query values and user name without a password from
 // redactMinHeader bytes on, so that a header such as "X-Debug: 1" does not
 // shred every message.
 //
@@ -139,10 +140,12 @@ func NewRedactor(cfg commoncfg.HTTPClientConfig) *Redactor {
 		if u == nil {
 			return
 		}
+		var plain []string
 		if pw, ok := u.User.Password(); ok {
 			add(commoncfg.Secret(pw))
+		} else {
+			plain = append(plain, u.User.Username()) // https://TOKEN@host
 		}
-		plain := []string{u.User.Username()}
 		for _, vs := range u.Query() {
 			plain = append(plain, vs...)
 		}
