@@ -20,6 +20,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/internal/bounded"
 	"github.com/llmprobe/llmprobe/internal/httpclient"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 )
 
 // GPU figures: at the end of every stage bench asks Prometheus
@@ -83,13 +84,13 @@ func queryGPU(ctx context.Context, promURL, selector string, end time.Time, wind
 	st := &GPUStats{Query: expr(GPUMetrics.Util), Window: window}
 	hc, err := httpclient.New(httpclient.Plain, "llmprobe_bench_gpu", httpclient.Options{Timeout: gpuQueryTimeout})
 	if err != nil {
-		st.Errors = append(st.Errors, fmt.Sprintf("prometheus client for %s: %v", redactURL(promURL), err))
+		st.Errors = append(st.Errors, fmt.Sprintf("prometheus client for %s: %s", scrub.URL(promURL), scrub.URLs(err.Error())))
 		return st
 	}
 	defer hc.CloseIdleConnections()
 	c, err := api.NewClient(api.Config{Address: promURL, Client: bounded.Client(hc, gpuMaxBody, "the answer of Prometheus")})
 	if err != nil {
-		st.Errors = append(st.Errors, fmt.Sprintf("prometheus client for %s: %v", redactURL(promURL), err))
+		st.Errors = append(st.Errors, fmt.Sprintf("prometheus client for %s: %s", scrub.URL(promURL), scrub.URLs(err.Error())))
 		return st
 	}
 	papi := promv1.NewAPI(c)
@@ -117,7 +118,7 @@ func queryGPU(ctx context.Context, promURL, selector string, end time.Time, wind
 		val, _, _, err := papi.Query(qctx, expr(q.metric), end)
 		cancel()
 		if err != nil {
-			st.Errors = append(st.Errors, fmt.Sprintf("%s: %v", expr(q.metric), err))
+			st.Errors = append(st.Errors, fmt.Sprintf("%s: %s", expr(q.metric), scrub.URLs(err.Error()))) // it quotes the URL
 			continue
 		}
 		vec, ok := val.(model.Vector)

@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/llmprobe/llmprobe/config"
-	"github.com/llmprobe/llmprobe/internal/httpclient"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
@@ -40,7 +40,7 @@ type ClassInfo struct {
 func describeWorkload(cfg *config.Config, t *config.Target) WorkloadInfo {
 	// Credentials can sit in a URL's user information or query: neither
 	// is written.
-	wi := WorkloadInfo{Target: t.Name, URL: httpclient.RedactURL(t.URL), API: t.API, Model: t.Model, Workload: t.Workload}
+	wi := WorkloadInfo{Target: t.Name, URL: scrub.URL(t.URL), API: t.API, Model: t.Model, Workload: t.Workload}
 	w := cfg.Workload(t)
 	if w == nil {
 		return wi

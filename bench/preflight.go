@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/config"
-	"github.com/llmprobe/llmprobe/internal/httpclient"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/wire"
 )
@@ -134,9 +134,9 @@ func preflightOne(ctx context.Context, opts Options, t *config.Target) (Prefligh
 	defer obs.mu.Unlock()
 	r := obs.first
 	if r == nil {
-		return PreflightResult{Target: t.Name, URL: httpclient.RedactURL(t.URL)}, ctx.Err()
+		return PreflightResult{Target: t.Name, URL: scrub.URL(t.URL)}, ctx.Err()
 	}
-	return PreflightResult{Target: t.Name, URL: httpclient.RedactURL(t.URL), Outcome: r.Outcome, ErrorType: r.ErrorType,
+	return PreflightResult{Target: t.Name, URL: scrub.URL(t.URL), Outcome: r.Outcome, ErrorType: r.ErrorType,
 		Error: r.Error, StatusCode: r.StatusCode, FirstToken: r.FirstToken, TTFT: r.TTFT, E2E: r.E2E}, nil
 }
 

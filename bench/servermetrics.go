@@ -25,6 +25,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/httpclient"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 )
 
 // Server metrics: bench scrapes the target server's own Prometheus
@@ -324,23 +325,23 @@ func scrapeServer(ctx context.Context, client *http.Client, u string) scrapeResu
 	res := scrapeResult{at: time.Now()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		res.err = err
+		res.err = errors.New(scrub.URLs(err.Error())) // it quotes the URL
 		return res
 	}
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := client.Do(req)
 	if err != nil {
-		res.err = err
+		res.err = errors.New(scrub.URLs(err.Error()))
 		return res
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		res.err = fmt.Errorf("GET %s: %s", redactURL(u), resp.Status)
+		res.err = fmt.Errorf("GET %s: %s", scrub.URL(u), resp.Status)
 		return res
 	}
 	if res.families, res.dropped, err = readExposition(resp.Body, serverWanted()); err != nil {
-		res.err = fmt.Errorf("GET %s: %w", redactURL(u), err)
+		res.err = fmt.Errorf("GET %s: %w", scrub.URL(u), err)
 		return res
 	}
 	res.gauges = map[string]gaugeValue{}
@@ -354,15 +355,6 @@ func scrapeServer(ctx context.Context, client *http.Client, u string) scrapeResu
 		}
 	}
 	return res
-}
-
-// redactURL hides a password in a URL.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
 }
 
 // serverScraper samples one URL during a stage: at the window's start,
@@ -447,7 +439,7 @@ func (s *serverScraper) results() []scrapeResult {
 
 // serverStats turns a window's scrapes into the stage's figures.
 func serverStats(u string, res []scrapeResult) *ServerStats {
-	st := &ServerStats{URL: redactURL(u), Scrapes: len(res), Unavailable: map[string]string{}}
+	st := &ServerStats{URL: scrub.URL(u), Scrapes: len(res), Unavailable: map[string]string{}}
 	var ok []scrapeResult
 	note := func(msg string) {
 		if !slices.Contains(st.Errors, msg) {

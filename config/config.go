@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/llmprobe/llmprobe/internal/scrub"
 	"github.com/llmprobe/llmprobe/slo"
 )
 
@@ -752,13 +753,23 @@ func (w *Workload) validate(errs *fieldErrors, path string) {
 	}
 }
 
+// validateModelName checks a model name: it is sent as it is and becomes
+// the model label and a line of the status page, so it holds none of the
+// characters internal/scrub's Chars replaces or removes (controls, line
+// separators, bidirectional formatting characters).
+func validateModelName(errs *fieldErrors, path, name string) {
+	if len(name) > 256 || strings.ContainsFunc(name, scrub.Unsafe) {
+		errs.add(path, "must be a model or adapter name of at most 256 printable characters (no control or bidirectional formatting character)")
+	}
+}
+
 // MaxBatchSize bounds batch_size.
 const MaxBatchSize = 2048
 
 // validateBody checks what a class adds to request bodies.
 func (cl *Class) validateBody(errs *fieldErrors, cp string) {
-	if cl.Model != "" && (len(cl.Model) > 256 || strings.ContainsFunc(cl.Model, func(r rune) bool { return r < 0x20 || r == 0x7f })) {
-		errs.add(cp+".model", "must be a model or adapter name of at most 256 printable characters")
+	if cl.Model != "" {
+		validateModelName(errs, cp+".model", cl.Model)
 	}
 	if im := cl.Images; im != nil {
 		im.Count.validateAtLeast(errs, cp+".images.count", 0, "images")
@@ -888,6 +899,8 @@ func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 	}
 	if t.Model == "" {
 		errs.add(path+".model", "required")
+	} else {
+		validateModelName(errs, path+".model", t.Model)
 	}
 	if t.Tokenize != TokenizeAuto && t.Tokenize != TokenizeOff {
 		errs.add(path+".tokenize", "must be %q or %q, got %q", TokenizeAuto, TokenizeOff, t.Tokenize)

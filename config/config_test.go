@@ -160,7 +160,11 @@ func TestLoadBadConfigs(t *testing.T) {
 		"empty.bad.yml":            `testdata/empty.bad.yml: empty configuration`,
 		"extra-body.bad.yml":       `testdata/extra-body.bad.yml:13:18: targets[0].extra_body.stream: "stream" is set by llmprobe and cannot be overridden`,
 		"url-credentials.bad.yml":  `testdata/url-credentials.bad.yml:9:5: targets[0].url: credentials in the URL are not allowed; use http_client_config.basic_auth`,
-		"think-time.bad.yml":       `testdata/think-time.bad.yml:7:27: workloads.w.classes[0].turns.think_time: not a valid duration "soon" (a number and a unit, e.g. 500ms, 30s, 5m, 1h; or a mapping with "dist")`,
+		"model-chars.bad.yml": strings.Join([]string{
+			`testdata/model-chars.bad.yml:7:9: workloads.w.classes[0].model: must be a model or adapter name of at most 256 printable characters (no control or bidirectional formatting character)`,
+			`testdata/model-chars.bad.yml:11:5: targets[0].model: must be a model or adapter name of at most 256 printable characters (no control or bidirectional formatting character)`,
+		}, "\n"),
+		"think-time.bad.yml": `testdata/think-time.bad.yml:7:27: workloads.w.classes[0].turns.think_time: not a valid duration "soon" (a number and a unit, e.g. 500ms, 30s, 5m, 1h; or a mapping with "dist")`,
 		"slo.bad.yml": strings.Join([]string{
 			`testdata/slo.bad.yml:7:25: workloads.w.classes[0].slo.p99: unknown field "p99"`,
 			`testdata/slo.bad.yml:8:62: workloads.w.classes[1].slo.objective: must be a share of requests in (0, 1), e.g. 0.99, got 1.5`,

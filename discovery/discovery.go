@@ -9,9 +9,9 @@
 // after every refresh; a refresh that fails sends an error instead, and
 // the caller keeps its last set: a failure never empties a target.
 //
-// Of llmprobe it imports config and internal/bounded only; the engine
-// (probe) and cmd/llmprobe import it, never the other way round, and it
-// never imports probe or exporter.
+// Of llmprobe it imports config, internal/bounded and internal/scrub
+// only; the engine (probe) and cmd/llmprobe import it, never the other
+// way round, and it never imports probe or exporter.
 package discovery
 
 import (
@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 )
 
 // Replica is one discovered replica.
@@ -87,10 +88,19 @@ func New(cfg *config.Discovery, opts Options) (Discoverer, error) {
 	return nil, errors.New("discovery: exactly one of file, dns or kubernetes is required")
 }
 
-// normalize sorts replicas by Name and keeps the first of each Name (the
-// inputs come in a stable order: the first is the same every time). It
-// never returns nil, so that an empty set is told from an error.
+// normalize cleans the names and labels of replicas of control and
+// bidirectional formatting characters (scrub.Chars: they are label
+// values, log fields and lines of the status page), sorts them by Name
+// and keeps the first of each Name (the inputs come in a stable order:
+// the first is the same every time). It never returns nil, so that an
+// empty set is told from an error.
 func normalize(rs []Replica) []Replica {
+	for i := range rs {
+		rs[i].Name = scrub.Chars(rs[i].Name)
+		for k, v := range rs[i].Labels {
+			rs[i].Labels[k] = scrub.Chars(v)
+		}
+	}
 	slices.SortStableFunc(rs, func(a, b Replica) int {
 		return cmp.Compare(a.Name, b.Name)
 	})

@@ -27,6 +27,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/bounded"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 )
 
 // Bounds of file discovery.
@@ -296,7 +297,7 @@ func checkAddress(addr string) error {
 	if err != nil {
 		return fmt.Errorf("%q is not host:port", addr)
 	}
-	if host == "" || strings.ContainsAny(host, " /\t\r\n") || !utf8.ValidString(host) {
+	if host == "" || strings.ContainsAny(host, " /") || strings.ContainsFunc(host, scrub.Unsafe) || !utf8.ValidString(host) {
 		return fmt.Errorf("%q: invalid host", addr)
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {

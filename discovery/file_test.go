@@ -186,6 +186,8 @@ func TestFileSDBadContent(t *testing.T) {
 		{"no port", `[{"targets": ["127.0.0.1"]}]`, `targets[0]: "127.0.0.1" is not host:port`},
 		{"bad port", `[{"targets": ["127.0.0.1:0"]}]`, `"127.0.0.1:0": invalid port`},
 		{"empty host", `[{"targets": [":80"]}]`, `":80": invalid host`},
+		{"escape in host", `[{"targets": ["bad\u001bhost:80"]}]`, `"bad\x1bhost:80": invalid host`},
+		{"override in host", `[{"targets": ["evil\u202elocal:80"]}]`, `"evil\u202elocal:80": invalid host`},
 		{"long label", `[{"targets": ["127.0.0.1:80"], "labels": {"pod": "` + strings.Repeat("p", 257) + `"}}]`, "group 0: label pod: value longer than 256 bytes"},
 		{"bad utf-8", "[{\"targets\": [\"127.0.0.1:80\"]}, {\"targets\": [\"127.0.0.1:81\"], \"labels\": {\"node\": \"\xff\"}}]", "line 1: not valid UTF-8"},
 		{"not a list", `{"targets": ["127.0.0.1:80"]}`, "line 1: json: cannot unmarshal object"},
@@ -204,6 +206,22 @@ func TestFileSDBadContent(t *testing.T) {
 				t.Errorf("error %q, want the file and %q", msg, tt.want)
 			}
 		})
+	}
+}
+
+// TestFileSDLabelsCleaned: a replica name and join labels carrying a
+// terminal escape, a C1 control or a bidirectional override become
+// label values without them (internal/scrub's Chars).
+func TestFileSDLabelsCleaned(t *testing.T) {
+	pool := filepath.Join(t.TempDir(), "pool.yml")
+	write(t, pool, "- targets: [\"127.0.0.1:8001\"]\n  labels: {replica: \"r\\e[31m\\u202egnp.exe\", pod: \"p\\u2066od\\u2069\", namespace: \"ns\\x9b\", node: \"gpu\\u200f-1\\n\"}\n")
+	u := next(t, fileSD(t, pool))
+	if u.Err != nil {
+		t.Fatal(u.Err)
+	}
+	r := u.Replicas[0]
+	if r.Name != "r [31mgnp.exe" || r.Labels["pod"] != "pod" || r.Labels["namespace"] != "ns " || r.Labels["node"] != "gpu-1 " {
+		t.Errorf("replica %q, labels %q", r.Name, r.Labels)
 	}
 }
 

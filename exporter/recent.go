@@ -7,14 +7,13 @@ import (
 	"context"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/wire"
 )
@@ -326,30 +325,18 @@ func (r *Recent) Snapshot(target string) (recent, failures []Entry) {
 	return recent, failures
 }
 
-// sanitize makes a remote error message safe to keep and show: valid
-// UTF-8, no control characters (newlines included), at most maxErrorLen
-// bytes. HTML escaping is the page's job.
+// sanitize makes a remote error message safe to keep and show: no
+// control, line-separating or bidirectional formatting character, valid
+// UTF-8 (scrub.Chars), at most maxErrorLen bytes. HTML escaping is the
+// page's job.
 func sanitize(s string) string {
-	clean := true
-	for _, c := range s {
-		if c == utf8.RuneError || unicode.IsControl(c) {
-			clean = false
-			break
-		}
-	}
-	if clean && len(s) <= maxErrorLen {
+	s = scrub.Chars(s)
+	if len(s) <= maxErrorLen {
 		return s
 	}
-	var b strings.Builder
-	for _, c := range strings.ToValidUTF8(s, "\uFFFD") {
-		if unicode.IsControl(c) {
-			c = ' '
-		}
-		if b.Len()+utf8.RuneLen(c) > maxErrorLen-len("…") {
-			b.WriteString("…")
-			break
-		}
-		b.WriteRune(c)
+	s = s[:maxErrorLen-len("…")]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1] // a rune the cut split
 	}
-	return b.String()
+	return s + "…"
 }

@@ -157,7 +157,8 @@ func TestSanitize(t *testing.T) {
 	for in, want := range map[string]string{
 		"plain message":            "plain message",
 		"two\nlines\r\tand\x00nul": "two lines  and nul",
-		"bad \xff utf8":            "bad \uFFFD utf8",
+		"bad \xff utf8":            "bad   utf8", // as every sanitised text (internal/scrub)
+		"rtl \u202egnp.exe\u0085":  "rtl gnp.exe ",
 	} {
 		if got := sanitize(in); got != want {
 			t.Errorf("sanitize(%q) = %q, want %q", in, got, want)

@@ -6,6 +6,7 @@ package exporter
 import (
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -33,10 +34,11 @@ const (
 
 // TestSecretsAreNeverRepublished runs the daemon's wiring against a server
 // that quotes every request header back in every way it can (401 bodies,
-// error events, response ids and models, /tokenize errors) and checks
-// that no configured secret, nor its base64 form, appears in /metrics,
-// the status page, /config, the debug log or the spans a real OTLP
-// receiver got.
+// error events, response ids and models, Server headers and
+// system_fingerprints, /tokenize errors; as sent, upper-cased, hex and
+// base64) and checks that no configured secret, in any of those forms
+// and in any letter case, appears in /metrics, the status page, /config,
+// the debug log or the spans a real OTLP receiver got.
 func TestSecretsAreNeverRepublished(t *testing.T) {
 	clearOTelEnv(t)
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
@@ -46,7 +48,7 @@ func TestSecretsAreNeverRepublished(t *testing.T) {
 		var quoted strings.Builder
 		for k, vs := range r.Header {
 			for _, v := range vs {
-				fmt.Fprintf(&quoted, "%s: %s [%s] ", k, v, base64.StdEncoding.EncodeToString([]byte(v)))
+				fmt.Fprintf(&quoted, "%s: %s [%s] (%s) <%X> ", k, v, base64.StdEncoding.EncodeToString([]byte(v)), strings.ToUpper(v), v)
 			}
 		}
 		q, _ := json.Marshal(quoted.String())
@@ -59,9 +61,11 @@ func TestSecretsAreNeverRepublished(t *testing.T) {
 			fmt.Fprintf(w, `{"error":{"message":%s}}`, q)
 		case n.Load()%3 == 1:
 			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Server", strings.ToUpper(r.Header.Get("X-Api-Key")))
 			id, _ := json.Marshal(r.Header.Get("Authorization"))
 			model, _ := json.Marshal(r.Header.Get("X-Api-Key"))
-			fmt.Fprintf(w, "data: {\"id\":%s,\"model\":%s,\"choices\":[{\"delta\":{\"content\":\"hi\"},\"finish_reason\":%s}]}\n\n", id, model, model)
+			fp, _ := json.Marshal(hex.EncodeToString([]byte(r.Header.Get("X-File-Key") + r.Header.Get("Authorization"))))
+			fmt.Fprintf(w, "data: {\"id\":%s,\"model\":%s,\"system_fingerprint\":%s,\"choices\":[{\"delta\":{\"content\":\"hi\"},\"finish_reason\":%s}]}\n\n", id, model, fp, model)
 			io.WriteString(w, "data: [DONE]\n\n")
 		default:
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -128,9 +132,11 @@ targets:
 		t.Error("the debug log shows no redacted failure")
 	}
 	for name, text := range map[string]string{"/metrics": exposition, "/": page, "/config": cfgPage, "log": logs.String(), "spans": spans} {
+		low := strings.ToLower(text)
 		for _, sec := range []string{echoBearer, echoHeader, echoPassword, echoFileKey, "probe:" + echoPassword} {
-			for _, form := range []string{sec, sec[:16], base64.StdEncoding.EncodeToString([]byte(sec)), base64.StdEncoding.EncodeToString([]byte(sec))[:16]} {
-				if i := strings.Index(text, form); i >= 0 {
+			b64, hexed := base64.StdEncoding.EncodeToString([]byte(sec)), hex.EncodeToString([]byte(sec))
+			for _, form := range []string{sec, sec[:16], b64, b64[:16], hexed, hexed[:16]} {
+				if i := strings.Index(low, strings.ToLower(form)); i >= 0 {
 					t.Errorf("%s shows secret %q (as %q): ...%s...", name, sec, form, text[max(i-80, 0):min(i+80, len(text))])
 				}
 			}

@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 )
 
 // OpenTelemetry traces: one SDK TracerProvider per service (the daemon,
@@ -189,7 +190,7 @@ func NewTracing(ctx context.Context, opts TracingOptions) (*Tracing, error) {
 		propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 		queue:      queue,
 		exp:        exp,
-		endpoint:   redactEndpoint(endpoint),
+		endpoint:   scrub.URL(endpoint),
 		protocol:   protocol,
 	}
 	if v, ok := res.Set().Value("service.name"); ok {
@@ -409,21 +410,6 @@ func tracingResource(ctx context.Context, opts TracingOptions) (*resource.Resour
 		opts.Logger.Warn("some OTEL_RESOURCE_ATTRIBUTES could not be used", "err", err)
 	}
 	return res, nil
-}
-
-// redactEndpoint keeps scheme, host and port of an endpoint for display.
-func redactEndpoint(ep string) string {
-	if i := strings.Index(ep, "://"); i >= 0 {
-		rest := ep[i+3:]
-		if at := strings.LastIndexByte(rest, '@'); at >= 0 {
-			rest = rest[at+1:]
-		}
-		if j := strings.IndexAny(rest, "/?#"); j >= 0 {
-			rest = rest[:j]
-		}
-		return ep[:i+3] + rest
-	}
-	return ep
 }
 
 // TracerProvider returns the provider (for the simulator's server spans).

@@ -209,18 +209,6 @@ func TestTracingResource(t *testing.T) {
 	}
 }
 
-func TestRedactEndpoint(t *testing.T) {
-	for in, want := range map[string]string{
-		"otel:4317":                         "otel:4317",
-		"https://user:pw@otel:4317/x?token": "https://otel:4317",
-		"http://otel:4317":                  "http://otel:4317",
-	} {
-		if got := redactEndpoint(in); got != want {
-			t.Errorf("redactEndpoint(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // collectingObserver keeps every result of an engine run. (The embedded
 // empty Observers provides the events it ignores.)
 type collectingObserver struct {

@@ -24,6 +24,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/harness"
 	"github.com/llmprobe/llmprobe/probe/wire"
@@ -547,7 +548,7 @@ func (w *web) config(rw http.ResponseWriter, _ *http.Request) {
 
 // marshalConfig renders cfg as YAML. Secrets (passwords, bearer
 // credentials, OAuth2 client secrets) are prometheus/common Secrets, which
-// marshal as "<secret>".
+// marshal as "<secret>"; every URL is masked.
 func marshalConfig(cfg *config.Config) (string, error) {
 	if cfg == nil {
 		return "", nil
@@ -561,7 +562,10 @@ func marshalConfig(cfg *config.Config) (string, error) {
 	if err := enc.Close(); err != nil {
 		return "", err
 	}
-	return buf.String(), nil
+	// URLs are shown as everywhere else (scrub.URL): proxy_url's query,
+	// an oauth2 token_url's user information and query, workload_from's
+	// query are not Secrets.
+	return scrub.URLs(buf.String()), nil
 }
 
 // Formatting helpers for the templates.

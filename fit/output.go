@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -19,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 )
 
 // WorkloadOptions shape the configuration file WriteWorkload writes.
@@ -354,26 +354,12 @@ func WriteSummary(w io.Writer, r *Result) error {
 	return bw.Flush()
 }
 
-// redactSource removes credentials from a URL in a source description.
-func redactSource(s string) string {
-	const prefix = "Prometheus "
-	if rest, ok := strings.CutPrefix(s, prefix); ok {
-		if u, err := url.Parse(rest); err == nil {
-			return prefix + u.Redacted()
-		}
-	}
-	return s
-}
+// redactSource masks every URL in a source description (scrub.URLs).
+func redactSource(s string) string { return scrub.URLs(s) }
 
-// comment makes text safe inside a one-line YAML comment.
-func comment(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || r == 0x85 || r == 0x2028 || r == 0x2029 {
-			return '?'
-		}
-		return r
-	}, s)
-}
+// comment makes text safe inside a one-line YAML comment: no control
+// character, line break or bidirectional override (scrub.Chars).
+func comment(s string) string { return scrub.Chars(s) }
 
 // yamlString renders s as a YAML scalar, quoted when it needs to be.
 func yamlString(s string) string {

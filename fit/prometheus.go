@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/internal/bounded"
 	"github.com/llmprobe/llmprobe/internal/httpclient"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 )
 
 // Engine names one serving engine's token histograms.
@@ -113,9 +113,9 @@ func FromPrometheus(ctx context.Context, client *http.Client, opts PromOptions) 
 	client = bounded.Client(client, MaxPrometheusAnswer, "the answer of Prometheus")
 	c, err := api.NewClient(api.Config{Address: opts.URL, Client: client})
 	if err != nil {
-		return nil, fmt.Errorf("prometheus client for %s: %w", redactURL(opts.URL), err)
+		return nil, fmt.Errorf("prometheus client for %s: %s", scrub.URL(opts.URL), scrub.URLs(err.Error()))
 	}
-	q := &promQuerier{api: promv1.NewAPI(c), opts: opts, sel: normalizeSelector(opts.Selector), url: redactURL(opts.URL)}
+	q := &promQuerier{api: promv1.NewAPI(c), opts: opts, sel: normalizeSelector(opts.Selector), url: scrub.URL(opts.URL)}
 	if q.opts.Time.IsZero() {
 		q.opts.Time = time.Now()
 	}
@@ -150,17 +150,8 @@ type promQuerier struct {
 	api      promv1.API
 	opts     PromOptions
 	sel      string
-	url      string // opts.URL without its password, for messages
+	url      string // opts.URL masked (scrub.URL), for messages
 	warnings []string
-}
-
-// redactURL hides a password in a URL.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
 }
 
 func (q *promQuerier) noSamples(what string) error {
@@ -184,7 +175,7 @@ func (q *promQuerier) query(ctx context.Context, expr string) (model.Vector, err
 	}
 	v, warnings, _, err := q.api.Query(ctx, expr, q.opts.Time, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("prometheus query %s at %s: %w", expr, q.url, err)
+		return nil, fmt.Errorf("prometheus query %s at %s: %s", expr, q.url, scrub.URLs(err.Error())) // it quotes the URL
 	}
 	for _, w := range warnings {
 		q.warnings = append(q.warnings, "Prometheus: "+w)

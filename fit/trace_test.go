@@ -336,3 +336,35 @@ func TestTraceSummaryText(t *testing.T) {
 		t.Errorf("row 10-20, column 20-50: %q, want 20.0\n%s", row, out)
 	}
 }
+
+// TestTraceModelCleaned: a trace's model name carrying a terminal escape
+// or a bidirectional override reaches neither the fitted file's comments
+// nor the summary (the target's model, quoted in YAML, is refused by the
+// configuration's check when the file is loaded).
+func TestTraceModelCleaned(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "burstgpt.csv")
+	var b strings.Builder
+	b.WriteString("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
+	for i, r := range handTrace {
+		fmt.Fprintf(&b, "%d,gpt\u202egnp.exe\x1b[31m,%d,%d,%d,Conversation log\n", i, r.prompt, r.output, r.prompt+r.output)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := FromTrace(context.Background(), path, TraceOptions{BlockSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var workload, summary strings.Builder
+	if err := WriteWorkload(&workload, res, WorkloadOptions{Model: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSummary(&summary, res); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"workload": workload.String(), "summary": summary.String()} {
+		if !strings.Contains(text, "gptgnp.exe [31m") || strings.ContainsAny(text, "\u202e\x1b") {
+			t.Errorf("the %s does not show the model cleaned:\n%q", name, text)
+		}
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/discovery"
 	"github.com/llmprobe/llmprobe/internal/httpclient"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 	"github.com/llmprobe/llmprobe/probe/harness"
 	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/probe/workload"
@@ -324,7 +325,7 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64, identity *iden
 		replica:     spec.Replica,
 		model:       t.Model,
 		api:         wire.API(t.API),
-		url:         httpclient.RedactURL(t.URL),
+		url:         scrub.URL(t.URL),
 		spec:        spec,
 		client:      client,
 		httpClient:  httpClient,

@@ -17,6 +17,7 @@ import (
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/discovery"
 	"github.com/llmprobe/llmprobe/internal/httpclient"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
@@ -412,7 +413,7 @@ func poolStatus(s poolSnapshot, now time.Time) TargetStatus {
 		Name:     t.Name,
 		Model:    t.Model,
 		API:      wire.API(t.API),
-		URL:      cmp.Or(httpclient.RedactURL(t.URL), "http://{replica}/v1"),
+		URL:      cmp.Or(scrub.URL(t.URL), "http://{replica}/v1"),
 		Workload: t.Workload,
 		Dropped:  map[DropReason]uint64{},
 		Outcomes: map[wire.Outcome]uint64{},

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/fit"
-	"github.com/llmprobe/llmprobe/internal/httpclient"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/probe/workload"
 )
@@ -128,7 +128,7 @@ func (r *runner) refitFailed(err error) {
 }
 
 func redactedSource(rawURL, selector string) string {
-	s := httpclient.RedactURL(rawURL)
+	s := scrub.URL(rawURL)
 	if selector != "" {
 		s += " {" + selector + "}"
 	}

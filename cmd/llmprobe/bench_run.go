@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/bench"
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 )
 
 // What bench does around its stages: the output files checked before the
@@ -166,8 +166,8 @@ var secretFlag = regexp.MustCompile(`(?i)(key|token|secret|password|passwd|crede
 const redacted = "<redacted>"
 
 // redactArgs is the command line with secrets hidden: the value of any
-// flag named like a secret (--x.api-key=V, or V after --x.api-key), the
-// password of a URL's user information, and query values named like one.
+// flag named like a secret (--x.api-key=V, or V after --x.api-key), and
+// every URL's user information and query values (redactURLArg).
 // No bench flag takes a secret today (keys come from the configuration's
 // files and environment, never written); this keeps it so.
 func redactArgs(args []string) []string {
@@ -198,41 +198,15 @@ func redactArgs(args []string) []string {
 	return out
 }
 
-// redactURLArg hides a URL's password and its query values named like a
-// secret; anything else is returned as it is.
+// redactURLArg masks every URL in an argument as everywhere else
+// (scrub.URL): each element of a comma-separated list
+// (--server-metrics=A,B), the URL of TARGET=URL included.
 func redactURLArg(s string) string {
-	// Each element of a comma-separated list (--server-metrics=A,B), and
-	// the URL of TARGET=URL.
-	if strings.Contains(s, ",") {
-		parts := strings.Split(s, ",")
-		for i, p := range parts {
-			parts[i] = redactURLArg(p)
-		}
-		return strings.Join(parts, ",")
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		parts[i] = scrub.URLs(p)
 	}
-	if name, rest, ok := strings.Cut(s, "="); ok && !strings.Contains(name, "/") && strings.Contains(rest, "://") {
-		return name + "=" + redactURLArg(rest)
-	}
-	if !strings.Contains(s, "://") {
-		return s
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return redacted
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	if u.RawQuery != "" {
-		q := u.Query()
-		for k := range q {
-			if secretFlag.MatchString(k) {
-				q.Set(k, redacted)
-			}
-		}
-		u.RawQuery = q.Encode()
-	}
-	return u.String()
+	return strings.Join(parts, ",")
 }
 
 // preflight sends one request per selected target and fails the run,

@@ -27,7 +27,8 @@
 // A test (sites_test.go) fails when a client is built anywhere else in
 // the binary.
 //
-// httpclient imports no llmprobe package; probe/wire wraps it for targets.
+// httpclient imports internal/scrub (what is shown of a URL) and no
+// other llmprobe package; probe/wire wraps it for targets.
 package httpclient
 
 import (
@@ -40,6 +41,8 @@ import (
 	"time"
 
 	commoncfg "github.com/prometheus/common/config"
+
+	"github.com/llmprobe/llmprobe/internal/scrub"
 )
 
 // MaxRedirects is the number of same-host redirects followed at most.
@@ -127,7 +130,7 @@ func FromTransport(rt http.RoundTripper, follow bool, timeout time.Duration) *ht
 type RedirectError struct {
 	Kind   string // redirect, redirect_cross_host, redirect_loop
 	Status int    // the redirect response's status code
-	To     string // the redirect's destination, without userinfo or query
+	To     string // the redirect's destination, masked (scrub.URL)
 }
 
 func (e *RedirectError) Error() string {
@@ -143,7 +146,7 @@ func (e *RedirectError) Error() string {
 // Policy is the CheckRedirect of every client.
 func Policy(follow bool) func(*http.Request, []*http.Request) error {
 	return func(req *http.Request, via []*http.Request) error {
-		e := &RedirectError{To: RedactURL(req.URL.String())}
+		e := &RedirectError{To: scrub.URL(req.URL.String())}
 		if req.Response != nil {
 			e.Status = req.Response.StatusCode
 		}
@@ -182,14 +185,4 @@ func canonicalHostPort(u *url.URL) string {
 		}
 	}
 	return u.Hostname() + ":" + port
-}
-
-// RedactURL drops userinfo, query and fragment for display.
-func RedactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "<invalid URL>"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
 }

@@ -17,6 +17,8 @@ import (
 	commoncfg "github.com/prometheus/common/config"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/llmprobe/llmprobe/internal/scrub"
 )
 
 // OAuth2.
@@ -54,7 +56,7 @@ type TokenError struct {
 func (e *TokenError) Error() string {
 	msg := strings.TrimPrefix(e.Err.Error(), "oauth2: ")
 	if e.TokenURL != "" {
-		msg = strings.ReplaceAll(msg, e.TokenURL, RedactURL(e.TokenURL))
+		msg = strings.ReplaceAll(msg, e.TokenURL, scrub.URL(e.TokenURL))
 	}
 	if e.secret != "" {
 		for _, s := range []string{e.secret, url.QueryEscape(e.secret), url.PathEscape(e.secret)} {

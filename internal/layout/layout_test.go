@@ -33,8 +33,9 @@ type rule struct {
 
 // Groups of the table.
 var (
-	// leaves import no llmprobe package.
-	leaves = []string{"dist", "slo", "regression", "internal/bounded", "internal/httpclient"}
+	// leaves import no llmprobe package (internal/httpclient none but
+	// internal/scrub).
+	leaves = []string{"dist", "slo", "regression", "internal/bounded", "internal/scrub", "internal/httpclient"}
 	// engine is what the probe engine is made of.
 	engine = []string{"probe", "probe/wire", "probe/workload", "probe/harness"}
 	// support is what tests share; no production code imports it.
@@ -48,20 +49,22 @@ func join(groups ...[]string) []string { return slices.Concat(groups...) }
 // imports") draws the same table.
 var layers = map[string]rule{
 	// The leaves: pure math, objectives, regression detection, bounded
-	// reading, HTTP clients.
+	// reading, what may be shown of a URL or a value, HTTP clients (which
+	// show URLs).
 	"dist":                {},
 	"slo":                 {},
 	"regression":          {},
 	"internal/bounded":    {},
-	"internal/httpclient": {},
-	"config":              {imports: []string{"dist", "slo", "internal/bounded", "tracefile"}},
+	"internal/scrub":      {},
+	"internal/httpclient": {imports: []string{"internal/scrub"}},
+	"config":              {imports: []string{"dist", "slo", "internal/bounded", "internal/scrub", "tracefile"}},
 	// The trace readers (Mooncake, Azure, BurstGPT, llmprobe's own
 	// records, access logs): beside the leaves, reading files only.
 	"tracefile": {imports: []string{"internal/bounded"}},
 
 	// Replica discovery (dns, file_sd, Kubernetes): read by the engine
 	// and the binary.
-	"discovery": {imports: []string{"config", "internal/bounded"}},
+	"discovery": {imports: []string{"config", "internal/bounded", "internal/scrub"}},
 
 	// The simulator is what everything else is tested against: it shares
 	// no code with it, its tests included.
@@ -69,10 +72,10 @@ var layers = map[string]rule{
 
 	// The probe, bottom up: one request over the wire; the harness'
 	// judgement of itself; what to send; the engine that wires them.
-	"probe/wire":     {imports: []string{"slo", "internal/httpclient", "internal/bounded"}},
+	"probe/wire":     {imports: []string{"slo", "internal/httpclient", "internal/bounded", "internal/scrub"}},
 	"probe/harness":  {imports: []string{"config"}},
 	"probe/workload": {imports: []string{"probe/wire", "config", "dist", "fit", "tracefile"}},
-	"fit":            {imports: []string{"config", "dist", "internal/bounded", "internal/httpclient", "tracefile"}},
+	"fit":            {imports: []string{"config", "dist", "internal/bounded", "internal/scrub", "internal/httpclient", "tracefile"}},
 	"probe": {
 		imports: join(engine[1:], leaves, []string{"config", "fit", "tracefile", "discovery"}),
 		tests:   []string{"exporter"}, // the exposition fixture (exposition_golden_test.go)
@@ -82,7 +85,7 @@ var layers = map[string]rule{
 	// and bench (finite stages, reports). Neither imports cmd; the
 	// exporter never imports bench, bench's tests use the exporter.
 	"exporter": {
-		imports: join(engine, []string{"config", "slo", "dist", "internal/bounded"}),
+		imports: join(engine, []string{"config", "slo", "dist", "internal/bounded", "internal/scrub"}),
 		tests:   []string{"regression"}, // the detector's results in the test status (helpers_test.go)
 	},
 	"bench": {imports: join(engine, leaves, []string{"config", "fit", "tracefile"}), tests: []string{"exporter"}},

@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/llmprobe/llmprobe/internal/httpclient"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 )
 
 // The OpenAI streaming client.
@@ -388,9 +389,9 @@ func (c *Client) do(parent, ctx context.Context, span trace.Span, req *Request, 
 	var auth [2]string
 	var rawServer string
 	defer func() {
-		forms := c.redactor.requestSet(auth)
-		c.identity.clean(res, rawServer, forms, req)
-		c.scrubResult(res, forms)
+		m := c.redactor.requestSet(auth)
+		c.identity.clean(res, rawServer, m, req)
+		c.scrubResult(res, m)
 	}()
 	for attempt := 0; ; attempt++ {
 		ct = newConnTrace()
@@ -648,21 +649,27 @@ func closedBeforeResponse(err error, ct *connTrace) bool {
 		errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "server closed idle connection")
 }
 
-// scrubResult removes secrets from every server-supplied string of res.
+// scrubResult cleans every server-supplied string of res of characters
+// (the id, model and finish reason; the error was cleaned when it was
+// written) and secrets.
 // A cut secret is looked for at the end of the strings that can have
 // been cut (messages, and id or model at their length limit).
-func (c *Client) scrubResult(res *Result, forms []string) {
-	if len(forms) == 0 {
+func (c *Client) scrubResult(res *Result, m *matcher) {
+	// Label values, span attributes and lines of the page: no control or
+	// bidirectional formatting character (the secrets after, so that one
+	// such character cannot split a secret out of sight).
+	res.ResponseID, res.ResponseModel, res.FinishReason = scrub.Chars(res.ResponseID), scrub.Chars(res.ResponseModel), scrub.Chars(res.FinishReason)
+	if m == nil {
 		return
 	}
-	res.Error = scrubSecrets(res.Error, forms, true)
-	res.ResponseID = scrubSecrets(res.ResponseID, forms, len(res.ResponseID) >= maxResponseString)
-	res.ResponseModel = scrubSecrets(res.ResponseModel, forms, len(res.ResponseModel) >= maxResponseString)
-	res.FinishReason = scrubSecrets(res.FinishReason, forms, len(res.FinishReason) >= maxResponseString)
+	res.Error = scrubSecrets(res.Error, m, true)
+	res.ResponseID = scrubSecrets(res.ResponseID, m, len(res.ResponseID) >= maxResponseString)
+	res.ResponseModel = scrubSecrets(res.ResponseModel, m, len(res.ResponseModel) >= maxResponseString)
+	res.FinishReason = scrubSecrets(res.FinishReason, m, len(res.FinishReason) >= maxResponseString)
 	if c.recordContent {
 		// Recorded on spans: scrub it too (history alone goes back only
 		// to the server that wrote it).
-		res.Completion = scrubSecrets(res.Completion, forms, false)
+		res.Completion = scrubSecrets(res.Completion, m, false)
 	}
 }
 

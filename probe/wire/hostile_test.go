@@ -286,7 +286,8 @@ func TestSecretsFromFilesAndCapturedHeaders(t *testing.T) {
 	// A rotated file is scrubbed once the cached contents are older than
 	// redactorFileTTL.
 	writeTestFile(t, path, "rotated-token-abcdefgh\n")
-	r.base.Store(&formSet{forms: r.base.Load().forms, readAt: time.Now().Add(-redactorFileTTL)})
+	old := r.base.Load()
+	r.base.Store(&formSet{forms: old.forms, m: old.m, readAt: time.Now().Add(-redactorFileTTL)})
 	if got := r.Scrub("token rotated-token-abcdefgh echoed"); strings.Contains(got, "rotated-token") {
 		t.Fatalf("rotated file secret survived: %q", got)
 	}
@@ -297,11 +298,11 @@ func TestSecretsFromFilesAndCapturedHeaders(t *testing.T) {
 		{[2]string{"Bearer oauth-access-token-abcdef", ""}, []string{"oauth-access-token-abcdef"}},
 		{[2]string{"Basic " + base64.StdEncoding.EncodeToString([]byte("u:pw-from-header")), "Basic cHJveHk6cHJveHktcGFzcw=="}, []string{"pw-from-header", "proxy-pass"}},
 	} {
-		forms := r.requestSet(tc.auth)
-		if again := r.requestSet(tc.auth); &again[0] != &forms[0] {
+		m := r.requestSet(tc.auth)
+		if again := r.requestSet(tc.auth); again != m {
 			t.Error("the set of a repeated Authorization value was rebuilt")
 		}
-		got := scrubSecrets("oauth-access-token-abcdef and pw-from-header and proxy-pass and llmprobe/dev", forms, true)
+		got := scrubSecrets("oauth-access-token-abcdef and pw-from-header and proxy-pass and llmprobe/dev", m, true)
 		for _, g := range tc.gone {
 			if strings.Contains(got, g) {
 				t.Errorf("%v: %q survived in %q", tc.auth, g, got)
@@ -623,7 +624,7 @@ func writeTestFile(t *testing.T, path, content string) {
 // one that ends at the cut is scrubbed too, wherever the text goes on.
 func TestScrubCut(t *testing.T) {
 	const sec = "sk-cut-secret-0123456789"
-	forms := sortForms(appendForms(nil, sec))
+	m := newMatcher(appendForms(nil, sec))
 	for _, tc := range []struct {
 		in   string
 		n    int
@@ -636,7 +637,7 @@ func TestScrubCut(t *testing.T) {
 		{"x=" + sec[:3] + "zzzzzzzz", 5, "x=sk-…"},                                                            // too short to be told from text
 		{"plain text", 4, "plai…"},
 	} {
-		if got := scrubCut(tc.in, tc.n, forms); got != tc.want {
+		if got := scrubCut(tc.in, tc.n, m); got != tc.want {
 			t.Errorf("scrubCut(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 		}
 	}

@@ -4,10 +4,7 @@
 package wire
 
 import (
-	"strings"
 	"sync/atomic"
-	"unicode"
-	"unsafe"
 )
 
 // What a response says of the serving stack, for the target's identity
@@ -21,10 +18,10 @@ import (
 //
 // These values end up in label values, log lines and the status page,
 // so each is cleaned as every server-supplied text is (servertext.go):
-// the target's secrets and any echo of the prompt removed, URL
-// credentials and queries dropped, control characters and invalid UTF-8
-// replaced, and cut to MaxIdentityValue bytes (an ellipsis marks the
-// cut). The values repeat on every response, so the client keeps the
+// the target's secrets and any echo of the prompt removed, URLs masked,
+// control characters, line separators and invalid UTF-8 replaced and
+// bidirectional formatting characters removed (internal/scrub), and cut
+// to MaxIdentityValue bytes (an ellipsis marks the cut). The values repeat on every response, so the client keeps the
 // last cleaned value of each and cleans again only when the raw value
 // (or the set of secrets) changes: the hot path allocates nothing for
 // them.
@@ -35,9 +32,9 @@ const MaxIdentityValue = 64
 
 // identityMemo is a cleaned value and what it was cleaned from.
 type identityMemo struct {
-	raw   string
-	forms *string // the secret set's backing array (requestSet reuses it)
-	clean string
+	raw     string
+	secrets *matcher // the set it was scrubbed of (requestSet reuses it)
+	clean   string
 }
 
 // identityCleaner cleans a client's identity values, remembering the last
@@ -50,39 +47,36 @@ type identityCleaner struct {
 type identitySlot struct{ last atomic.Pointer[identityMemo] }
 
 // clean sets res.Server from the raw header value and cleans
-// res.SystemFingerprint, scrubbing forms and the prompt of req.
-func (c *identityCleaner) clean(res *Result, rawServer string, forms []string, req *Request) {
-	res.Server = c.server.cleaned(rawServer, forms, req)
-	res.SystemFingerprint = c.fingerprint.cleaned(res.SystemFingerprint, forms, req)
+// res.SystemFingerprint, scrubbing the secrets sec matches and the prompt
+// of req.
+func (c *identityCleaner) clean(res *Result, rawServer string, sec *matcher, req *Request) {
+	res.Server = c.server.cleaned(rawServer, sec, req)
+	res.SystemFingerprint = c.fingerprint.cleaned(res.SystemFingerprint, sec, req)
 }
 
 // cleaned returns raw cleaned, from the memo when it holds raw.
-func (m *identitySlot) cleaned(raw string, forms []string, req *Request) string {
+func (m *identitySlot) cleaned(raw string, sec *matcher, req *Request) string {
 	if raw == "" {
 		return ""
 	}
-	var key *string
-	if len(forms) > 0 {
-		key = unsafe.SliceData(forms)
-	}
 	p := &m.last
-	if memo := p.Load(); memo != nil && memo.raw == raw && memo.forms == key {
+	if memo := p.Load(); memo != nil && memo.raw == raw && memo.secrets == sec {
 		return memo.clean
 	}
-	out, echoed := cleanIdentity(raw, forms, req)
+	out, echoed := cleanIdentity(raw, sec, req)
 	if !echoed {
 		// A value cleaned of a prompt's echo depends on that prompt: not
 		// kept for the next request.
-		p.Store(&identityMemo{raw: raw, forms: key, clean: out})
+		p.Store(&identityMemo{raw: raw, secrets: sec, clean: out})
 	}
 	return out
 }
 
 // cleanIdentity cleans one identity value; echoed says whether an echo
 // of the prompt was removed.
-func cleanIdentity(raw string, forms []string, req *Request) (string, bool) {
+func cleanIdentity(raw string, sec *matcher, req *Request) (string, bool) {
 	s := raw[:min(len(raw), 4*MaxIdentityValue)] // bounds the work; the cut below is within
-	s = scrubSecrets(s, forms, len(raw) > len(s))
+	s = scrubSecrets(s, sec, len(raw) > len(s))
 	echoed := false
 	if req != nil {
 		texts := make([]string, 0, len(req.Messages)+1)
@@ -94,28 +88,17 @@ func cleanIdentity(raw string, forms []string, req *Request) (string, bool) {
 			s, echoed = e, true
 		}
 	}
-	s = sanitizeCut(s, MaxIdentityValue, forms)
-	if strings.ContainsFunc(s, unicode.IsControl) {
-		// sanitizeCut leaves C1 controls (U+0080–U+009F); a label value
-		// gets none.
-		s = strings.Map(func(r rune) rune {
-			if unicode.IsControl(r) {
-				return ' '
-			}
-			return r
-		}, s)
-	}
-	return s, echoed
+	return sanitizeCut(s, MaxIdentityValue, sec), echoed
 }
 
 // CleanIdentity cleans a value that a server's version endpoint gave
 // (version.go) as the identity values of responses are, scrubbing the
 // redactor's secrets.
 func CleanIdentity(raw string, r *Redactor) string {
-	var forms []string
+	var sec *matcher
 	if r != nil {
-		forms = r.baseSet().forms
+		sec = r.baseSet().m
 	}
-	s, _ := cleanIdentity(raw, forms, nil)
+	s, _ := cleanIdentity(raw, sec, nil)
 	return s
 }

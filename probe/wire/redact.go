@@ -5,6 +5,7 @@ package wire
 
 import (
 	"encoding/base64"
+	"encoding/hex"
 	"net/url"
 	"os"
 	"slices"
@@ -28,31 +29,43 @@ import (
 //   - every secret the target's http_client_config names: basic-auth
 //     password, authorization credentials, bearer token, OAuth2 client
 //     secret, TLS keys, http_headers values, secrets and files, proxy
-//     connect headers (files are re-read at most once per redactorFileTTL,
-//     so a rotated secret is scrubbed too);
+//     connect headers, the password (else the user name) and query values
+//     of proxy_url and oauth2's token_url (files are re-read at most once per
+//     redactorFileTTL, so a rotated secret is scrubbed too);
 //   - the Authorization (and Proxy-Authorization) value the request
 //     actually carried, captured by the connection trace: an OAuth2 access
 //     token is known only then;
 //   - each of these in its common encodings: as is, base64 (standard and
-//     URL alphabets, padded or not), URL-escaped, basic auth's
-//     base64("user:password"), and the credential after an auth scheme;
+//     URL alphabets, padded or not, and — from redactMinEncoded bytes —
+//     what the secret alone decides of its encoding inside a longer base64
+//     text, at each of the 3 places of a group it can start at), hex,
+//     URL-escaped (as a query value, as a path, every byte escaped), basic
+//     auth's base64("user:password"), and the credential after an auth
+//     scheme;
+//   - in any letter case (ASCII): a server that upper-cases what it quotes,
+//     or writes hex or percent escapes in capitals, shows no secret either;
 //   - a trailing prefix of any of them (>= redactMinPartial bytes), which is
 //     what is left of a secret when the server's text was cut at a read or
 //     length limit.
 //
 // Secrets are replaced by "[secret]". Declared secrets are scrubbed at
-// any length; plain http_headers values from redactMinHeader bytes on, so
-// that a header such as "X-Debug: 1" does not shred every message.
+// any length (one shorter than matchGram bytes only as it is written: in
+// any letter case it would shred every message); plain http_headers
+// values, a URL's query values and user name without a password from
+// redactMinHeader bytes on, so that a header such as "X-Debug: 1" does not
+// shred every message.
 //
 // The sets of forms are built once (per file refresh, per distinct
-// Authorization value) and kept sorted longest first, so that scrubbing the
-// short strings of a successful response (its id and model) costs a few
-// substring searches and allocates nothing.
+// Authorization value) into a matcher, which finds them all in one pass
+// over a text whatever their number: scrubbing the short strings of a
+// successful response (its id and model) allocates nothing, and the cost
+// of a message grows with its length, not with the number of forms.
 
 const (
 	redactMark       = "[secret]"
 	redactMinPartial = 4
 	redactMinHeader  = 4
+	redactMinEncoded = 8 // the shortest secret whose hex, percent and in-text base64 forms are scrubbed
 	redactorFileTTL  = 5 * time.Second
 )
 
@@ -68,17 +81,18 @@ type Redactor struct {
 	auth atomic.Pointer[authSet] // the last request's set, reused while its Authorization is the same
 }
 
-// formSet is an immutable set of forms, longest first.
+// formSet is an immutable set of forms and their matcher.
 type formSet struct {
 	forms  []string
+	m      *matcher
 	readAt time.Time
 }
 
 // authSet is a formSet extended with the forms of captured header values.
 type authSet struct {
-	base  *formSet
-	auth  [2]string
-	forms []string
+	base *formSet
+	auth [2]string
+	m    *matcher
 }
 
 // NewRedactor collects the secrets an HTTP client configuration declares.
@@ -120,6 +134,33 @@ func NewRedactor(cfg commoncfg.HTTPClientConfig) *Redactor {
 		}
 	}
 	add(cfg.TLSConfig.Key)
+	// A URL's user information and query values: a server may quote the
+	// URL it was asked at (a token endpoint's error, a proxy's page).
+	urlSecrets := func(u *url.URL) {
+		if u == nil {
+			return
+		}
+		var plain []string
+		if pw, ok := u.User.Password(); ok {
+			add(commoncfg.Secret(pw))
+		} else {
+			plain = append(plain, u.User.Username()) // https://TOKEN@host
+		}
+		for _, vs := range u.Query() {
+			plain = append(plain, vs...)
+		}
+		for _, v := range plain {
+			if len(v) >= redactMinHeader {
+				r.static = appendForms(r.static, v)
+			}
+		}
+	}
+	urlSecrets(cfg.ProxyURL.URL)
+	if o := cfg.OAuth2; o != nil {
+		u, _ := url.Parse(o.TokenURL)
+		urlSecrets(u)
+		urlSecrets(o.ProxyURL.URL)
+	}
 	for _, vs := range cfg.ProxyConnectHeader {
 		for _, v := range vs {
 			add(v)
@@ -143,7 +184,7 @@ func NewRedactor(cfg commoncfg.HTTPClientConfig) *Redactor {
 		}
 	}
 	r.static = sortForms(r.static)
-	r.base.Store(&formSet{forms: r.static})
+	r.base.Store(&formSet{forms: r.static, m: newMatcher(r.static)})
 	return r
 }
 
@@ -169,15 +210,16 @@ func (r *Redactor) baseSet() *formSet {
 			}
 		}
 	}
-	set = &formSet{forms: sortForms(forms), readAt: time.Now()}
+	forms = sortForms(forms)
+	set = &formSet{forms: forms, m: newMatcher(forms), readAt: time.Now()}
 	r.base.Store(set)
 	return set
 }
 
-// requestSet returns the forms to scrub from what the server sent for a
-// request that carried the given Authorization / Proxy-Authorization
-// values (empty when none).
-func (r *Redactor) requestSet(auth [2]string) []string {
+// requestSet returns the matcher of the forms to scrub from what the
+// server sent for a request that carried the given Authorization /
+// Proxy-Authorization values (empty when none); nil when there are none.
+func (r *Redactor) requestSet(auth [2]string) *matcher {
 	var base *formSet
 	if r != nil {
 		base = r.baseSet()
@@ -186,11 +228,11 @@ func (r *Redactor) requestSet(auth [2]string) []string {
 		if base == nil {
 			return nil
 		}
-		return base.forms
+		return base.m
 	}
 	if r != nil {
 		if c := r.auth.Load(); c != nil && c.base == base && c.auth == auth {
-			return c.forms
+			return c.m
 		}
 	}
 	var forms []string
@@ -200,11 +242,11 @@ func (r *Redactor) requestSet(auth [2]string) []string {
 	for _, v := range auth {
 		forms = appendAuthForms(forms, v)
 	}
-	forms = sortForms(forms)
+	m := newMatcher(forms)
 	if r != nil {
-		r.auth.Store(&authSet{base: base, auth: auth, forms: forms})
+		r.auth.Store(&authSet{base: base, auth: auth, m: m})
 	}
-	return forms
+	return m
 }
 
 // Scrub returns s without any of the redactor's secrets (declared or from
@@ -214,31 +256,177 @@ func (r *Redactor) Scrub(s string) string {
 	if r == nil || s == "" {
 		return s
 	}
-	return scrubSecrets(s, r.baseSet().forms, true)
+	return scrubSecrets(s, r.baseSet().m, true)
 }
 
-// scrubSecrets removes every form in forms (sorted longest first, so that
-// a secret containing another is removed whole) from s and, with tail, a
+// scrubSecrets removes every form m matches from s and, with tail, a
 // beginning of one at the end of s (before the ellipsis truncate adds).
-func scrubSecrets(s string, forms []string, tail bool) string {
-	if s == "" {
+func scrubSecrets(s string, m *matcher, tail bool) string {
+	if m == nil || s == "" {
 		return s
 	}
-	for _, f := range forms {
+	for _, f := range m.short {
 		if strings.Contains(s, f) {
 			s = strings.ReplaceAll(s, f, redactMark)
 		}
 	}
-	if !tail {
+	s = m.replace(s)
+	if tail {
+		s = m.replaceTail(s)
+	}
+	return s
+}
+
+// matchGram is how many bytes of a form the matcher's filter reads: its
+// shortest form (shorter ones are matched as they are, matcher.short),
+// and no more than redactMinPartial, the shortest cut piece looked for.
+const matchGram = 4
+
+// matcher finds a set of forms in a text, ASCII letter case ignored, in
+// one pass: at each place of the text, the lower-cased matchGram bytes
+// that start there are looked up in a bit filter of the forms' first
+// matchGram bytes, and only where it holds them are the forms that start
+// so compared. Immutable once built.
+type matcher struct {
+	forms  []string           // lower-cased, deduplicated, longest first
+	starts map[uint32][]int32 // a form's first matchGram bytes → its index in forms, longest first
+	filter [1 << (filterBits - 6)]uint64
+	maxLen int
+	short  []string // forms shorter than matchGram, matched as they are
+}
+
+// filterBits is the log2 of the filter's size: 16384 bits (2 KiB), a few
+// percent false hits for the hundreds of forms of a target's secrets.
+const filterBits = 14
+
+// lowerASCII maps each byte to its lower case (ASCII letters only).
+var lowerASCII = func() (t [256]byte) {
+	for i := range t {
+		t[i] = byte(i)
+		if 'A' <= i && i <= 'Z' {
+			t[i] += 'a' - 'A'
+		}
+	}
+	return t
+}()
+
+// newMatcher builds the matcher of forms (nil when there are none).
+func newMatcher(forms []string) *matcher {
+	m := &matcher{starts: map[uint32][]int32{}}
+	var lower []string
+	for _, f := range forms {
+		if len(f) < matchGram {
+			m.short = append(m.short, f)
+			continue
+		}
+		b := []byte(f)
+		for i, c := range b {
+			b[i] = lowerASCII[c]
+		}
+		lower = append(lower, string(b))
+	}
+	m.forms, m.short = sortForms(lower), sortForms(m.short)
+	if len(m.forms) == 0 && len(m.short) == 0 {
+		return nil
+	}
+	for i, f := range m.forms {
+		g := gram(f, 0)
+		m.starts[g] = append(m.starts[g], int32(i))
+		h := gramHash(g)
+		m.filter[h>>6] |= 1 << (h & 63)
+		m.maxLen = max(m.maxLen, len(f))
+	}
+	return m
+}
+
+// gram is the lower-cased matchGram bytes of s at i, as a number.
+func gram(s string, i int) uint32 {
+	return uint32(lowerASCII[s[i]])<<24 | uint32(lowerASCII[s[i+1]])<<16 | uint32(lowerASCII[s[i+2]])<<8 | uint32(lowerASCII[s[i+3]])
+}
+
+func gramHash(g uint32) uint32 { return (g * 0x9e3779b1) >> (32 - filterBits) }
+
+// maybe reports whether a form may start with the bytes g stands for.
+func (m *matcher) maybe(g uint32) bool {
+	h := gramHash(g)
+	return m.filter[h>>6]&(1<<(h&63)) != 0
+}
+
+// at returns the length of the longest form that s holds whole at i
+// (with prefix: of which s from i on is a beginning, shorter than the
+// form), or -1. g is gram(s, i), and maybe(g) holds.
+func (m *matcher) at(s string, i int, g uint32, prefix bool) int {
+	rest := s[i:]
+	for _, fi := range m.starts[g] {
+		f := m.forms[fi]
+		switch {
+		case !prefix && len(f) <= len(rest) && equalLower(rest[:len(f)], f):
+			return len(f)
+		case prefix && len(f) > len(rest) && equalLower(rest, f[:len(rest)]):
+			return len(rest)
+		}
+	}
+	return -1
+}
+
+// equalLower reports whether s, lower-cased, is f.
+func equalLower(s, f string) bool {
+	for i := 0; i < len(s); i++ {
+		if lowerASCII[s[i]] != f[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// replace replaces every stretch of s that forms cover (overlapping and
+// adjacent ones merged) with redactMark.
+func (m *matcher) replace(s string) string {
+	if len(s) < matchGram || len(m.forms) == 0 {
 		return s
 	}
-	s, ellipsis := strings.CutSuffix(s, "…")
-	for _, f := range forms {
-		for k := min(len(f)-1, len(s)); k >= redactMinPartial; k-- {
-			if strings.HasSuffix(s, f[:k]) {
-				s = s[:len(s)-k] + redactMark
-				break
+	var b strings.Builder
+	at, from, to := 0, -1, -1 // s[:at] is written; [from, to) is the stretch found last
+	g := gram(s, 0)
+	for i := 0; ; i++ {
+		if !m.maybe(g) {
+			// the common case, checked inline
+		} else if n := m.at(s, i, g, false); n > 0 {
+			if from >= 0 && i <= to {
+				to = max(to, i+n)
+			} else {
+				if from >= 0 {
+					b.Grow(len(s))
+					b.WriteString(s[at:from])
+					b.WriteString(redactMark)
+					at = to
+				}
+				from, to = i, i+n
 			}
+		}
+		if i+matchGram >= len(s) {
+			break
+		}
+		g = g<<8 | uint32(lowerASCII[s[i+matchGram]])
+	}
+	if from < 0 {
+		return s
+	}
+	b.Grow(len(s) - at)
+	b.WriteString(s[at:from])
+	b.WriteString(redactMark)
+	b.WriteString(s[to:])
+	return b.String()
+}
+
+// replaceTail replaces the longest end of s (before an ellipsis) that is
+// a beginning of a form, of redactMinPartial bytes or more.
+func (m *matcher) replaceTail(s string) string {
+	s, ellipsis := strings.CutSuffix(s, "…")
+	for i := max(0, len(s)-m.maxLen+1); i+redactMinPartial <= len(s); i++ {
+		if g := gram(s, i); m.maybe(g) && m.at(s, i, g, true) > 0 {
+			s = s[:i] + redactMark
+			break
 		}
 	}
 	if ellipsis {
@@ -254,8 +442,8 @@ func scrubSecrets(s string, forms []string, tail bool) string {
 // (redactMinPartial bytes or more) is scrubbed too. Text that goes on
 // after the cut (a quoted header) is therefore safe: the scrub of the
 // whole message later looks for cut secrets only at its end.
-func scrubCut(s string, n int, forms []string) string {
-	s = scrubSecrets(s, forms, true)
+func scrubCut(s string, n int, m *matcher) string {
+	s = scrubSecrets(s, m, true)
 	if len(s) <= n {
 		return s
 	}
@@ -263,23 +451,42 @@ func scrubCut(s string, n int, forms []string) string {
 	for len(s) > 0 && !utf8.ValidString(s) {
 		s = s[:len(s)-1]
 	}
-	return scrubSecrets(s+"…", forms, true)
+	return scrubSecrets(s+"…", m, true)
 }
 
-// appendForms appends a secret and its encodings.
+// appendForms appends a secret and its encodings: URL-escaped (as a
+// query value, as a path, every byte escaped), hex and base64.
 func appendForms(dst []string, s string) []string {
-	dst = append(dst, s)
-	if q := url.QueryEscape(s); q != s {
-		dst = append(dst, q)
+	dst = append(dst, s, url.QueryEscape(s), url.PathEscape(s))
+	if len(s) >= redactMinEncoded {
+		var b strings.Builder
+		for i := 0; i < len(s); i++ {
+			b.WriteByte('%')
+			b.WriteString(hex.EncodeToString([]byte{s[i]}))
+		}
+		dst = append(dst, b.String(), hex.EncodeToString([]byte(s)))
 	}
 	return appendEncoded(dst, s)
 }
 
-// appendEncoded appends the base64 forms of s.
+// appendEncoded appends the base64 forms of s: its encoding alone and,
+// from redactMinEncoded bytes, the part of its encoding that s alone
+// decides inside a longer text, at each of the 3 places of a 3-byte group
+// it can start at (the characters that mix bits of s with those of the
+// bytes around it are left out).
 func appendEncoded(dst []string, s string) []string {
 	b := []byte(s)
 	for _, enc := range [...]*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
 		dst = append(dst, enc.EncodeToString(b))
+	}
+	if len(s) < redactMinEncoded {
+		return dst
+	}
+	for pad := range 3 {
+		for _, enc := range [...]*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+			full := enc.EncodeToString(append(make([]byte, pad), b...))
+			dst = append(dst, full[(8*pad+5)/6:8*(pad+len(b))/6])
+		}
 	}
 	return dst
 }

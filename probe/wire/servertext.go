@@ -6,7 +6,8 @@ package wire
 import (
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/llmprobe/llmprobe/internal/scrub"
 )
 
 // What a server writes (error bodies, error events, messages that quote
@@ -16,7 +17,7 @@ import (
 
 // serverText cleans the messages a server writes for one request.
 type serverText struct {
-	secrets []string // the forms to scrub (Redactor.requestSet)
+	secrets *matcher // the forms to scrub (Redactor.requestSet)
 	req     *Request
 }
 
@@ -57,70 +58,22 @@ func SanitizeMessage(msg string) string {
 
 // sanitizeWith is sanitizeMessage scrubbing the given secret forms before
 // the cut.
-func sanitizeWith(msg string, forms []string) string {
-	return sanitizeCut(msg, maxErrorMessage, forms)
+func sanitizeWith(msg string, m *matcher) string {
+	return sanitizeCut(msg, maxErrorMessage, m)
 }
 
 // SanitizeCut is how text a server sent is made fit for an error message
-// or a log line: URL credentials and queries removed, control characters
-// and invalid UTF-8 replaced, and cut to n bytes with scrubCut (which
-// marks the cut). SanitizeMessage is SanitizeCut at the length of
-// Result.Error.
+// or a log line: URLs masked (scrub.URLs), control characters, line
+// separators and invalid UTF-8 replaced and bidirectional overrides
+// removed (scrub.Chars), and cut to n bytes with scrubCut (which marks
+// the cut). SanitizeMessage is SanitizeCut at the length of Result.Error.
 func SanitizeCut(s string, n int) string { return sanitizeCut(s, n, nil) }
 
 // sanitizeCut is SanitizeCut scrubbing the given secret forms before the
 // cut.
-func sanitizeCut(s string, n int, forms []string) string {
-	return scrubCut(sanitizeChars(scrubURLs(s)), n, forms)
-}
-
-// sanitizeChars replaces control characters and invalid UTF-8 with
-// spaces, reading at most a few times the message limit.
-func sanitizeChars(msg string) string {
-	msg = msg[:min(len(msg), 4*maxErrorMessage)]
-	var b strings.Builder
-	b.Grow(len(msg))
-	for _, r := range msg {
-		switch {
-		case r == utf8.RuneError, r < 0x20, r == 0x7f:
-			b.WriteByte(' ')
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-// scrubURLs drops the userinfo and the query of every URL in s.
-func scrubURLs(s string) string {
-	if !strings.Contains(s, "://") {
-		return s
-	}
-	var b strings.Builder
-	for {
-		i := strings.Index(s, "://")
-		if i < 0 {
-			b.WriteString(s)
-			return b.String()
-		}
-		b.WriteString(s[:i+3])
-		s = s[i+3:]
-		end := strings.IndexAny(s, " \t\"'<>`")
-		if end < 0 {
-			end = len(s)
-		}
-		u := s[:end]
-		authEnd := strings.IndexAny(u, "/?#")
-		if authEnd < 0 {
-			authEnd = len(u)
-		}
-		if at := strings.LastIndexByte(u[:authEnd], '@'); at >= 0 {
-			u = u[at+1:]
-		}
-		if q := strings.IndexAny(u, "?#"); q >= 0 {
-			u = u[:q]
-		}
-		b.WriteString(u)
-		s = s[end:]
-	}
+func sanitizeCut(s string, n int, m *matcher) string {
+	s = scrub.URLs(s)
+	// Read at most a few times the message limit; a rune cut here is
+	// invalid UTF-8, which Chars replaces.
+	return scrubCut(scrub.Chars(s[:min(len(s), 4*maxErrorMessage)]), n, m)
 }

@@ -223,9 +223,9 @@ func parseVersion(ep string, raw []byte) (string, error) {
 
 // clean makes an error's text fit for a log line and the status page.
 func (c *VersionClient) clean(msg string) string {
-	var forms []string
+	var m *matcher
 	if c.redactor != nil {
-		forms = c.redactor.baseSet().forms
+		m = c.redactor.baseSet().m
 	}
-	return sanitizeWith(msg, forms)
+	return sanitizeWith(msg, m)
 }
