@@ -73,9 +73,22 @@ func quote(b []byte) string {
 	return strconv.Quote(string(b))
 }
 
-// wholeNumber reads a token count: a non-negative whole number (12, 12.0,
-// 1.2e3), at most 2^31-1.
-func wholeNumber(field string, s string) (int, error) {
+// tokenCount reads a record's prompt or output length: a whole number of
+// at most MaxTokens.
+func tokenCount(field, s string) (int, error) {
+	n, err := wholeNumber(field, s, MaxTokens)
+	if errors.Is(err, errTooLarge) {
+		return 0, fieldErr(field, "%s tokens is more than the %d a record may ask for: no model's context window is that long", strings.TrimSpace(s), MaxTokens)
+	}
+	return n, err
+}
+
+// errTooLarge is wholeNumber's error for a number over its bound.
+var errTooLarge = errors.New("too large")
+
+// wholeNumber reads a non-negative whole number (12, 12.0, 1.2e3) of at
+// most most (at most 2^31-1).
+func wholeNumber(field string, s string, most int) (int, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return 0, fieldErr(field, "empty")
@@ -84,8 +97,8 @@ func wholeNumber(field string, s string) (int, error) {
 		if n < 0 {
 			return 0, fieldErr(field, "negative length %d", n)
 		}
-		if n > math.MaxInt32 {
-			return 0, fieldErr(field, "%d is too large", n)
+		if n > int64(most) {
+			return 0, &fieldError{field, fmt.Errorf("%d is %w", n, errTooLarge)}
 		}
 		return int(n), nil
 	}
@@ -97,8 +110,8 @@ func wholeNumber(field string, s string) (int, error) {
 		return 0, fieldErr(field, "negative length %s", s)
 	case f != math.Trunc(f):
 		return 0, fieldErr(field, "not a whole number: %s", s)
-	case f > math.MaxInt32:
-		return 0, fieldErr(field, "%s is too large", s)
+	case f > float64(most):
+		return 0, &fieldError{field, fmt.Errorf("%s is %w", s, errTooLarge)}
 	}
 	return int(f), nil
 }
@@ -169,17 +182,24 @@ func parseMooncakeJSON(line []byte, rec *Record) (stamp, bool, error) {
 	if err != nil {
 		return stamp{}, false, err
 	}
-	if rec.PromptTokens, err = wholeNumber("input_length", in); err != nil {
+	if rec.PromptTokens, err = tokenCount("input_length", in); err != nil {
 		return stamp{}, false, err
 	}
-	if rec.OutputTokens, err = wholeNumber("output_length", out); err != nil {
+	if rec.OutputTokens, err = tokenCount("output_length", out); err != nil {
 		return stamp{}, false, err
+	}
+	if len(m.HashIDs) > MaxHashIDs {
+		return stamp{}, false, tooManyHashIDs(len(m.HashIDs))
 	}
 	rec.HashIDs = m.HashIDs
 	if rec.Session, err = idText("session_id", m.SessionID); err != nil {
 		return stamp{}, false, err
 	}
 	return stamp{t: t, timed: true}, true, nil
+}
+
+func tooManyHashIDs(n int) error {
+	return fieldErr("hash_ids", "%d ids, more than the %d a record may have", n, MaxHashIDs)
 }
 
 // jsonNumber is the text of a JSON number; absent or null is missing.
@@ -272,10 +292,10 @@ func parseLLMProbe(line []byte, rec *Record) (stamp, bool, error) {
 	if err != nil {
 		return stamp{}, false, err
 	}
-	if rec.PromptTokens, err = wholeNumber("prompt_tokens", in); err != nil {
+	if rec.PromptTokens, err = tokenCount("prompt_tokens", in); err != nil {
 		return stamp{}, false, err
 	}
-	if rec.OutputTokens, err = wholeNumber("output_tokens", out); err != nil {
+	if rec.OutputTokens, err = tokenCount("output_tokens", out); err != nil {
 		return stamp{}, false, err
 	}
 	rec.Session = m.Conversation
@@ -284,7 +304,7 @@ func parseLLMProbe(line []byte, rec *Record) (stamp, bool, error) {
 		if err != nil {
 			return stamp{}, false, err
 		}
-		if rec.Turn, err = wholeNumber("turn", turn); err != nil {
+		if rec.Turn, err = wholeNumber("turn", turn, math.MaxInt32); err != nil {
 			return stamp{}, false, err
 		}
 	}
@@ -378,10 +398,10 @@ func (h *csvHeader) parse(line []byte, rec *Record) (stamp, bool, error) {
 		return stamp{}, false, fieldErr(missing, "missing: the row has %d columns, the header more", len(h.fields))
 	}
 	var err error
-	if rec.PromptTokens, err = wholeNumber(h.promptName, h.fields[h.prompt]); err != nil {
+	if rec.PromptTokens, err = tokenCount(h.promptName, h.fields[h.prompt]); err != nil {
 		return stamp{}, false, err
 	}
-	if rec.OutputTokens, err = wholeNumber(h.outputName, h.fields[h.output]); err != nil {
+	if rec.OutputTokens, err = tokenCount(h.outputName, h.fields[h.output]); err != nil {
 		return stamp{}, false, err
 	}
 	var t time.Duration

@@ -49,10 +49,11 @@
 // else one whose token counts the access-log field paths find. A bad line
 // is a *LineError, "file:line: field: problem", and reading stops there:
 // a missing column or key, a value that is not a whole number, a negative
-// length, a line longer than MaxLineBytes (1 MiB), or a timestamp more than
-// Options.MaxDisorder (default 1 s; 10 minutes for llmprobe and access
-// logs, which are written as requests finish, not as they start) before the
-// latest one seen. Offset is measured from the first record in file order,
+// length, a prompt or output longer than MaxTokens (4 Mi tokens), more
+// than MaxHashIDs (65,536) hash ids, a line longer than MaxLineBytes
+// (1 MiB), or a timestamp more than Options.MaxDisorder (default 1 s;
+// 10 minutes for llmprobe and access logs, which are written as requests
+// finish, not as they start) before the latest one seen. Offset is measured from the first record in file order,
 // so in a file that is not sorted it may be negative by at most that
 // tolerance. Between records the reader keeps only the first timestamp,
 // the latest one and its line buffer; records come in file order. A zstd
@@ -112,8 +113,24 @@ func ParseFormat(s string) (Format, error) {
 const DefaultBlockSize = 512
 
 // MaxLineBytes bounds one line of a trace (hash_ids of a long prompt make
-// long lines: 1 MiB holds about 100,000 ids, 50 M tokens of prompt).
+// long lines: MaxHashIDs ids of up to 10 digits fit in 1 MiB).
 const MaxLineBytes = 1 << 20
+
+// Bounds of a record: a longer prompt or output, or more hash ids, is a
+// *LineError, so that what a trace asks for is refused where it is read,
+// by every reader alike, rather than allocated by what sends or samples
+// it (a prompt's text takes 4 to 8 bytes per token, a hash id 8 bytes
+// and one more per block of a session's synthesised prefix).
+const (
+	// MaxTokens bounds a record's prompt and output lengths: twice the
+	// longest context window served (2 Mi tokens), far above real traces'
+	// prompts (Mooncake's reach about 130,000 tokens).
+	MaxTokens = 1 << 22
+	// MaxHashIDs bounds a record's hash ids: a MaxTokens prompt in blocks
+	// of 64 tokens, or 32 Mi tokens in Mooncake's 512 (its records have
+	// a few hundred at most). 512 KiB per record.
+	MaxHashIDs = 1 << 16
+)
 
 // Record is one request of a trace, in file order.
 type Record struct {
@@ -481,6 +498,8 @@ type fieldError struct {
 }
 
 func (e *fieldError) Error() string { return e.field + ": " + e.err.Error() }
+
+func (e *fieldError) Unwrap() error { return e.err }
 
 func fieldErr(field string, format string, args ...any) error {
 	return &fieldError{field, fmt.Errorf(format, args...)}
