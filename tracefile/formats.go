@@ -149,7 +149,7 @@ type mooncakeLine struct {
 	Timestamp    json.RawMessage `json:"timestamp"`
 	InputLength  json.RawMessage `json:"input_length"`
 	OutputLength json.RawMessage `json:"output_length"`
-	HashIDs      []uint64        `json:"hash_ids"`
+	HashIDs      json.RawMessage `json:"hash_ids"` // counted before decoded: see hashIDs
 	SessionID    json.RawMessage `json:"session_id"`
 }
 
@@ -188,18 +188,71 @@ func parseMooncakeJSON(line []byte, rec *Record) (stamp, bool, error) {
 	if rec.OutputTokens, err = tokenCount("output_length", out); err != nil {
 		return stamp{}, false, err
 	}
-	if len(m.HashIDs) > MaxHashIDs {
-		return stamp{}, false, tooManyHashIDs(len(m.HashIDs))
+	if rec.HashIDs, err = hashIDs(m.HashIDs); err != nil {
+		return stamp{}, false, err
 	}
-	rec.HashIDs = m.HashIDs
 	if rec.Session, err = idText("session_id", m.SessionID); err != nil {
 		return stamp{}, false, err
 	}
 	return stamp{t: t, timed: true}, true, nil
 }
 
-func tooManyHashIDs(n int) error {
-	return fieldErr("hash_ids", "%d ids, more than the %d a record may have", n, MaxHashIDs)
+// hashIDs decodes a line's hash_ids (valid JSON): null or absent is nil.
+// A list of more than MaxHashIDs values is refused before it is decoded,
+// so that a line costs a few bytes per id, not eight and the list's
+// growth.
+func hashIDs(raw json.RawMessage) ([]uint64, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var ids []uint64
+	if raw[0] == '[' {
+		n := jsonListLen(raw)
+		if n > MaxHashIDs {
+			return nil, fieldErr("hash_ids", "%d ids, more than the %d a record may have", n, MaxHashIDs)
+		}
+		ids = make([]uint64, 0, n)
+	}
+	if err := json.Unmarshal(raw, &ids); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, fieldErr("hash_ids", "%s is not a %s", te.Value, kind(te.Type.Kind().String()))
+		}
+		return nil, fieldErr("hash_ids", "%v", err)
+	}
+	return ids, nil
+}
+
+// jsonListLen counts the values of a valid JSON list: its commas outside
+// strings and nested values, and one (none for an empty list).
+func jsonListLen(raw []byte) int {
+	n, depth, empty := 1, 0, true
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; c {
+		case '"':
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+			empty = false
+		case '[', '{':
+			depth++
+		case ']', '}':
+			depth--
+		case ',':
+			if depth == 1 {
+				n++
+			}
+		case ' ', '\t', '\r', '\n':
+		default:
+			empty = false
+		}
+	}
+	if empty && n == 1 {
+		return 0
+	}
+	return n
 }
 
 // jsonNumber is the text of a JSON number; absent or null is missing.

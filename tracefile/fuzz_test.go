@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -39,7 +38,7 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte(`{"timestamp": 0, "input_length": 1, "output_length": 2147483647, "session_id": 7}`))
 	f.Add([]byte(`{"usage": {"prompt_tokens": 4194304.4, "completion_tokens": 1e12}}`))
 	f.Add([]byte("Timestamp,Model,Request tokens,Response tokens\n1,m,4194305,1\n"))
-	f.Add([]byte(`{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [` + strings.Repeat("1,", MaxHashIDs) + `1]}`))
+	f.Add([]byte(`{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": ["a,\"]", [1, 2], {"b": 3}, 4]}`))
 	f.Add([]byte("Timestamp,Model,Request tokens,Response tokens\n\"1,2\",\"\"\"\",3,4\n"))
 	f.Add([]byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,1,1\n0001-01-01 00:00:00,1,1\n"))
 	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0, 0})
