@@ -458,6 +458,24 @@ func (rd *Reader) next() (Record, error) {
 	}
 }
 
+// PromptField names the format's prompt length, for errors about it:
+// "input_length" (Mooncake), "prompt_tokens" (llmprobe), the column of
+// the CSV formats, an access log's first prompt path.
+func (rd *Reader) PromptField() string {
+	switch rd.format {
+	case Mooncake:
+		return "input_length"
+	case LLMProbe:
+		return "prompt_tokens"
+	case Azure, BurstGPT:
+		return rd.header.promptName
+	}
+	if len(rd.opts.AccessLog.Prompt) > 0 {
+		return rd.opts.AccessLog.Prompt[0]
+	}
+	return DefaultPromptFields[0]
+}
+
 func (rd *Reader) timeField() string {
 	switch rd.format {
 	case Mooncake:
