@@ -169,13 +169,19 @@ func (l AccessLogLine) Cached() (float64, bool) {
 // Model is the line's model, at the first present model path, if it is a
 // string.
 func (l AccessLogLine) Model() (string, bool) {
+	s, _, ok := l.model()
+	return s, ok
+}
+
+// model is Model and the path it was found at.
+func (l AccessLogLine) model() (string, []string, bool) {
 	for _, path := range l.p.model {
 		if v, ok := lookup(l.obj, path); ok {
 			s, isStr := v.(string)
-			return s, isStr
+			return s, path, isStr
 		}
 	}
-	return "", false
+	return "", nil, false
 }
 
 // Group renders the value at path (SplitFieldPath): a string as is,
@@ -315,7 +321,10 @@ func (p *AccessLogParser) parseRecord(line []byte, rec *Record) (stamp, bool, er
 	if rec.OutputTokens, err = roundedTokens(l.completionPath, l.Completion); err != nil {
 		return stamp{}, false, err
 	}
-	if m, ok := l.Model(); ok {
+	if m, path, ok := l.model(); ok {
+		if err := checkName(strings.Join(path, "."), m); err != nil {
+			return stamp{}, false, err
+		}
 		rec.Model = m
 	}
 	if t, ok := l.Time(); ok {

@@ -26,9 +26,10 @@ func mooncakeIDs(n int, extra string) string {
 }
 
 // TestRecordBounds: a record whose prompt or output is longer than
-// MaxTokens, or that has more than MaxHashIDs hash ids, is a *LineError
-// naming its file, line and field in every format (the fast path and the
-// full parser alike); a record at the bounds is read.
+// MaxTokens, that has more than MaxHashIDs hash ids, or whose session or
+// model name is longer than MaxNameBytes, is a *LineError naming its file,
+// line and field in every format (the fast path and the full parser
+// alike); a record at the bounds is read.
 func TestRecordBounds(t *testing.T) {
 	over := fmt.Sprint(MaxTokens + 1)
 	at := fmt.Sprint(MaxTokens)
@@ -38,6 +39,8 @@ func TestRecordBounds(t *testing.T) {
 	access := `{"usage": {"prompt_tokens": 3, "completion_tokens": 1}}` + "\n"
 	mooncake := `{"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [1]}` + "\n"
 	tooLong := fmt.Sprintf("%s tokens is more than the %d a record may ask for", over, MaxTokens)
+	longName := strings.Repeat("x", MaxNameBytes+1)
+	nameTooLong := fmt.Sprintf("%d bytes, longer than the %d a name may have", MaxNameBytes+1, MaxNameBytes)
 	for _, c := range []struct {
 		name, content string
 		field, want   string // "": read without error
@@ -61,6 +64,12 @@ func TestRecordBounds(t *testing.T) {
 		{"access log prompt", access + `{"usage": {"prompt_tokens": ` + over + `, "completion_tokens": 1}}`, "usage.prompt_tokens", "t:2: usage.prompt_tokens: " + tooLong},
 		{"access log completion", access + `{"gen_ai.usage.input_tokens": 1, "gen_ai.usage.output_tokens": 1e12}`, "gen_ai.usage.output_tokens", "t:2: gen_ai.usage.output_tokens: 1000000000000 tokens is more than"},
 		{"access log at the bound", access + `{"usage": {"prompt_tokens": ` + at + `, "completion_tokens": ` + at + `}}`, "", ""},
+		{"mooncake session", mooncake + `{"timestamp": 1, "input_length": 2, "output_length": 1, "session_id": "` + longName + `"}`, "session_id", "t:2: session_id: " + nameTooLong},
+		{"mooncake numeric session", mooncake + `{"timestamp": 1, "input_length": 2, "output_length": 1, "session_id": 1` + strings.Repeat("0", MaxNameBytes) + `}`, "session_id", "t:2: session_id: " + nameTooLong},
+		{"llmprobe conversation", llmprobe + `{"planned":"2026-03-02T10:00:01Z","prompt_tokens":1,"output_tokens":1,"conversation":"` + longName + `"}`, "conversation", "t:2: conversation: " + nameTooLong},
+		{"burstgpt model", burst + "6," + longName + ",2,2,4,API log\n", "Model", "t:3: Model: " + nameTooLong},
+		{"access log model", access + `{"usage": {"prompt_tokens": 3, "completion_tokens": 1}, "response": {"body": {"model": "` + longName + `"}}}`, "response.body.model", "t:2: response.body.model: " + nameTooLong},
+		{"names at the bound", mooncake + `{"timestamp": 1, "input_length": 2, "output_length": 1, "session_id": "` + longName[1:] + `"}`, "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			recs, err := readErr(t, "t", c.content+"\n", Options{})

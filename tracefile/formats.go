@@ -194,6 +194,9 @@ func parseMooncakeJSON(line []byte, rec *Record) (stamp, bool, error) {
 	if rec.Session, err = idText("session_id", m.SessionID); err != nil {
 		return stamp{}, false, err
 	}
+	if err := checkName("session_id", rec.Session); err != nil {
+		return stamp{}, false, err
+	}
 	return stamp{t: t, timed: true}, true, nil
 }
 
@@ -253,6 +256,14 @@ func jsonListLen(raw []byte) int {
 		return 0
 	}
 	return n
+}
+
+// checkName refuses a session or model name longer than MaxNameBytes.
+func checkName(field, name string) error {
+	if len(name) > MaxNameBytes {
+		return fieldErr(field, "%d bytes, longer than the %d a name may have", len(name), MaxNameBytes)
+	}
+	return nil
 }
 
 // jsonNumber is the text of a JSON number; absent or null is missing.
@@ -349,6 +360,9 @@ func parseLLMProbe(line []byte, rec *Record) (stamp, bool, error) {
 		return stamp{}, false, err
 	}
 	if rec.OutputTokens, err = tokenCount("output_tokens", out); err != nil {
+		return stamp{}, false, err
+	}
+	if err := checkName("conversation", m.Conversation); err != nil {
 		return stamp{}, false, err
 	}
 	rec.Session = m.Conversation
@@ -474,6 +488,9 @@ func (h *csvHeader) parse(line []byte, rec *Record) (stamp, bool, error) {
 	}
 	if h.model >= 0 {
 		rec.Model = strings.TrimSpace(h.fields[h.model])
+		if err := checkName("Model", rec.Model); err != nil {
+			return stamp{}, false, err
+		}
 	}
 	return stamp{t: t, timed: true}, true, nil
 }

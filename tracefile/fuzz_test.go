@@ -16,7 +16,8 @@ import (
 // FuzzReader: whatever the bytes (plain, gzip, zstd), Open-time errors
 // and line errors are errors, never panics; a record's counts are
 // non-negative and at most MaxTokens, its lines rise, its hash ids are at
-// most MaxHashIDs; reading stops at the first error and stays stopped.
+// most MaxHashIDs, its names at most MaxNameBytes; reading stops at the
+// first error and stays stopped.
 func FuzzReader(f *testing.F) {
 	files, err := filepath.Glob("testdata/*.*") // the fixtures, not testdata/fuzz
 	if err != nil {
@@ -80,7 +81,8 @@ func FuzzReader(f *testing.F) {
 					break
 				}
 				if rec.Line <= last || rec.PromptTokens < 0 || rec.OutputTokens < 0 || rec.Turn < 0 ||
-					rec.PromptTokens > MaxTokens || rec.OutputTokens > MaxTokens || len(rec.HashIDs) > MaxHashIDs {
+					rec.PromptTokens > MaxTokens || rec.OutputTokens > MaxTokens || len(rec.HashIDs) > MaxHashIDs ||
+					len(rec.Session) > MaxNameBytes || len(rec.Model) > MaxNameBytes {
 					t.Fatalf("%s: record %+v after line %d", format, rec, last)
 				}
 				last = rec.Line

@@ -50,12 +50,13 @@
 // is a *LineError, "file:line: field: problem", and reading stops there:
 // a missing column or key, a value that is not a whole number, a negative
 // length, a prompt or output longer than MaxTokens (4 Mi tokens), more
-// than MaxHashIDs (65,536) hash ids, a line longer than MaxLineBytes
-// (1 MiB), or a timestamp more than Options.MaxDisorder (default 1 s;
-// 10 minutes for llmprobe and access logs, which are written as requests
-// finish, not as they start) before the latest one seen. Offset is measured from the first record in file order,
-// so in a file that is not sorted it may be negative by at most that
-// tolerance. Between records the reader keeps only the first timestamp,
+// than MaxHashIDs (65,536) hash ids, a session or model name longer than
+// MaxNameBytes (256), a line longer than MaxLineBytes (1 MiB), or a
+// timestamp more than Options.MaxDisorder (default 1 s; 10 minutes for
+// llmprobe and access logs, which are written as requests finish, not as
+// they start) before the latest one seen. Offset is measured from the
+// first record in file order, so in a file that is not sorted it may be
+// negative by at most that tolerance. Between records the reader keeps only the first timestamp,
 // the latest one and its line buffer; records come in file order. A zstd
 // frame may ask for a window of at most 16 MiB (zstd's levels up to 19
 // use 8 MiB; a --long or --ultra file asking for more is refused).
@@ -130,6 +131,10 @@ const (
 	// of 64 tokens, or 32 Mi tokens in Mooncake's 512 (its records have
 	// a few hundred at most). 512 KiB per record.
 	MaxHashIDs = 1 << 16
+	// MaxNameBytes bounds a record's session and model names, which
+	// samples keep per record or session (ids and model names are
+	// tens of bytes: a UUID is 36).
+	MaxNameBytes = 256
 )
 
 // Record is one request of a trace, in file order.
