@@ -51,7 +51,10 @@ func livePeakRSS(pid int) int64 {
 // started (the kernel carries the parent's high-water mark across the
 // child's exec: Go starts children sharing its memory until then), so a
 // test that reads a child's PeakRSS calls this just before starting it.
-func ResetPeakRSS() {
+// It returns that floor: the test process' peak after the reset (the
+// race detector's shadow memory keeps it high), 0 when unknown.
+func ResetPeakRSS() int64 {
 	debug.FreeOSMemory()
 	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // Linux 4.0: reset the high-water mark
+	return livePeakRSS(os.Getpid())
 }

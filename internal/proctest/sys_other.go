@@ -20,4 +20,4 @@ func peakRSS(*os.ProcessState) int64 { return 0 }
 func livePeakRSS(int) int64 { return 0 }
 
 // ResetPeakRSS does nothing where PeakRSS is not measured.
-func ResetPeakRSS() {}
+func ResetPeakRSS() int64 { return 0 }
