@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/common/model"
 
+	"github.com/llmprobe/llmprobe/internal/bounded"
 	"github.com/llmprobe/llmprobe/tracefile"
 )
 
@@ -36,6 +37,12 @@ const (
 	// (about a GiB of Mooncake JSONL); beyond it the load fails rather
 	// than block a reload for minutes.
 	MaxTraceRecordsRead = 20_000_000
+	// MaxTraceHashIDs bounds the hash ids a from_trace sample holds, its
+	// records' own and those synthesised for sessions' turns without any
+	// (8 bytes each: 8 MiB): more than twice a whole published Mooncake
+	// trace's (the largest, 23,608 records of 512-token blocks, holds
+	// about 400,000). A trace of finer blocks needs a smaller max_records.
+	MaxTraceHashIDs = 1 << 20
 	// TraceShapeBins is the number of bins of a trace_shape rate curve
 	// over its period (hourly bins for a 24h period).
 	TraceShapeBins = 24
@@ -113,6 +120,8 @@ func readTraceSample(path string, format tracefile.Format, blockSize, maxRecords
 	bySession := map[string]*sampleUnit{}
 	threshold := uint64(math.MaxUint64) // units at or above it are out
 	kept := 0
+	held := 0            // hash ids of the kept records, given or to be synthesised
+	synthesised := false // the trace has session turns without hash ids
 	for {
 		rec, err := rd.Next()
 		if errors.Is(err, io.EOF) {
@@ -123,6 +132,16 @@ func readTraceSample(path string, format tracefile.Format, blockSize, maxRecords
 		}
 		if s.Read++; s.Read > MaxTraceRecordsRead {
 			return nil, fmt.Errorf("%s: more than %d records (cut the trace, or summarise it with llmprobe fit)", path, MaxTraceRecordsRead)
+		}
+		ids := len(rec.HashIDs)
+		if rec.Session != "" && ids == 0 {
+			// The history's blocks sessionBlocks will give it.
+			if ids = sessionBlockCount(rec.PromptTokens, s.BlockSize); ids > tracefile.MaxHashIDs {
+				return nil, &tracefile.LineError{File: path, Line: rec.Line, Field: rd.PromptField(),
+					Err: fmt.Errorf("a session's turn of %d tokens without hash_ids takes %d blocks of block_size %d for its history, more than the %d a record may have: raise block_size",
+						rec.PromptTokens, ids, s.BlockSize, tracefile.MaxHashIDs)}
+			}
+			synthesised = true
 		}
 		var u *sampleUnit
 		if rec.Session != "" {
@@ -150,15 +169,33 @@ func readTraceSample(path string, format tracefile.Format, blockSize, maxRecords
 			u = &sampleUnit{prio: prio, first: s.Read}
 			heap.Push(units, u)
 		}
+		if u.session != "" {
+			rec.Session = u.session // one string for the session's records
+		}
 		u.recs = append(u.recs, rec)
+		u.ids += ids
 		kept++
+		held += ids
 		for kept > maxRecords {
 			out := heap.Pop(units).(*sampleUnit)
 			threshold = out.prio
 			kept -= len(out.recs)
+			held -= out.ids
 			if out.session != "" {
 				delete(bySession, out.session) // its later turns stay out: prio >= threshold
 			}
+		}
+		if held > MaxTraceHashIDs {
+			field, raise := "hash_ids", ""
+			if len(rec.HashIDs) == 0 {
+				field = rd.PromptField()
+			}
+			if synthesised {
+				raise = fmt.Sprintf(", or raise block_size (%d)", s.BlockSize)
+			}
+			return nil, &tracefile.LineError{File: path, Line: rec.Line, Field: field,
+				Err: fmt.Errorf("the sample's records hold %d hash ids with this one's, more than the %d (%s) a from_trace sample may: lower max_records (%d)%s",
+					held, MaxTraceHashIDs, bounded.Size(MaxTraceHashIDs*8), maxRecords, raise)}
 		}
 	}
 	if kept == 0 {
@@ -192,13 +229,18 @@ func sessionBlocks(u *sampleUnit, blockSize int) {
 		if len(rec.HashIDs) > 0 {
 			continue
 		}
-		n := (max(rec.PromptTokens, 1) + blockSize - 1) / blockSize
-		ids := make([]uint64, n)
+		ids := make([]uint64, sessionBlockCount(rec.PromptTokens, blockSize))
 		for j := range ids {
 			ids[j] = splitmix(base ^ splitmix(uint64(j)+0x73657373696f6e))
 		}
 		rec.HashIDs = ids
 	}
+}
+
+// sessionBlockCount is the number of blocks sessionBlocks gives a turn of
+// prompt tokens.
+func sessionBlockCount(prompt, blockSize int) int {
+	return (max(prompt, 1) + blockSize - 1) / blockSize
 }
 
 // traceReuse is the prefix reuse the sample's hash ids imply with an
@@ -243,6 +285,7 @@ type sampleUnit struct {
 	session string
 	first   int // the file's record number of its first record
 	recs    []tracefile.Record
+	ids     int // the records' hash ids, given or to be synthesised
 }
 
 // unitHeap is a max-heap by priority: its top is the next unit out.

@@ -122,8 +122,10 @@ func SplitFieldPath(s string) ([]string, error) {
 // AccessLogLine is a parsed line whose token counts were found.
 type AccessLogLine struct {
 	Prompt, Completion float64
-	obj                map[string]any
-	p                  *AccessLogParser
+	// The paths the counts were found at.
+	promptPath, completionPath []string
+	obj                        map[string]any
+	p                          *AccessLogParser
 }
 
 // Parse decodes one line (a JSON object, numbers kept as text, surrounding
@@ -144,10 +146,10 @@ func (p *AccessLogParser) Parse(line []byte) (l AccessLogLine, reason string) {
 		return AccessLogLine{}, SkipInvalidJSON
 	}
 	l = AccessLogLine{obj: obj, p: p}
-	if l.Prompt, reason = countField(obj, p.prompt, SkipNoPrompt); reason != "" {
+	if l.Prompt, l.promptPath, reason = countField(obj, p.prompt, SkipNoPrompt); reason != "" {
 		return AccessLogLine{}, reason
 	}
-	if l.Completion, reason = countField(obj, p.completion, SkipNoCompletion); reason != "" {
+	if l.Completion, l.completionPath, reason = countField(obj, p.completion, SkipNoCompletion); reason != "" {
 		return AccessLogLine{}, reason
 	}
 	return l, ""
@@ -167,13 +169,19 @@ func (l AccessLogLine) Cached() (float64, bool) {
 // Model is the line's model, at the first present model path, if it is a
 // string.
 func (l AccessLogLine) Model() (string, bool) {
+	s, _, ok := l.model()
+	return s, ok
+}
+
+// model is Model and the path it was found at.
+func (l AccessLogLine) model() (string, []string, bool) {
 	for _, path := range l.p.model {
 		if v, ok := lookup(l.obj, path); ok {
 			s, isStr := v.(string)
-			return s, isStr
+			return s, path, isStr
 		}
 	}
-	return "", false
+	return "", nil, false
 }
 
 // Group renders the value at path (SplitFieldPath): a string as is,
@@ -230,8 +238,9 @@ func (l AccessLogLine) Time() (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// countField reads a token count at the first present path.
-func countField(obj map[string]any, paths [][]string, missing string) (float64, string) {
+// countField reads a token count at the first present path, and says
+// which.
+func countField(obj map[string]any, paths [][]string, missing string) (float64, []string, string) {
 	for _, p := range paths {
 		v, ok := lookup(obj, p)
 		if !ok {
@@ -240,13 +249,13 @@ func countField(obj map[string]any, paths [][]string, missing string) (float64, 
 		n, ok := parseNumber(v)
 		switch {
 		case !ok:
-			return 0, SkipNotNumber
+			return 0, p, SkipNotNumber
 		case n < 0:
-			return 0, SkipNegative
+			return 0, p, SkipNegative
 		}
-		return n, ""
+		return n, p, ""
 	}
-	return 0, missing
+	return 0, nil, missing
 }
 
 // lookup follows path through nested objects. At each level a key may
@@ -296,7 +305,8 @@ func parseNumber(v any) (float64, bool) {
 
 // The AccessLog format's reader: lines that are not requests are skipped
 // and counted (Reader.Skipped), as fit does; token counts are rounded to
-// whole tokens; the time is optional (a line without one keeps the
+// whole tokens, and one over MaxTokens is an error at its path, as in
+// the other formats; the time is optional (a line without one keeps the
 // offset of the latest timed line before it, 0 before any).
 
 func (p *AccessLogParser) parseRecord(line []byte, rec *Record) (stamp, bool, error) {
@@ -304,17 +314,29 @@ func (p *AccessLogParser) parseRecord(line []byte, rec *Record) (stamp, bool, er
 	if reason != "" {
 		return stamp{}, false, nil
 	}
-	if l.Prompt > math.MaxInt32 || l.Completion > math.MaxInt32 {
-		return stamp{}, false, nil
+	var err error
+	if rec.PromptTokens, err = roundedTokens(l.promptPath, l.Prompt); err != nil {
+		return stamp{}, false, err
 	}
-	rec.PromptTokens, rec.OutputTokens = int(math.Round(l.Prompt)), int(math.Round(l.Completion))
-	if m, ok := l.Model(); ok {
+	if rec.OutputTokens, err = roundedTokens(l.completionPath, l.Completion); err != nil {
+		return stamp{}, false, err
+	}
+	if m, path, ok := l.model(); ok {
+		if err := checkName(strings.Join(path, "."), m); err != nil {
+			return stamp{}, false, err
+		}
 		rec.Model = m
 	}
 	if t, ok := l.Time(); ok {
 		return stamp{t: time.Duration(t.UnixNano()), timed: true}, true, nil
 	}
 	return stamp{}, true, nil
+}
+
+// roundedTokens is a count found at path, rounded to whole tokens, at
+// most MaxTokens.
+func roundedTokens(path []string, n float64) (int, error) {
+	return tokenCount(strings.Join(path, "."), strconv.FormatFloat(math.Round(n), 'f', -1, 64))
 }
 
 // looksLikeAccessLog: the default field paths (or the options') find

@@ -34,7 +34,7 @@ func fastMooncake(line []byte, rec *Record) (st stamp, ok bool) {
 			switch line[i] {
 			case '}':
 				i = skipSpace(line, i+1)
-				if i != len(line) || seen&7 != 7 || in > 1<<31-1 || out > 1<<31-1 || ts > 1<<40 {
+				if i != len(line) || seen&7 != 7 || in > MaxTokens || out > MaxTokens || ts > 1<<40 {
 					return stamp{}, false
 				}
 				rec.PromptTokens, rec.OutputTokens, rec.HashIDs = int(in), int(out), ids
@@ -91,7 +91,17 @@ func fastMooncake(line []byte, rec *Record) (st stamp, ok bool) {
 			return stamp{}, false
 		}
 		i = skipSpace(line, i+1)
-		ids = []uint64{}
+		// As many ids as commas before the list's end, and one: allocated
+		// once, and no more than MaxHashIDs (the full parser refuses more).
+		n := 1
+		for j := i; j < len(line) && line[j] != ']'; j++ {
+			if line[j] == ',' {
+				if n++; n > MaxHashIDs {
+					return stamp{}, false
+				}
+			}
+		}
+		ids = make([]uint64, 0, n)
 		if i < len(line) && line[i] == ']' {
 			i++
 			continue

@@ -73,9 +73,22 @@ func quote(b []byte) string {
 	return strconv.Quote(string(b))
 }
 
-// wholeNumber reads a token count: a non-negative whole number (12, 12.0,
-// 1.2e3), at most 2^31-1.
-func wholeNumber(field string, s string) (int, error) {
+// tokenCount reads a record's prompt or output length: a whole number of
+// at most MaxTokens.
+func tokenCount(field, s string) (int, error) {
+	n, err := wholeNumber(field, s, MaxTokens)
+	if errors.Is(err, errTooLarge) {
+		return 0, fieldErr(field, "%s tokens is more than the %d a record may ask for: no model's context window is that long", strings.TrimSpace(s), MaxTokens)
+	}
+	return n, err
+}
+
+// errTooLarge is wholeNumber's error for a number over its bound.
+var errTooLarge = errors.New("too large")
+
+// wholeNumber reads a non-negative whole number (12, 12.0, 1.2e3) of at
+// most most (at most 2^31-1).
+func wholeNumber(field string, s string, most int) (int, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return 0, fieldErr(field, "empty")
@@ -84,8 +97,8 @@ func wholeNumber(field string, s string) (int, error) {
 		if n < 0 {
 			return 0, fieldErr(field, "negative length %d", n)
 		}
-		if n > math.MaxInt32 {
-			return 0, fieldErr(field, "%d is too large", n)
+		if n > int64(most) {
+			return 0, &fieldError{field, fmt.Errorf("%d is %w", n, errTooLarge)}
 		}
 		return int(n), nil
 	}
@@ -97,8 +110,8 @@ func wholeNumber(field string, s string) (int, error) {
 		return 0, fieldErr(field, "negative length %s", s)
 	case f != math.Trunc(f):
 		return 0, fieldErr(field, "not a whole number: %s", s)
-	case f > math.MaxInt32:
-		return 0, fieldErr(field, "%s is too large", s)
+	case f > float64(most):
+		return 0, &fieldError{field, fmt.Errorf("%s is %w", s, errTooLarge)}
 	}
 	return int(f), nil
 }
@@ -136,7 +149,7 @@ type mooncakeLine struct {
 	Timestamp    json.RawMessage `json:"timestamp"`
 	InputLength  json.RawMessage `json:"input_length"`
 	OutputLength json.RawMessage `json:"output_length"`
-	HashIDs      []uint64        `json:"hash_ids"`
+	HashIDs      json.RawMessage `json:"hash_ids"` // counted before decoded: see hashIDs
 	SessionID    json.RawMessage `json:"session_id"`
 }
 
@@ -169,17 +182,88 @@ func parseMooncakeJSON(line []byte, rec *Record) (stamp, bool, error) {
 	if err != nil {
 		return stamp{}, false, err
 	}
-	if rec.PromptTokens, err = wholeNumber("input_length", in); err != nil {
+	if rec.PromptTokens, err = tokenCount("input_length", in); err != nil {
 		return stamp{}, false, err
 	}
-	if rec.OutputTokens, err = wholeNumber("output_length", out); err != nil {
+	if rec.OutputTokens, err = tokenCount("output_length", out); err != nil {
 		return stamp{}, false, err
 	}
-	rec.HashIDs = m.HashIDs
+	if rec.HashIDs, err = hashIDs(m.HashIDs); err != nil {
+		return stamp{}, false, err
+	}
 	if rec.Session, err = idText("session_id", m.SessionID); err != nil {
 		return stamp{}, false, err
 	}
+	if err := checkName("session_id", rec.Session); err != nil {
+		return stamp{}, false, err
+	}
 	return stamp{t: t, timed: true}, true, nil
+}
+
+// hashIDs decodes a line's hash_ids (valid JSON): null or absent is nil.
+// A list of more than MaxHashIDs values is refused before it is decoded,
+// so that a line costs a few bytes per id, not eight and the list's
+// growth.
+func hashIDs(raw json.RawMessage) ([]uint64, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var ids []uint64
+	if raw[0] == '[' {
+		n := jsonListLen(raw)
+		if n > MaxHashIDs {
+			return nil, fieldErr("hash_ids", "%d ids, more than the %d a record may have", n, MaxHashIDs)
+		}
+		ids = make([]uint64, 0, n)
+	}
+	if err := json.Unmarshal(raw, &ids); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, fieldErr("hash_ids", "%s is not a %s", te.Value, kind(te.Type.Kind().String()))
+		}
+		return nil, fieldErr("hash_ids", "%v", err)
+	}
+	return ids, nil
+}
+
+// jsonListLen counts the values of a valid JSON list: its commas outside
+// strings and nested values, and one (none for an empty list).
+func jsonListLen(raw []byte) int {
+	n, depth, empty := 1, 0, true
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; c {
+		case '"':
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+			empty = false
+		case '[', '{':
+			depth++
+		case ']', '}':
+			depth--
+		case ',':
+			if depth == 1 {
+				n++
+			}
+		case ' ', '\t', '\r', '\n':
+		default:
+			empty = false
+		}
+	}
+	if empty && n == 1 {
+		return 0
+	}
+	return n
+}
+
+// checkName refuses a session or model name longer than MaxNameBytes.
+func checkName(field, name string) error {
+	if len(name) > MaxNameBytes {
+		return fieldErr(field, "%d bytes, longer than the %d a name may have", len(name), MaxNameBytes)
+	}
+	return nil
 }
 
 // jsonNumber is the text of a JSON number; absent or null is missing.
@@ -272,10 +356,13 @@ func parseLLMProbe(line []byte, rec *Record) (stamp, bool, error) {
 	if err != nil {
 		return stamp{}, false, err
 	}
-	if rec.PromptTokens, err = wholeNumber("prompt_tokens", in); err != nil {
+	if rec.PromptTokens, err = tokenCount("prompt_tokens", in); err != nil {
 		return stamp{}, false, err
 	}
-	if rec.OutputTokens, err = wholeNumber("output_tokens", out); err != nil {
+	if rec.OutputTokens, err = tokenCount("output_tokens", out); err != nil {
+		return stamp{}, false, err
+	}
+	if err := checkName("conversation", m.Conversation); err != nil {
 		return stamp{}, false, err
 	}
 	rec.Session = m.Conversation
@@ -284,7 +371,7 @@ func parseLLMProbe(line []byte, rec *Record) (stamp, bool, error) {
 		if err != nil {
 			return stamp{}, false, err
 		}
-		if rec.Turn, err = wholeNumber("turn", turn); err != nil {
+		if rec.Turn, err = wholeNumber("turn", turn, math.MaxInt32); err != nil {
 			return stamp{}, false, err
 		}
 	}
@@ -378,10 +465,10 @@ func (h *csvHeader) parse(line []byte, rec *Record) (stamp, bool, error) {
 		return stamp{}, false, fieldErr(missing, "missing: the row has %d columns, the header more", len(h.fields))
 	}
 	var err error
-	if rec.PromptTokens, err = wholeNumber(h.promptName, h.fields[h.prompt]); err != nil {
+	if rec.PromptTokens, err = tokenCount(h.promptName, h.fields[h.prompt]); err != nil {
 		return stamp{}, false, err
 	}
-	if rec.OutputTokens, err = wholeNumber(h.outputName, h.fields[h.output]); err != nil {
+	if rec.OutputTokens, err = tokenCount(h.outputName, h.fields[h.output]); err != nil {
 		return stamp{}, false, err
 	}
 	var t time.Duration
@@ -401,6 +488,9 @@ func (h *csvHeader) parse(line []byte, rec *Record) (stamp, bool, error) {
 	}
 	if h.model >= 0 {
 		rec.Model = strings.TrimSpace(h.fields[h.model])
+		if err := checkName("Model", rec.Model); err != nil {
+			return stamp{}, false, err
+		}
 	}
 	return stamp{t: t, timed: true}, true, nil
 }

@@ -15,8 +15,9 @@ import (
 
 // FuzzReader: whatever the bytes (plain, gzip, zstd), Open-time errors
 // and line errors are errors, never panics; a record's counts are
-// non-negative, its lines rise, its hash ids fit in a line; reading stops
-// at the first error and stays stopped.
+// non-negative and at most MaxTokens, its lines rise, its hash ids are at
+// most MaxHashIDs, its names at most MaxNameBytes; reading stops at the
+// first error and stays stopped.
 func FuzzReader(f *testing.F) {
 	files, err := filepath.Glob("testdata/*.*") // the fixtures, not testdata/fuzz
 	if err != nil {
@@ -33,6 +34,12 @@ func FuzzReader(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"timestamp": 1e308, "input_length": 1e308, "output_length": 0}`))
+	// The bounds of a record: at them, and one over.
+	f.Add([]byte(`{"timestamp": 0, "input_length": 4194304, "output_length": 4194304}` + "\n" + `{"timestamp": 0, "input_length": 4194305, "output_length": 1}`))
+	f.Add([]byte(`{"timestamp": 0, "input_length": 1, "output_length": 2147483647, "session_id": 7}`))
+	f.Add([]byte(`{"usage": {"prompt_tokens": 4194304.4, "completion_tokens": 1e12}}`))
+	f.Add([]byte("Timestamp,Model,Request tokens,Response tokens\n1,m,4194305,1\n"))
+	f.Add([]byte(`{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": ["a,\"]", [1, 2], {"b": 3}, 4]}`))
 	f.Add([]byte("Timestamp,Model,Request tokens,Response tokens\n\"1,2\",\"\"\"\",3,4\n"))
 	f.Add([]byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,1,1\n0001-01-01 00:00:00,1,1\n"))
 	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0, 0})
@@ -73,7 +80,9 @@ func FuzzReader(f *testing.F) {
 					}
 					break
 				}
-				if rec.Line <= last || rec.PromptTokens < 0 || rec.OutputTokens < 0 || rec.Turn < 0 || len(rec.HashIDs) > MaxLineBytes/2 {
+				if rec.Line <= last || rec.PromptTokens < 0 || rec.OutputTokens < 0 || rec.Turn < 0 ||
+					rec.PromptTokens > MaxTokens || rec.OutputTokens > MaxTokens || len(rec.HashIDs) > MaxHashIDs ||
+					len(rec.Session) > MaxNameBytes || len(rec.Model) > MaxNameBytes {
 					t.Fatalf("%s: record %+v after line %d", format, rec, last)
 				}
 				last = rec.Line

@@ -49,12 +49,14 @@
 // else one whose token counts the access-log field paths find. A bad line
 // is a *LineError, "file:line: field: problem", and reading stops there:
 // a missing column or key, a value that is not a whole number, a negative
-// length, a line longer than MaxLineBytes (1 MiB), or a timestamp more than
-// Options.MaxDisorder (default 1 s; 10 minutes for llmprobe and access
-// logs, which are written as requests finish, not as they start) before the
-// latest one seen. Offset is measured from the first record in file order,
-// so in a file that is not sorted it may be negative by at most that
-// tolerance. Between records the reader keeps only the first timestamp,
+// length, a prompt or output longer than MaxTokens (4 Mi tokens), more
+// than MaxHashIDs (65,536) hash ids, a session or model name longer than
+// MaxNameBytes (256), a line longer than MaxLineBytes (1 MiB), or a
+// timestamp more than Options.MaxDisorder (default 1 s; 10 minutes for
+// llmprobe and access logs, which are written as requests finish, not as
+// they start) before the latest one seen. Offset is measured from the
+// first record in file order, so in a file that is not sorted it may be
+// negative by at most that tolerance. Between records the reader keeps only the first timestamp,
 // the latest one and its line buffer; records come in file order. A zstd
 // frame may ask for a window of at most 16 MiB (zstd's levels up to 19
 // use 8 MiB; a --long or --ultra file asking for more is refused).
@@ -112,8 +114,28 @@ func ParseFormat(s string) (Format, error) {
 const DefaultBlockSize = 512
 
 // MaxLineBytes bounds one line of a trace (hash_ids of a long prompt make
-// long lines: 1 MiB holds about 100,000 ids, 50 M tokens of prompt).
+// long lines: MaxHashIDs ids of up to 10 digits fit in 1 MiB).
 const MaxLineBytes = 1 << 20
+
+// Bounds of a record: a longer prompt or output, or more hash ids, is a
+// *LineError, so that what a trace asks for is refused where it is read,
+// by every reader alike, rather than allocated by what sends or samples
+// it (a prompt's text takes 4 to 8 bytes per token, a hash id 8 bytes
+// and one more per block of a session's synthesised prefix).
+const (
+	// MaxTokens bounds a record's prompt and output lengths: twice the
+	// longest context window served (2 Mi tokens), far above real traces'
+	// prompts (Mooncake's reach about 130,000 tokens).
+	MaxTokens = 1 << 22
+	// MaxHashIDs bounds a record's hash ids: a MaxTokens prompt in blocks
+	// of 64 tokens, or 32 Mi tokens in Mooncake's 512 (its records have
+	// a few hundred at most). 512 KiB per record.
+	MaxHashIDs = 1 << 16
+	// MaxNameBytes bounds a record's session and model names, which
+	// samples keep per record or session (ids and model names are
+	// tens of bytes: a UUID is 36).
+	MaxNameBytes = 256
+)
 
 // Record is one request of a trace, in file order.
 type Record struct {
@@ -441,6 +463,24 @@ func (rd *Reader) next() (Record, error) {
 	}
 }
 
+// PromptField names the format's prompt length, for errors about it:
+// "input_length" (Mooncake), "prompt_tokens" (llmprobe), the column of
+// the CSV formats, an access log's first prompt path.
+func (rd *Reader) PromptField() string {
+	switch rd.format {
+	case Mooncake:
+		return "input_length"
+	case LLMProbe:
+		return "prompt_tokens"
+	case Azure, BurstGPT:
+		return rd.header.promptName
+	}
+	if len(rd.opts.AccessLog.Prompt) > 0 {
+		return rd.opts.AccessLog.Prompt[0]
+	}
+	return DefaultPromptFields[0]
+}
+
 func (rd *Reader) timeField() string {
 	switch rd.format {
 	case Mooncake:
@@ -481,6 +521,8 @@ type fieldError struct {
 }
 
 func (e *fieldError) Error() string { return e.field + ": " + e.err.Error() }
+
+func (e *fieldError) Unwrap() error { return e.err }
 
 func fieldErr(field string, format string, args ...any) error {
 	return &fieldError{field, fmt.Errorf(format, args...)}

@@ -46,6 +46,8 @@ func binary(t *testing.T) string {
 type cliResult struct {
 	code           int
 	stdout, stderr string
+	peakRSS        int64 // bytes (Linux)
+	wall           time.Duration
 }
 
 // expectUsageError fails t unless r is a usage error: exit code 2 and one
@@ -89,7 +91,7 @@ func expectBenchUsageErrors(t *testing.T, bin string, cases []usageCase) {
 func runBinary(t *testing.T, bin string, env []string, args ...string) cliResult {
 	t.Helper()
 	r := proctest.Run(t, bin, env, args...)
-	return cliResult{r.Code, r.Stdout, r.Stderr}
+	return cliResult{r.Code, r.Stdout, r.Stderr, r.PeakRSS, r.Wall}
 }
 
 // TestBadCommandLine: a bad flag, argument or flag value of every

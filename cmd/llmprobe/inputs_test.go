@@ -24,10 +24,17 @@ import (
 // than taking the machine's memory.
 func runBounded(t *testing.T, bin string, args ...string) cliResult {
 	t.Helper()
+	return runBinary(t, "sh", nil, boundedArgs(t, bin, args...)...)
+}
+
+// boundedArgs are the arguments of sh that run bin with args in 4 GiB of
+// address space (see runBounded).
+func boundedArgs(t *testing.T, bin string, args ...string) []string {
+	t.Helper()
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("no sh")
 	}
-	return runBinary(t, "sh", nil, append([]string{"-c", `ulimit -v 4194304 && exec "$@"`, "sh", bin}, args...)...)
+	return append([]string{"-c", `ulimit -v 4194304 && exec "$@"`, "sh", bin}, args...)
 }
 
 // TestEndlessInputs: every command given /dev/zero (a file that never

@@ -156,6 +156,17 @@ func (p *Process) Name() string { return p.name }
 // Pid is the process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
+// PeakRSS is the process' peak resident set in bytes, so far while it
+// runs (VmHWM), over its life once it has exited; 0 where unknown (only
+// Linux measures it). It is at least the test process' own when it
+// started (see ResetPeakRSS).
+func (p *Process) PeakRSS() int64 {
+	if p.Exited() {
+		return peakRSS(p.cmd.ProcessState)
+	}
+	return livePeakRSS(p.Pid())
+}
+
 // Stdout is what the process wrote to stdout (bounded, see
 // testio.MaxBuffer).
 func (p *Process) Stdout() string { return p.stdout.String() }

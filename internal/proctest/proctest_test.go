@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -98,6 +99,9 @@ func TestRun(t *testing.T) {
 	r := Run(t, os.Args[0], childOpts.Env, "exit", "3")
 	if r.Code != 3 || r.Stdout != "to stdout\n" || r.Stderr != "started\nto stderr\n" {
 		t.Errorf("Run = %+v, want exit code 3 and a line on each stream", r)
+	}
+	if r.Wall <= 0 || runtime.GOOS == "linux" && r.PeakRSS < 1<<20 {
+		t.Errorf("Run took %v, peak RSS %d bytes: want both measured", r.Wall, r.PeakRSS)
 	}
 }
 

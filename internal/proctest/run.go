@@ -20,6 +20,11 @@ const RunTimeout = 2 * time.Minute
 type Result struct {
 	Code           int // exit code
 	Stdout, Stderr string
+	// PeakRSS is the command's peak resident set in bytes (Linux; 0
+	// elsewhere): at least the test process' own when it started (see
+	// ResetPeakRSS). Wall is how long it ran.
+	PeakRSS int64
+	Wall    time.Duration
 }
 
 // Run runs path with args to its end (bounded to RunTimeout), with the
@@ -36,7 +41,9 @@ func Run(t testing.TB, path string, env []string, args ...string) Result {
 	setParentDeathSignal(cmd)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
 	err := cmd.Run()
+	wall := time.Since(start)
 	line := strings.Join(append([]string{path}, args...), " ")
 	if ctx.Err() != nil {
 		t.Fatalf("%s: not done after %s\nstdout:\n%s\nstderr:\n%s", line, RunTimeout, stdout.String(), stderr.String())
@@ -45,5 +52,6 @@ func Run(t testing.TB, path string, env []string, args ...string) Result {
 	if err != nil && !errors.As(err, &exit) {
 		t.Fatalf("%s: %v", line, err)
 	}
-	return Result{Code: cmd.ProcessState.ExitCode(), Stdout: stdout.String(), Stderr: stderr.String()}
+	return Result{Code: cmd.ProcessState.ExitCode(), Stdout: stdout.String(), Stderr: stderr.String(),
+		PeakRSS: peakRSS(cmd.ProcessState), Wall: wall}
 }
