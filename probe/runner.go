@@ -423,6 +423,7 @@ func (r *runner) judge(now time.Time) {
 	if judged {
 		r.failLog.report(r, fv, now)
 	}
+	r.identity.flushLog(now)
 	switch {
 	case v.Saturated() && !was.Saturated():
 		r.logger.Warn("harness cannot deliver or time the requested load; its numbers for this target are flagged", "target", r.name, "reasons", v.Reasons, "reason", v.Detail)
