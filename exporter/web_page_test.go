@@ -386,13 +386,18 @@ func TestStatusPageProblemsFirst(t *testing.T) {
 		pool.Failing = &probe.FailingStatus{Failed: 9, Judged: 14, Over: 15 * time.Second, Replicas: []string{"10.0.0.2:8000", "10.0.0.3:8000"},
 			Outcomes: []probe.OutcomeCount{{Outcome: wire.OutcomeHTTPError, Count: 8}, {Outcome: wire.OutcomeTimeout, Count: 1}},
 			Example:  probe.FailureExample{Outcome: wire.OutcomeHTTPError, ErrorType: "http_503", Error: "HTTP 503 Service Unavailable", StatusCode: 503}}
+		one := pool
+		one.Name = "one"
+		one.Failing = &probe.FailingStatus{Failed: 7, Judged: 7, Over: 15 * time.Second, All: true, Replicas: []string{"10.0.0.2:8000"},
+			Outcomes: []probe.OutcomeCount{{Outcome: wire.OutcomeHTTPError, Count: 7}},
+			Example:  probe.FailureExample{Outcome: wire.OutcomeHTTPError, ErrorType: "http_503", Error: "HTTP 503 Service Unavailable", StatusCode: 503}}
 		pool.Replicas = []probe.ReplicaStatus{
 			{Name: "10.0.0.1:8000", Address: "10.0.0.1:8000"},
 			{Name: "10.0.0.2:8000", Address: "10.0.0.2:8000", Failing: &probe.FailingStatus{Failed: 5, Judged: 7}},
 			{Name: "10.0.0.3:8000", Address: "10.0.0.3:8000", Failing: &probe.FailingStatus{Failed: 4, Judged: 7}},
 		}
 		pool.Discovery = &probe.DiscoveryStatus{Mechanism: "file", Replicas: 3, Discovered: 3, MaxReplicas: 64}
-		return append(st, gamma, pool)
+		return append(st, gamma, one, pool)
 	}
 	f := newWebFixture(t, func(o *WebOptions) { o.Status = failing })
 	_, _, body := f.do(t, "GET", "/", nil)
@@ -416,13 +421,14 @@ func TestStatusPageProblemsFirst(t *testing.T) {
 		got[l[1]] = l[2]
 		order = append(order, l[1])
 	}
-	if want := []string{"alpha", "beta", "gamma", "pool"}; !slices.Equal(order, want) {
+	if want := []string{"alpha", "beta", "gamma", "one", "pool"}; !slices.Equal(order, want) {
 		t.Errorf("problem lines for %v, want %v:\n%s", order, want, summary)
 	}
 	for target, wants := range map[string][]string{
 		"alpha": {`<a href="#target-alpha">alpha</a>`, `<a href="#regression-alpha-chat-ttft">ttft regressed</a> (class <code>chat</code>)`},
 		"beta":  {`<a href="#saturated-beta">harness saturated</a>`, `<a href="#overloaded-beta">overloaded</a>`},
 		"gamma": {`<a href="#failing-gamma">every request fails</a> (<code>connect_error</code> <code>connection_refused</code>)`},
+		"one":   {`<a href="#failing-one">every request fails</a> (<code>http_error</code> <code>http_503</code>, on 1 replica)`},
 		"pool":  {`<a href="#failing-pool">most requests fail</a> (<code>http_error</code> <code>http_503</code>, on 2 replicas)`},
 	} {
 		for _, want := range wants {
@@ -439,6 +445,7 @@ func TestStatusPageProblemsFirst(t *testing.T) {
 	}
 	for _, want := range []string{
 		`id="failing-gamma">✖ EVERY REQUEST FAILS — 12 of the 12 requests to end in the last 15s failed: <code>connect_error</code> 12. Example: <code>connection_refused</code> dial tcp 127.0.0.1:1: connect: connection refused. No request succeeds.</div>`,
+		`id="failing-one">✖ EVERY REQUEST FAILS ON 1 REPLICA (10.0.0.2:8000) — 7 of the 7 requests to end in the last 15s failed on them: <code>http_error</code> 7. Example: <code>http_503</code> HTTP 503 Service Unavailable (HTTP 503). No request succeeds on them.</div>`,
 		`id="failing-pool">✖ MOST REQUESTS FAIL ON 2 REPLICAS (10.0.0.2:8000, 10.0.0.3:8000) — 9 of the 14 requests to end in the last 15s failed on them: <code>http_error</code> 8, <code>timeout</code> 1. Example: <code>http_503</code> HTTP 503 Service Unavailable (HTTP 503).</div>`,
 	} {
 		if !strings.Contains(body, want) {

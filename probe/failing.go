@@ -41,7 +41,8 @@ import (
 // the most frequent outcome, the error type and message of an example
 // failure (the newest of that outcome; the message is Result.Error, which
 // the client has scrubbed of the target's secrets and of control
-// characters), and the counts. Then one line every logEvery (a minute)
+// characters), and the counts ("... to replicas of the target ..." while
+// some replicas do not fail). Then one line every logEvery (a minute)
 // while it fails, and one INFO line when it no longer does. A WARN line is
 // never written within logEvery of the last, so a target that flaps writes
 // at most one WARN and one INFO line a minute, and 64 failing replicas one
@@ -76,7 +77,8 @@ type FailingStatus struct {
 	// Example is the newest failure of the most frequent outcome.
 	Example FailureExample
 	// Replicas names the failing replicas of a discovery target, sorted
-	// (nil for a target without discovery and for a replica's own).
+	// (nil for a target without discovery and for a replica's own); the
+	// figures above are then theirs.
 	Replicas []string
 }
 
@@ -231,17 +233,15 @@ type replicaVerdict struct {
 
 // mergeFailing is a discovery target's verdict from its replicas' (a
 // target without discovery has one, unnamed): nil when none fails; else
-// the failing replicas' sums, named, "every
-// request fails" when every replica judged fails every request, and as
+// the failing replicas' sums, named ("every request fails" when each of
+// them fails every request: healthy replicas may still answer), and as
 // example the newest of the most frequent outcome (else the newest).
 func mergeFailing(vs []replicaVerdict) *FailingStatus {
 	var out *FailingStatus
-	all := true
 	var counts [len(wire.Outcomes)]int
 	var examples []FailureExample
 	for _, rv := range vs {
 		if rv.v == nil {
-			all = false
 			continue
 		}
 		if out == nil {
@@ -250,7 +250,6 @@ func mergeFailing(vs []replicaVerdict) *FailingStatus {
 		out.Failed += rv.v.Failed
 		out.Judged += rv.v.Judged
 		out.Over = max(out.Over, rv.v.Over)
-		all = all && rv.v.All
 		for _, oc := range rv.v.Outcomes {
 			counts[outcomeIndex(oc.Outcome)] += oc.Count
 		}
@@ -262,7 +261,7 @@ func mergeFailing(vs []replicaVerdict) *FailingStatus {
 	if out == nil {
 		return nil
 	}
-	out.All = all
+	out.All = out.Failed == out.Judged
 	slices.Sort(out.Replicas)
 	for i, o := range wire.Outcomes {
 		if counts[i] > 0 {
@@ -350,6 +349,12 @@ func (l *failLog) warn(f *FailingStatus, judged int, now time.Time, first bool) 
 	msg := "most requests to the target fail"
 	if f.All {
 		msg = "every request to the target fails"
+	}
+	if n := len(f.Replicas); n > 0 && n < judged {
+		msg = "most requests to replicas of the target fail"
+		if f.All {
+			msg = "every request to replicas of the target fails"
+		}
 	}
 	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs, slog.String("target", l.target))

@@ -103,8 +103,8 @@ func TestFailingVerdict(t *testing.T) {
 }
 
 // TestMergeFailing: a discovery target fails when any replica does, with
-// its failing replicas' sums, named; "every request fails" only when every
-// replica fails every request.
+// its failing replicas' sums, named; "every request fails" when each of
+// them fails every request.
 func TestMergeFailing(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	a := &FailingStatus{Failed: 4, Judged: 4, Over: 15 * time.Second, All: true, Outcomes: []OutcomeCount{{wire.OutcomeConnectError, 4}},
@@ -120,8 +120,8 @@ func TestMergeFailing(t *testing.T) {
 		f.Example.ErrorType != "connection_refused" {
 		t.Errorf("two of three fail: %+v", f)
 	}
-	if f := mergeFailing([]replicaVerdict{{"r1", a}}); f == nil || !f.All || !slices.Equal(f.Replicas, []string{"r1"}) {
-		t.Errorf("the one replica fails every request: %+v", f)
+	if f := mergeFailing([]replicaVerdict{{"r1", a}, {"r2", nil}}); f == nil || !f.All || f.Failed != 4 || !slices.Equal(f.Replicas, []string{"r1"}) {
+		t.Errorf("one replica fails every request: %+v", f)
 	}
 	if f := mergeFailing([]replicaVerdict{{"", a}}); f == nil || f.Replicas != nil || !f.Example.At.Equal(a.Example.At) {
 		t.Errorf("a target without discovery: %+v", f)
@@ -222,7 +222,7 @@ func TestFailLog(t *testing.T) {
 	}
 	got := lines()
 	if len(got) != 1 || !strings.Contains(got[0], `target=pool replicas="b,c,d,e,f,g,h,i,… (3 more)" replicas_failing=11 replicas_judged=12 outcome=http_error`) ||
-		!strings.Contains(got[0], `msg="most requests to the target fail"`) || !strings.Contains(got[0], "failed=55 of=55") {
+		!strings.Contains(got[0], `msg="every request to replicas of the target fails"`) || !strings.Contains(got[0], "failed=55 of=55") {
 		t.Errorf("replicas: %v", got)
 	}
 }

@@ -24,14 +24,20 @@ import (
 
 // The messages of the failing log (failing.go).
 const (
-	msgEveryFails = "every request to the target fails"
-	msgMostFail   = "most requests to the target fail"
-	msgRecovered  = "requests to the target succeed again"
+	msgEveryFails        = "every request to the target fails"
+	msgMostFail          = "most requests to the target fail"
+	msgReplicasEveryFail = "every request to replicas of the target fails"
+	msgReplicasMostFail  = "most requests to replicas of the target fail"
+	msgRecovered         = "requests to the target succeed again"
 )
 
 // failingLine reports whether r is a failing target's WARN line.
 func (r logRecord) failingLine() bool {
-	return r.str("level") == "WARN" && (r.str("msg") == msgEveryFails || r.str("msg") == msgMostFail)
+	switch r.str("msg") {
+	case msgEveryFails, msgMostFail, msgReplicasEveryFail, msgReplicasMostFail:
+		return r.str("level") == "WARN"
+	}
+	return false
 }
 
 // closedPort returns a loopback address nothing listens on.
@@ -177,8 +183,9 @@ targets:
 // TestFailingReplicasLoggedPerTarget: a discovery target whose file_sd
 // lists three simulators, one of which answers every request 503 (the
 // simulator's fault injection): the log has one WARN line per interval
-// for the target, naming the failing replica only, not a line per
-// replica; the target's status and that replica's say it fails.
+// for the target, saying that every request to a replica of it fails and
+// naming that replica only, not a line per replica; the target's status
+// and that replica's say it fails.
 func TestFailingReplicasLoggedPerTarget(t *testing.T) {
 	const every = 3 * time.Second
 	_, addrs := replicaSims(t, 3, func(i int, c *sim.Config) {
@@ -216,7 +223,7 @@ targets:
 	shutdown(t, e)
 	end := time.Now()
 
-	if f := st.Failing; !slices.Equal(f.Replicas, []string{addrs[1]}) || f.All || f.Failed == 0 || f.Failed > f.Judged {
+	if f := st.Failing; !slices.Equal(f.Replicas, []string{addrs[1]}) || !f.All || f.Failed == 0 || f.Failed != f.Judged {
 		t.Errorf("the target's verdict: %+v", f)
 	}
 	for _, r := range st.Replicas {
@@ -229,7 +236,7 @@ targets:
 	t.Logf("%d WARN lines for the pool; the first: %v", len(lines), lines[0])
 	checkSpacing(t, "pool WARN", lines, every, end)
 	for i, l := range lines {
-		if l.str("replicas") != addrs[1] || l.str("outcome") != "http_error" || l.str("error_type") != "http_503" || l.str("msg") != msgMostFail {
+		if l.str("replicas") != addrs[1] || l.str("outcome") != "http_error" || l.str("error_type") != "http_503" || l.str("msg") != msgReplicasEveryFail || l.str("replicas_judged") != "3" {
 			t.Errorf("WARN line %d: %v", i, l)
 		}
 	}
