@@ -128,9 +128,10 @@ func TestStatusPageInChromium(t *testing.T) {
 
 // TestStatusPageFailingTargetInChromium runs the daemon against a target
 // that refuses every connection (127.0.0.1:1) beside a healthy one and
-// loads the status page in headless Chromium: the failing target has an
-// alarm of its own naming the outcome (every request connect_error had
-// none), the healthy one has none; each target's recent requests show
+// loads the status page in headless Chromium: the page opens with a
+// summary line for the failing target, linking to its alarm; the failing
+// target has an alarm of its own naming the outcome and an example error
+// (every request connect_error had none), the healthy one has neither; each target's recent requests show
 // the newest 5 rows with the others folded into a closed <details>, and
 // its failures the newest 10 above their own; no duration is printed
 // unrounded (30.814879ms).
@@ -159,10 +160,24 @@ targets:
 
 	dom := dumpDOM(t, chromium, page)
 	alarm := regexp.MustCompile(`(?s)<div class="banner failing" role="alert" id="failing-down">.*?</div>`).FindString(dom)
-	for _, want := range []string{"EVERY REQUEST FAILS", " requests to end failed: <code>connect_error</code>", "connection refused", "No request succeeds."} {
+	for _, want := range []string{"EVERY REQUEST FAILS", " requests to end in the last 15s failed: <code>connect_error</code>", "Example: <code>connection_refused</code>", "connection refused", "No request succeeds."} {
 		if !strings.Contains(alarm, want) {
 			t.Errorf("the failing target's alarm lacks %q: %q", want, alarm)
 		}
+	}
+	// The summary of problems opens the page, above the charts: the
+	// failing target's line links to its alarm; the healthy one has none.
+	// (A machine too busy to time the load adds "harness saturated" to
+	// either line.)
+	summary := regexp.MustCompile(`(?s)<ul class="problems" id="problems" role="alert">.*?</ul>`).FindString(dom)
+	if want := `<li id="problem-down"><a href="#target-down">down</a>: <a href="#failing-down">every request fails</a> (<code>connect_error</code> <code>connection_refused</code>)`; !strings.Contains(summary, want) {
+		t.Errorf("the summary lacks %q: %q", want, summary)
+	}
+	if up := regexp.MustCompile(`<li id="problem-up">.*?</li>`).FindString(summary); strings.Contains(up, "fail") {
+		t.Errorf("the healthy target is failing in the summary: %q", up)
+	}
+	if i, j := strings.Index(dom, `id="problems"`), strings.Index(dom, `id="timeline"`); i < 0 || j < 0 || i > j || i > strings.Index(dom, "<main>")+200 {
+		t.Errorf("the summary (at %d) does not open the page, above the charts (at %d)", i, j)
 	}
 	if strings.Contains(dom, `id="failing-up"`) {
 		t.Error("the healthy target has a failing alarm")

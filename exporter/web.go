@@ -5,7 +5,6 @@ package exporter
 
 import (
 	"bytes"
-	"cmp"
 	"embed"
 	"fmt"
 	"html/template"
@@ -15,7 +14,6 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"slices"
 	"strings"
 	"time"
 
@@ -310,6 +308,10 @@ func (w *web) pageData(title string) pageData {
 
 type statusPage struct {
 	pageData
+	// Problems is the summary at the top: a line per target with a
+	// problem (failing, saturated, overloaded, regressed); none when all
+	// is well.
+	Problems   []problemView
 	Targets    []targetView
 	Reload     bool // POST /-/reload is enabled
 	Harness    harness.Stats
@@ -335,12 +337,9 @@ type targetView struct {
 	// a <details> below them.
 	RecentShown, RecentMore     []Entry
 	FailuresShown, FailuresMore []Entry
-	// Failing is set when half or more of the target's recent requests
-	// failed: an alarm of its own at the top of its section.
-	Failing   *failingView
-	Latency   WindowSnapshot
-	HasWindow bool
-	Charts    []svgChart // the timeline: rates, TTFT
+	Latency                     WindowSnapshot
+	HasWindow                   bool
+	Charts                      []svgChart // the timeline: rates, TTFT
 	// ReplicaViews are the replicas of a target with discovery.
 	ReplicaViews []replicaView
 }
@@ -351,7 +350,7 @@ type replicaView struct {
 	Target        string
 	Pod           string
 	Retired       bool
-	Verdict       string // "saturated", "overloaded", "warm-up" (any of them, comma-separated) or "ok"
+	Verdict       string // "failing", "saturated", "overloaded", "warm-up" (any of them, comma-separated) or "ok"
 	VerdictDetail string // the saturation and overload reasons in words
 }
 
@@ -360,6 +359,10 @@ func replicaViews(s *probe.TargetStatus) []replicaView {
 	for _, r := range s.Replicas {
 		v := replicaView{ReplicaStatus: r, Target: s.Name, Pod: r.Labels["pod"], Retired: !r.Gone.IsZero()}
 		var verdict, detail []string
+		if f := r.Failing; f != nil {
+			verdict = append(verdict, "failing")
+			detail = append(detail, fmt.Sprintf("%d of %d requests failed", f.Failed, f.Judged))
+		}
 		if r.Saturated {
 			verdict = append(verdict, "saturated")
 			if r.SaturationReason != "" {
@@ -389,57 +392,58 @@ func replicaViews(s *probe.TargetStatus) []replicaView {
 const (
 	recentShown   = 5
 	failuresShown = 10
-	// failingMin is the fewest ended requests the failing alarm judges.
-	failingMin = 3
 )
 
-// failingView is the failing alarm: Failed of Of requests failed, by
-// outcome, most frequent first, and the newest failure.
-type failingView struct {
-	Failed, Of int
-	All        bool   // every one failed
-	Since      string // "the last" (the recent ring) or "" (since start)
-	Outcomes   []countView
-	Latest     *Entry // nil when only the counters since start are known
+// problemView is a line of the summary at the top of the status page: a
+// target with something wrong, and each problem, linking to its banner.
+type problemView struct {
+	Target string
+	Parts  []problemPart
 }
 
-// failing judges a target's recent requests (newest first), or without
-// them its counters since start.
-func failing(recent []Entry, outcomes map[wire.Outcome]uint64) *failingView {
-	f := &failingView{}
-	counts := map[string]uint64{}
-	if len(recent) > 0 {
-		f.Since = "the last "
-		for i := range recent {
-			f.Of++
-			if e := &recent[i]; e.Failed() {
-				f.Failed++
-				counts[string(e.Outcome)]++
-				if f.Latest == nil {
-					f.Latest = e
-				}
+type problemPart struct {
+	Anchor string   // the id of the problem's banner
+	Text   string   // what is wrong
+	Label  string   // before the codes
+	Codes  []string // outcome, error type, class: shown as code
+	Note   string   // after the codes
+}
+
+// problems is t's line of the summary; ok is false when all is well.
+func problems(t *probe.TargetStatus) (problemView, bool) {
+	p := problemView{Target: t.Name}
+	if f := t.Failing; f != nil {
+		part := problemPart{Anchor: "failing-" + t.Name, Text: "most requests fail"}
+		if f.All {
+			part.Text = "every request fails"
+		}
+		if len(f.Outcomes) > 0 {
+			part.Codes = append(part.Codes, string(f.Outcomes[0].Outcome))
+		}
+		if f.Example.ErrorType != "" {
+			part.Codes = append(part.Codes, f.Example.ErrorType)
+		}
+		if n := len(f.Replicas); n > 0 {
+			part.Note = fmt.Sprintf("on %d replicas", n)
+			if n == 1 {
+				part.Note = "on 1 replica"
 			}
 		}
-	} else {
-		for o, n := range outcomes {
-			f.Of += int(n)
-			if o != wire.OutcomeSuccess {
-				f.Failed += int(n)
-				counts[string(o)] += n
-			}
+		p.Parts = append(p.Parts, part)
+	}
+	if t.Saturated {
+		p.Parts = append(p.Parts, problemPart{Anchor: "saturated-" + t.Name, Text: "harness saturated"})
+	}
+	if t.Overloaded {
+		p.Parts = append(p.Parts, problemPart{Anchor: "overloaded-" + t.Name, Text: "overloaded"})
+	}
+	for _, r := range t.Regressions {
+		if r.Regressed {
+			p.Parts = append(p.Parts, problemPart{Anchor: "regression-" + t.Name + "-" + r.Class + "-" + r.Metric,
+				Text: r.Metric + " regressed", Label: "class ", Codes: []string{r.Class}})
 		}
 	}
-	if f.Of < failingMin || 2*f.Failed < f.Of {
-		return nil
-	}
-	f.All = f.Failed == f.Of
-	for _, o := range wire.Outcomes {
-		if n := counts[string(o)]; n > 0 {
-			f.Outcomes = append(f.Outcomes, countView{string(o), n})
-		}
-	}
-	slices.SortStableFunc(f.Outcomes, func(a, b countView) int { return cmp.Compare(b.Count, a.Count) })
-	return f
+	return p, len(p.Parts) > 0
 }
 
 // fold splits rows into the first n and the rest.
@@ -515,9 +519,11 @@ func (w *web) status(rw http.ResponseWriter, r *http.Request) {
 				v.Charts = timelineCharts(s.Name, v.Latency)
 			}
 		}
-		v.Failing = failing(v.Recent, s.Outcomes)
 		v.ReplicaViews = replicaViews(&s)
 		page.Targets = append(page.Targets, v)
+		if p, ok := problems(&s); ok {
+			page.Problems = append(page.Problems, p)
+		}
 	}
 	w.render(rw, "status.html", page)
 }

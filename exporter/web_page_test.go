@@ -8,12 +8,14 @@ import (
 	"math"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
@@ -360,5 +362,112 @@ func TestStatusPageLatencyAndTimeline(t *testing.T) {
 	}
 	if !strings.Contains(svgs[3], "no TTFT measured") {
 		t.Error("beta's empty TTFT chart does not say so")
+	}
+}
+
+// TestStatusPageProblemsFirst: the status page opens with one line per
+// target that has a problem — failing (every request, or most; on which
+// replicas), harness saturated, overloaded, regressed — each part linking
+// to its banner further down, before the charts and the targets'
+// sections; when all is well there is no such summary. The failing
+// banner is the engine's verdict (probe.FailingStatus), the one the log
+// writes.
+func TestStatusPageProblemsFirst(t *testing.T) {
+	failing := func() []probe.TargetStatus {
+		st := testStatus()
+		st[1].Overloaded, st[1].OverloadReason = true, "12 drops over max_inflight"
+		gamma := st[0]
+		gamma.Name, gamma.Regressions = "gamma", nil
+		gamma.Failing = &probe.FailingStatus{Failed: 12, Judged: 12, Over: 15 * time.Second, All: true,
+			Outcomes: []probe.OutcomeCount{{Outcome: wire.OutcomeConnectError, Count: 12}},
+			Example:  probe.FailureExample{Outcome: wire.OutcomeConnectError, ErrorType: "connection_refused", Error: "dial tcp 127.0.0.1:1: connect: connection refused"}}
+		pool := st[0]
+		pool.Name, pool.Regressions = "pool", nil
+		pool.Failing = &probe.FailingStatus{Failed: 9, Judged: 14, Over: 15 * time.Second, Replicas: []string{"10.0.0.2:8000", "10.0.0.3:8000"},
+			Outcomes: []probe.OutcomeCount{{Outcome: wire.OutcomeHTTPError, Count: 8}, {Outcome: wire.OutcomeTimeout, Count: 1}},
+			Example:  probe.FailureExample{Outcome: wire.OutcomeHTTPError, ErrorType: "http_503", Error: "HTTP 503 Service Unavailable", StatusCode: 503}}
+		one := pool
+		one.Name = "one"
+		one.Failing = &probe.FailingStatus{Failed: 7, Judged: 7, Over: 15 * time.Second, All: true, Replicas: []string{"10.0.0.2:8000"},
+			Outcomes: []probe.OutcomeCount{{Outcome: wire.OutcomeHTTPError, Count: 7}},
+			Example:  probe.FailureExample{Outcome: wire.OutcomeHTTPError, ErrorType: "http_503", Error: "HTTP 503 Service Unavailable", StatusCode: 503}}
+		pool.Replicas = []probe.ReplicaStatus{
+			{Name: "10.0.0.1:8000", Address: "10.0.0.1:8000"},
+			{Name: "10.0.0.2:8000", Address: "10.0.0.2:8000", Failing: &probe.FailingStatus{Failed: 5, Judged: 7}},
+			{Name: "10.0.0.3:8000", Address: "10.0.0.3:8000", Failing: &probe.FailingStatus{Failed: 4, Judged: 7}},
+		}
+		pool.Discovery = &probe.DiscoveryStatus{Mechanism: "file", Replicas: 3, Discovered: 3, MaxReplicas: 64}
+		return append(st, gamma, one, pool)
+	}
+	f := newWebFixture(t, func(o *WebOptions) { o.Status = failing })
+	_, _, body := f.do(t, "GET", "/", nil)
+	summary := between(body, `<ul class="problems" id="problems"`, "</ul>")
+	if summary == "" {
+		t.Fatalf("no summary of problems on the page:\n%s", body)
+	}
+	main := body[strings.Index(body, "<main>"):]
+	if i := strings.Index(main, `id="problems"`); i < 0 || i > 200 {
+		t.Errorf("the summary is not at the top of the page (at %d of <main>)", i)
+	}
+	for _, later := range []string{`id="timeline"`, `id="target-alpha"`, `<p>Targets:`} {
+		if strings.Index(body, later) < strings.Index(body, `id="problems"`) {
+			t.Errorf("%s comes before the summary", later)
+		}
+	}
+	lines := regexp.MustCompile(`(?s)<li id="problem-([^"]+)">(.*?)</li>`).FindAllStringSubmatch(summary, -1)
+	got := map[string]string{}
+	var order []string
+	for _, l := range lines {
+		got[l[1]] = l[2]
+		order = append(order, l[1])
+	}
+	if want := []string{"alpha", "beta", "gamma", "one", "pool"}; !slices.Equal(order, want) {
+		t.Errorf("problem lines for %v, want %v:\n%s", order, want, summary)
+	}
+	for target, wants := range map[string][]string{
+		"alpha": {`<a href="#target-alpha">alpha</a>`, `<a href="#regression-alpha-chat-ttft">ttft regressed</a> (class <code>chat</code>)`},
+		"beta":  {`<a href="#saturated-beta">harness saturated</a>`, `<a href="#overloaded-beta">overloaded</a>`},
+		"gamma": {`<a href="#failing-gamma">every request fails</a> (<code>connect_error</code> <code>connection_refused</code>)`},
+		"one":   {`<a href="#failing-one">every request fails</a> (<code>http_error</code> <code>http_503</code>, on 1 replica)`},
+		"pool":  {`<a href="#failing-pool">most requests fail</a> (<code>http_error</code> <code>http_503</code>, on 2 replicas)`},
+	} {
+		for _, want := range wants {
+			if !strings.Contains(got[target], want) {
+				t.Errorf("%s's problem line lacks %q: %q", target, want, got[target])
+			}
+		}
+	}
+	// Every link of the summary leads to an element of the page.
+	for _, m := range regexp.MustCompile(`href="#([^"]+)"`).FindAllStringSubmatch(summary, -1) {
+		if !strings.Contains(body, `id="`+m[1]+`"`) {
+			t.Errorf("the summary links #%s, which the page lacks", m[1])
+		}
+	}
+	for _, want := range []string{
+		`id="failing-gamma">✖ EVERY REQUEST FAILS — 12 of the 12 requests to end in the last 15s failed: <code>connect_error</code> 12. Example: <code>connection_refused</code> dial tcp 127.0.0.1:1: connect: connection refused. No request succeeds.</div>`,
+		`id="failing-one">✖ EVERY REQUEST FAILS ON 1 REPLICA (10.0.0.2:8000) — 7 of the 7 requests to end in the last 15s failed on them: <code>http_error</code> 7. Example: <code>http_503</code> HTTP 503 Service Unavailable (HTTP 503). No request succeeds on them.</div>`,
+		`id="failing-pool">✖ MOST REQUESTS FAIL ON 2 REPLICAS (10.0.0.2:8000, 10.0.0.3:8000) — 9 of the 14 requests to end in the last 15s failed on them: <code>http_error</code> 8, <code>timeout</code> 1. Example: <code>http_503</code> HTTP 503 Service Unavailable (HTTP 503).</div>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks the banner %q", want)
+		}
+	}
+	if row := between(body, `id="replica-pool-10.0.0.2:8000"`, "</tr>"); !strings.Contains(row, "failing") {
+		t.Errorf("the failing replica's row does not say so: %q", row)
+	}
+	if row := between(body, `id="replica-pool-10.0.0.1:8000"`, "</tr>"); strings.Contains(row, "failing") {
+		t.Errorf("a healthy replica's row says failing: %q", row)
+	}
+
+	// All well: no summary.
+	well := newWebFixture(t, func(o *WebOptions) {
+		o.Status = func() []probe.TargetStatus {
+			st := testStatus()
+			st[0].Regressions, st[1].Saturated = nil, false
+			return st
+		}
+	})
+	if _, _, body := well.do(t, "GET", "/", nil); strings.Contains(body, `id="problems"`) || strings.Contains(body, `class="problems"`) {
+		t.Errorf("a summary of problems when all is well:\n%s", between(body, "<main>", `id="target-alpha"`))
 	}
 }

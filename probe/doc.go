@@ -10,7 +10,8 @@
 // refit.go), bounds the memory of answers in flight (budget.go), and tells
 // its Observers every arrival, drop, send, result and conversation
 // (observer.go), with a status snapshot of every target for the gauges
-// and the status page.
+// and the status page; it says in its log when a target's requests
+// mostly fail (failing.go).
 //
 // What to send comes from probe/workload, how it goes over the wire and
 // what came back from probe/wire, and whether the harness can vouch for

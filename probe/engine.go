@@ -88,6 +88,9 @@ type Engine struct {
 	// banks are the targets' regression detectors, kept across reloads
 	// (regression.go).
 	banks map[string]*regressionBank
+	// failLogs are the targets' failing logs, kept across reloads like
+	// identities (failing.go).
+	failLogs map[string]*failLog
 	// pools are the targets with discovery, kept across reloads (pool.go).
 	pools  map[string]*pool
 	closed bool
@@ -99,6 +102,11 @@ type Engine struct {
 	harnessDone chan struct{}
 
 	arrivalHook func(planned time.Time) // tests: see runner.arrivalHook
+	// failWindow is the span a runner's failing verdict judges and
+	// logEvery how often a repeated log line (a failing target, a
+	// flapping identity) may be written (failing.go); zero: the defaults.
+	// Tests shorten them (SetLogTiming).
+	failWindow, logEvery time.Duration
 }
 
 // NewEngine returns an engine with no targets; Apply starts them.
@@ -179,6 +187,7 @@ func (e *Engine) Apply(cfg *config.Config) error {
 			return fmt.Errorf("target %q: %w", t.Name, err)
 		}
 		r.bank, r.detectors = bank, plan.classes
+		r.failLog = e.failLogFor(t.Name)
 		next[t.Name] = r
 		fresh = append(fresh, r)
 	}
@@ -213,9 +222,15 @@ func (e *Engine) Apply(cfg *config.Config) error {
 	}
 	e.pools = pools
 	e.keepIdentities(next)
+	failLogs := make(map[string]*failLog, len(next)+len(pools))
+	for name, r := range next {
+		failLogs[name] = r.failLog
+	}
 	for name, p := range pools {
 		e.identities[name] = p.identity
+		failLogs[name] = p.fails
 	}
+	e.failLogs = failLogs
 	for _, r := range fresh {
 		arrivals := r.arr().String()
 		if r.timeline != nil {
@@ -347,6 +362,7 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64, identity *iden
 		judgement:   harness.NewJudgement(g.Saturation),
 		harness:     e.harness,
 		win:         harness.NewWindow(time.Duration(g.Saturation.Window), time.Duration(g.Saturation.MaxLag)),
+		fails:       newFailWindow(e.failWindow),
 		reqCtx:      reqCtx,
 		cancelReqs:  cancelReqs,
 	}

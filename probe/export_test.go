@@ -10,3 +10,10 @@ import "time"
 // arrival's planned instant has come, before it is admitted. Set it before
 // the first Apply.
 func SetArrivalHook(e *Engine, f func(planned time.Time)) { e.arrivalHook = f }
+
+// SetLogTiming sets e's failing window and the interval of its repeated
+// log lines (Engine.failWindow, Engine.logEvery) for the package's
+// external tests, which scale them down. Set them before the first Apply.
+func SetLogTiming(e *Engine, failWindow, every time.Duration) {
+	e.failWindow, e.logEvery = failWindow, every
+}

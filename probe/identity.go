@@ -4,6 +4,7 @@
 package probe
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -47,13 +48,20 @@ import (
 // comes back to the current one resets the count.
 //
 // A change is an event: the log line "target identity changed" (target,
-// what, from, to), a span event llmprobe.target_identity_changed on the
+// what, from, to; see below), a span event llmprobe.target_identity_changed on the
 // span of the request that revealed it (a version change comes from a
 // poll, which has no span), IdentityChanged on the engine's observer
 // (IdentityObserver), and TargetStatus.Identity (the counters, the last
 // change's time and the recent changes, for the metrics and the status
 // page). The identity of a target is kept across reloads, as its
 // in-flight budget is, and forgotten when a reload removes the target.
+//
+// The log is bounded per part: a change is logged at once when the part's
+// last line is a logEvery (a minute) old; a change sooner than that (a
+// flapping identity: each change also cuts the regression baseline) is
+// counted, and the count goes out at most once a logEvery as one WARN line
+// "target identity flapping" (what, changes, over, from, to). Every
+// change is still counted, cut, recorded and told to the observer.
 
 // The parts of an identity: the values of the `what` label of
 // llmprobe_target_changes_total.
@@ -174,6 +182,13 @@ type identityPart struct {
 	since     time.Time // when the first of them came: the change's instant
 }
 
+// identityLog is the state of one part's log lines.
+type identityLog struct {
+	last time.Time // when the last line about the part was written
+	held int       // changes since then not logged one by one
+	from string    // the value before the first of them
+}
+
 // identityTracker follows one target's identity; it outlives the runners
 // a reload replaces.
 type identityTracker struct {
@@ -197,8 +212,12 @@ type identityTracker struct {
 	cur     atomic.Pointer[TargetIdentity]
 	model   atomic.Pointer[[2]string] // the last response model, raw and cleaned
 
+	// logEvery bounds the log lines of each part (see above).
+	logEvery time.Duration
+
 	mu       sync.Mutex
 	parts    [len(IdentityParts)]identityPart
+	logs     [len(IdentityParts)]identityLog
 	changes  [len(IdentityParts)]uint64
 	last     time.Time
 	recent   []IdentityChange // newest first
@@ -207,7 +226,7 @@ type identityTracker struct {
 }
 
 func newIdentityTracker(target string, logger *slog.Logger, obs IdentityObserver, userAgent string) *identityTracker {
-	t := &identityTracker{target: target, logger: logger, obs: obs, userAgent: userAgent}
+	t := &identityTracker{target: target, logger: logger, obs: obs, userAgent: userAgent, logEvery: defaultLogEvery}
 	t.cur.Store(&TargetIdentity{})
 	t.settled.Store(true)
 	return t
@@ -264,7 +283,7 @@ func (t *identityTracker) observe(span trace.Span, model, fingerprint, server st
 	t.publish()
 	t.mu.Unlock()
 	for _, ch := range out[:n] {
-		t.announce(span, ch)
+		t.announce(span, ch, now)
 	}
 }
 
@@ -272,11 +291,12 @@ func (t *identityTracker) observe(span trace.Span, model, fingerprint, server st
 func (t *identityTracker) observeVersion(info wire.VersionInfo) {
 	t.mu.Lock()
 	t.endpoint, t.pollErr = info.Endpoint, ""
-	ch, ok := t.step(3, info.Version, max(VersionConfirmations, int(t.pollers.Load())), time.Now())
+	now := time.Now()
+	ch, ok := t.step(3, info.Version, max(VersionConfirmations, int(t.pollers.Load())), now)
 	t.publish()
 	t.mu.Unlock()
 	if ok {
-		t.announce(nil, ch)
+		t.announce(nil, ch, now)
 	}
 }
 
@@ -346,9 +366,12 @@ func (t *identityTracker) publish() {
 	t.settled.Store(settled)
 }
 
-// announce tells the log, the span and the observer of a change.
-func (t *identityTracker) announce(span trace.Span, ch IdentityChange) {
-	t.logger.Info("target identity changed", "target", ch.Target, "what", ch.What, "from", ch.From, "to", ch.To)
+// announce tells the log (as logChange allows), the span and the
+// observer of a change settled at now.
+func (t *identityTracker) announce(span trace.Span, ch IdentityChange, now time.Time) {
+	if t.logChange(ch, now) {
+		t.logger.Info("target identity changed", "target", ch.Target, "what", ch.What, "from", ch.From, "to", ch.To)
+	}
 	if span != nil && span.IsRecording() {
 		span.AddEvent(IdentityChangedEvent, trace.WithTimestamp(ch.At), trace.WithAttributes(
 			attrIdentityWhat.String(ch.What), attrIdentityFrom.String(ch.From), attrIdentityTo.String(ch.To)))
@@ -359,6 +382,60 @@ func (t *identityTracker) announce(span trace.Span, ch IdentityChange) {
 	if t.obs != nil {
 		t.obs.IdentityChanged(ch)
 	}
+}
+
+// logChange reports whether a change at now is logged on its own: not
+// when its part's last line is younger than logEvery, then it is held for
+// flushLog's summary.
+func (t *identityTracker) logChange(ch IdentityChange, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := &t.logs[partIndex(ch.What)]
+	if l.held == 0 && (l.last.IsZero() || now.Sub(l.last) >= t.logEvery) {
+		l.last = now
+		return true
+	}
+	if l.held == 0 {
+		l.from = ch.From
+	}
+	l.held++
+	return false
+}
+
+// flushLog writes the summary of each part whose held changes are due
+// (the runners' judge calls it once a second).
+func (t *identityTracker) flushLog(now time.Time) {
+	if t == nil {
+		return
+	}
+	type summary struct {
+		what, from, to string
+		n              int
+		over           time.Duration
+	}
+	var out []summary
+	t.mu.Lock()
+	for i := range t.logs {
+		if l := &t.logs[i]; l.held > 0 && now.Sub(l.last) >= t.logEvery {
+			out = append(out, summary{IdentityParts[i], l.from, t.parts[i].current, l.held, now.Sub(l.last).Round(time.Second)})
+			l.last, l.held, l.from = now, 0, ""
+		}
+	}
+	t.mu.Unlock()
+	for _, s := range out {
+		t.logger.Warn("target identity flapping", "target", t.target, "what", s.what, "changes", s.n, "over", s.over,
+			"from", s.from, "to", s.to, "note", "each change cuts the regression baseline")
+	}
+}
+
+// partIndex is the index of the part named what in IdentityParts.
+func partIndex(what string) int {
+	for i, p := range IdentityParts {
+		if p == what {
+			return i
+		}
+	}
+	return 0
 }
 
 // status returns the identity and its changes.
@@ -389,7 +466,9 @@ func (e *Engine) identityFor(name string) *identityTracker {
 		return t
 	}
 	obs, _ := e.opts.Observer.(IdentityObserver)
-	return newIdentityTracker(name, e.opts.Logger, obs, e.opts.UserAgent)
+	t := newIdentityTracker(name, e.opts.Logger, obs, e.opts.UserAgent)
+	t.logEvery = cmp.Or(e.logEvery, defaultLogEvery)
+	return t
 }
 
 // keepIdentities keeps the trackers of the targets now running and

@@ -5,8 +5,11 @@ package probe
 
 import (
 	"log/slog"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/llmprobe/llmprobe/internal/testio"
 	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
@@ -130,5 +133,45 @@ func TestIdentityRollingDeployOfReplicas(t *testing.T) {
 	}
 	if st := tr.status(); st.Current.Version != "0.2.0" || len(log) != 1 {
 		t.Fatalf("after the rollout: version %q, changes %v", st.Current.Version, log)
+	}
+}
+
+// TestIdentityLogBounded: a part's first change is logged at once; the
+// changes within a minute of its last line are held and go out as one
+// summary a minute after it, each part on its own; a change after a quiet
+// minute is logged at once again. Every change is still counted and told.
+func TestIdentityLogBounded(t *testing.T) {
+	var buf testio.Buffer
+	var log changeLog
+	tr := newIdentityTracker("t", slog.New(slog.NewTextHandler(&buf, nil)), &log, "")
+	t0 := time.Unix(1_700_000_000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	change := func(what, from, to string, s int) {
+		tr.announce(nil, IdentityChange{Target: "t", What: what, From: from, To: to, At: at(s)}, at(s))
+	}
+	lines := func() []string { return strings.Split(strings.TrimSpace(buf.String()), "\n") }
+
+	change(IdentityFingerprint, "a", "b", 0)
+	change(IdentityServer, "s1", "s2", 0)
+	for s := 1; s <= 20; s++ {
+		change(IdentityFingerprint, []string{"b", "a"}[(s+1)%2], []string{"b", "a"}[s%2], s)
+	}
+	tr.parts[1].current = "a" // what the tracker holds after the last change
+	tr.flushLog(at(59))
+	if got := lines(); len(got) != 2 || !strings.Contains(got[0], "what=fingerprint from=a to=b") || !strings.Contains(got[1], "what=server from=s1 to=s2") {
+		t.Fatalf("within the minute: %q", got)
+	}
+	tr.flushLog(at(60))
+	tr.flushLog(at(61))
+	got := lines()
+	if len(got) != 3 || !strings.Contains(got[2], `level=WARN msg="target identity flapping" target=t what=fingerprint changes=20 over=1m0s from=b to=a`) {
+		t.Fatalf("the summary: %q", got)
+	}
+	change(IdentityFingerprint, "a", "b", 130)
+	if got := lines(); len(got) != 4 || !strings.Contains(got[3], `msg="target identity changed" target=t what=fingerprint from=a to=b`) {
+		t.Fatalf("after a quiet minute: %q", got)
+	}
+	if len(log) != 23 {
+		t.Errorf("the observer was told %d changes, want all 23", len(log))
 	}
 }

@@ -321,3 +321,75 @@ func TestIdentityRoundRobinDoesNotFlap(t *testing.T) {
 		t.Errorf("one rollout counted %+v changes", c)
 	}
 }
+
+// TestIdentityFlappingLogBounded: a simulator whose fingerprint flips
+// every 600 ms (50 req/s: 30 answers each time, past the 16 in a row a
+// change needs) changes the target's identity every time, and every
+// change still counts; the log has the first change at INFO and then at
+// most one summary per (scaled) minute, whose counts add up to every
+// change.
+func TestIdentityFlappingLogBounded(t *testing.T) {
+	const (
+		every = 2 * time.Second
+		flips = 12
+		phase = 600 * time.Millisecond
+	)
+	_, url := startSim(t, func(c *sim.Config) {
+		c.ZeroLatency = true
+		c.Identity = sim.Identity{Fingerprint: "fp-a", Server: "sim"}
+		for i := 1; i <= flips; i++ {
+			fp := "fp-b"
+			if i%2 == 0 {
+				fp = "fp-a"
+			}
+			c.IdentitySteps = append(c.IdentitySteps, sim.IdentityStep{After: time.Duration(i) * phase, Fingerprint: fp})
+		}
+	})
+	var logs testio.Buffer
+	e := probe.NewEngine(probe.Options{Logger: jsonLogger(&logs)})
+	probe.SetLogTiming(e, 0, every)
+	if err := e.Apply(loadConfig(t, identityWorkload, url, 50, "0s")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Duration(flips+1) * phase)
+	st := waitTarget(t, e, "t", "the fingerprint changes", 10*time.Second, func(s probe.TargetStatus) bool {
+		return s.Identity.Changes[probe.IdentityFingerprint] >= 4
+	})
+	changes := st.Identity.Changes[probe.IdentityFingerprint]
+	isIdentity := func(r logRecord) bool {
+		return r.str("what") == probe.IdentityFingerprint && (r.str("msg") == "target identity changed" || r.str("msg") == "target identity flapping")
+	}
+	logged := func(rs []logRecord) (n int) {
+		for _, r := range byTarget(rs, "t", isIdentity) {
+			switch r.str("msg") {
+			case "target identity changed":
+				n++
+			case "target identity flapping":
+				var c int
+				fmt.Sscan(r.str("changes"), &c)
+				n += c
+			}
+		}
+		return n
+	}
+	// The flips are over: the last summary comes within an interval.
+	waitLog(t, &logs, fmt.Sprintf("every one of the %d changes in the log", changes), 3*every+5*time.Second, func(rs []logRecord) bool {
+		return uint64(logged(rs)) == changes
+	})
+	shutdown(t, e)
+	end := time.Now()
+	if changes != st.Identity.Changes[probe.IdentityFingerprint] || changes < 4 {
+		t.Fatalf("%d changes counted", changes)
+	}
+	lines := byTarget(records(t, &logs), "t", isIdentity)
+	t.Logf("%d fingerprint changes, %d lines", changes, len(lines))
+	if lines[0].str("msg") != "target identity changed" || lines[0].str("level") != "INFO" {
+		t.Errorf("first line %v, want the change at INFO", lines[0])
+	}
+	for i, l := range lines[1:] {
+		if l.str("msg") != "target identity flapping" || l.str("level") != "WARN" || l.str("to") == "" {
+			t.Errorf("line %d: %v, want a summary", i+1, l)
+		}
+	}
+	checkSpacing(t, "identity", lines, every, end)
+}

@@ -37,6 +37,7 @@ type pool struct {
 	bank     *regressionBank
 	classes  map[string]*classDetectors
 	identity *identityTracker
+	fails    *failLog // the target's, its replicas' verdicts (failing.go)
 
 	gen      uint64             // the running discoverer's; updates of an older one are ignored
 	stopDisc context.CancelFunc // stops the discoverer
@@ -147,6 +148,7 @@ func (e *Engine) applyPool(p *pool, spec runnerSpec, d discovery.Discoverer, ban
 	p.template, p.bank, p.classes = spec, bank, classes
 	p.identity = e.identityFor(spec.Target.Name)
 	p.identity.bank.Store(bank)
+	p.fails = e.failLogFor(spec.Target.Name)
 	p.disc = *spec.Target.Discovery
 	p.status.MaxReplicas = p.maxReplicas()
 	for _, lr := range p.live {
@@ -290,7 +292,7 @@ func (e *Engine) reconcile(p *pool, now time.Time) {
 			e.opts.Logger.Error("replica cannot be probed", "target", p.name, "replica", rep.Name, "address", rep.Address, "err", err)
 			continue
 		}
-		r.bank, r.detectors = p.bank, p.classes
+		r.bank, r.detectors, r.failLog = p.bank, p.classes, p.fails
 		since := now
 		if lr != nil {
 			since = lr.since
@@ -426,9 +428,10 @@ func poolStatus(s poolSnapshot, now time.Time) TargetStatus {
 	disc := s.status
 	ts.Discovery = &disc
 	var (
-		reasons []string
-		process string
-		warm    = len(s.live) > 0
+		reasons  []string
+		process  string
+		warm     = len(s.live) > 0
+		verdicts []replicaVerdict // of the live replicas
 	)
 	add := func(rep discovery.Replica, r *runner, since, gone time.Time) {
 		rs := r.status(now)
@@ -439,10 +442,10 @@ func poolStatus(s poolSnapshot, now time.Time) TargetStatus {
 			LagP99: rs.LagP99, Warmup: rs.Warmup && gone.IsZero(),
 			Saturated: rs.Saturated, SaturationReason: rs.SaturationReason, SaturationReasons: rs.SaturationReasons,
 			Overloaded: rs.Overloaded, OverloadReason: rs.OverloadReason,
-			Connections: rs.Connections, Protocol: rs.Protocol,
+			Connections: rs.Connections, Protocol: rs.Protocol, Failing: rs.Failing,
 		}
 		if !gone.IsZero() {
-			st.RequestedRate, st.Saturated, st.Overloaded = 0, false, false
+			st.RequestedRate, st.Saturated, st.Overloaded, st.Failing = 0, false, false, nil
 		}
 		ts.Replicas = append(ts.Replicas, st)
 		ts.RequestedRate += st.RequestedRate
@@ -467,6 +470,7 @@ func poolStatus(s poolSnapshot, now time.Time) TargetStatus {
 		ts.Window = max(ts.Window, rs.Window)
 		ts.Protocol = cmp.Or(ts.Protocol, rs.Protocol)
 		warm = warm && rs.Warmup
+		verdicts = append(verdicts, replicaVerdict{rep.Name, rs.Failing})
 		if ts.Classes == nil {
 			ts.Classes, ts.Refit, process = rs.Classes, rs.Refit, rs.Process
 		}
@@ -491,6 +495,7 @@ func poolStatus(s poolSnapshot, now time.Time) TargetStatus {
 		add(rr.rep, rr.r, rr.since, rr.gone)
 	}
 	ts.Warmup = warm
+	ts.Failing = mergeFailing(verdicts)
 	ts.SaturationReason = strings.Join(reasons, "; ")
 	ts.Process = fmt.Sprintf("%d replicas × %s", len(s.live), cmp.Or(process, "(none yet)"))
 	return ts

@@ -54,6 +54,8 @@ type ReplicaStatus struct {
 	OverloadReason    string
 	Connections       int64
 	Protocol          string
+	// Failing is the replica's own failing verdict (nil once retired).
+	Failing *FailingStatus
 }
 
 // DiscoveryStatus is the state of a target's discovery.

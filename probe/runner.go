@@ -69,6 +69,11 @@ type runner struct {
 	dropped   [len(DropReasons)]atomic.Uint64
 	outcomes  [len(wire.Outcomes)]atomic.Uint64
 	win       *harness.Window
+	// fails is what the failing verdict judges, failing its last verdict
+	// (nil: not failing), failLog the target's failing log (failing.go).
+	fails   *failWindow
+	failing atomic.Pointer[FailingStatus]
+	failLog *failLog
 
 	historyWarned atomic.Bool // a conversation passed MaxHistoryBytes (logged once)
 
@@ -349,10 +354,9 @@ func (r *runner) exchange(p *workload.Prepared, planned time.Time) *wire.Result 
 
 	r.client.Do(r.reqCtx, p.Req, res)
 
-	for i, o := range wire.Outcomes {
-		if o == res.Outcome {
-			r.outcomes[i].Add(1)
-		}
+	if i := outcomeIndex(res.Outcome); i >= 0 {
+		r.outcomes[i].Add(1)
+		r.fails.observe(i, res, time.Now())
 	}
 	if res.Proto != "" {
 		if cur := r.proto.Load(); cur == nil || *cur != res.Proto {
@@ -380,7 +384,9 @@ func (r *runner) calibrate(ctx context.Context) {
 }
 
 // judgeLoop re-evaluates, once a second, whether the harness delivered the
-// load it was asked for, and logs every change of verdict.
+// load it was asked for, and logs every change of verdict; and whether the
+// target's requests fail (failing.go), which the target's failing log
+// hears.
 func (r *runner) judgeLoop(ctx context.Context) {
 	everySecond(ctx, r.judge)
 }
@@ -412,6 +418,12 @@ func (r *runner) judge(now time.Time) {
 	r.satMu.Unlock()
 	r.saturated.Store(v.Saturated())
 	r.bank.evaluate(now, r.spec.Global.RegressionEvery, r.name, r.logger)
+	fv, judged := r.fails.judge(now)
+	r.failing.Store(fv)
+	if judged {
+		r.failLog.report(r, fv, now)
+	}
+	r.identity.flushLog(now)
 	switch {
 	case v.Saturated() && !was.Saturated():
 		r.logger.Warn("harness cannot deliver or time the requested load; its numbers for this target are flagged", "target", r.name, "reasons", v.Reasons, "reason", v.Detail)
@@ -430,6 +442,7 @@ func (r *runner) judge(now time.Time) {
 func (r *runner) stop() {
 	r.stopSched()
 	r.loops.Wait()
+	r.failLog.forget(r)
 }
 
 // TargetStatus is a point-in-time view of one target's runner, for the
@@ -491,6 +504,10 @@ type TargetStatus struct {
 	// overloaded, warm-up: the reasons name the replicas).
 	Discovery *DiscoveryStatus
 	Replicas  []ReplicaStatus
+
+	// Failing is set while half or more of the target's recent requests
+	// fail (failing.go); for a discovery target, while any replica's do.
+	Failing *FailingStatus
 }
 
 // ClassStatus describes one class of a target's workload.
@@ -539,6 +556,7 @@ func (r *runner) status(now time.Time) TargetStatus {
 		Since:             r.start,
 		Regressions:       r.bank.status(),
 		Connections:       r.conns.Open(),
+		Failing:           r.failing.Load(),
 	}
 	if p := r.proto.Load(); p != nil {
 		s.Protocol = *p
