@@ -18,18 +18,20 @@ import (
 )
 
 // Server is an authoritative DNS server over UDP on 127.0.0.1 whose
-// answers the test changes: A and AAAA records by name, SRV records, and
-// SERVFAIL for every question while SetServfail(true). A name it has no
-// records for is NXDOMAIN.
+// answers the test changes: A and AAAA records by name, SRV records,
+// SERVFAIL for every question while SetServfail(true), and answers cut
+// short (that no resolver can parse) while SetMalformed(true). A name it
+// has no records for is NXDOMAIN.
 type Server struct {
 	Addr string // host:port of the server, for a resolver to dial
 	conn net.PacketConn
 
-	mu       sync.Mutex
-	a        map[string][]netip.Addr // A and AAAA, by FQDN (with the dot)
-	srv      map[string][]dnsmessage.SRVResource
-	servfail bool
-	queries  int
+	mu        sync.Mutex
+	a         map[string][]netip.Addr // A and AAAA, by FQDN (with the dot)
+	srv       map[string][]dnsmessage.SRVResource
+	servfail  bool
+	malformed bool
+	queries   int
 }
 
 // Start serves on a free UDP port of 127.0.0.1 until the test ends.
@@ -77,6 +79,14 @@ func (s *Server) SetServfail(on bool) {
 	s.servfail = on
 }
 
+// SetMalformed cuts every answer short while on: its header and question
+// parse, and it claims a record it does not hold.
+func (s *Server) SetMalformed(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.malformed = on
+}
+
 func (s *Server) serve() {
 	buf := make([]byte, 1500)
 	for {
@@ -118,7 +128,7 @@ func (s *Server) answer(req []byte) ([]byte, bool) {
 	b.StartQuestions()
 	b.Question(q)
 	b.StartAnswers()
-	if rh.RCode == dnsmessage.RCodeSuccess {
+	if rh.RCode == dnsmessage.RCodeSuccess && !s.malformed {
 		rrh := dnsmessage.ResourceHeader{Name: q.Name, Type: q.Type, Class: dnsmessage.ClassINET, TTL: 1}
 		switch q.Type {
 		case dnsmessage.TypeA:
@@ -140,7 +150,13 @@ func (s *Server) answer(req []byte) ([]byte, bool) {
 		}
 	}
 	out, err := b.Finish()
-	return out, err == nil
+	if err != nil {
+		return nil, false
+	}
+	if s.malformed {
+		out[7] = 1 // ANCOUNT: one record, and none follows
+	}
+	return out, true
 }
 
 // Queries is how many questions the server was asked.
