@@ -206,7 +206,7 @@ var (
 	replicaInflightDesc = prometheus.NewDesc(namespace+"_replica_inflight_requests",
 		"Requests sent to the replica and not yet ended.", replicaLabels, nil)
 	replicaRateDesc = prometheus.NewDesc(namespace+"_replica_requested_rate",
-		"Requested mean arrival rate of the replica (its share of the target's rate with rate_per: target), in requests per second.", replicaLabels, nil)
+		"Requested mean rate of requests of the replica, in requests per second, as llmprobe_target_request_rate (arrivals × expected turns of the multi-turn classes), which is the sum over the replicas: the target's arrival rate with rate_per: replica, its even share with rate_per: target.", replicaLabels, nil)
 	replicaSaturatedDesc = prometheus.NewDesc(namespace+"_replica_harness_saturated",
 		"1 while the harness cannot deliver or time the replica's requested load, as llmprobe_harness_saturated.", replicaLabels, nil)
 	replicaWarmupDesc = prometheus.NewDesc(namespace+"_replica_warmup",

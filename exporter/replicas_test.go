@@ -416,7 +416,7 @@ llmprobe_replica_info{address="10.1.2.5:8000",namespace="prod",node="",pod="vllm
 llmprobe_replica_inflight_requests{replica="10.1.2.4:8000",target="pool"} 1
 llmprobe_replica_inflight_requests{replica="vllm-0",target="pool"} 2
 llmprobe_replica_inflight_requests{replica="vllm-2",target="pool"} 0
-# HELP llmprobe_replica_requested_rate Requested mean arrival rate of the replica (its share of the target's rate with rate_per: target), in requests per second.
+# HELP llmprobe_replica_requested_rate Requested mean rate of requests of the replica, in requests per second, as llmprobe_target_request_rate (arrivals × expected turns of the multi-turn classes), which is the sum over the replicas: the target's arrival rate with rate_per: replica, its even share with rate_per: target.
 # TYPE llmprobe_replica_requested_rate gauge
 llmprobe_replica_requested_rate{replica="10.1.2.4:8000",target="pool"} 0.2
 llmprobe_replica_requested_rate{replica="vllm-0",target="pool"} 0.2
