@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -249,13 +250,17 @@ func churnScrape(url string) (churnSample, error) {
 	for name, v := range map[string]*float64{
 		"process_resident_memory_bytes": &s.rss, "go_memstats_heap_inuse_bytes": &s.heap, "go_goroutines": &s.routines,
 		"llmprobe_discovery_refreshes_total": &s.refreshes, "llmprobe_discovery_refresh_failures_total": &s.failures,
-		"llmprobe_discovery_replicas_folded_total": &s.folded, "llmprobe_discovery_replicas": &s.replicas,
+		"llmprobe_discovery_replicas": &s.replicas,
 	} {
 		x, ok := f.sum(name)
 		if !ok {
 			return churnSample{}, fmt.Errorf("%s missing from the exposition", name)
 		}
 		*v = x
+	}
+	var ok bool
+	if s.folded, ok = f.sum("llmprobe_discovery_replicas_folded_total"); !ok {
+		s.folded = math.NaN() // a binary before folding (LLMPROBE_SOAK_BINARY), for comparison
 	}
 	union := map[string]bool{}
 	for _, mf := range f {
