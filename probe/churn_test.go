@@ -69,12 +69,13 @@ func replicaValues(t *testing.T, reg *prometheus.Registry, target string) (byFam
 }
 
 // TestDiscoveryChurnBound: a file_sd file rewritten with max_replicas new
-// names every 0.2 s (each generation retires the last) never gives the
-// replica label more than 2 × max_replicas values, in the exposition of
-// the engine wired to the exporter as the daemon wires it (event-fed and
-// scrape-time families together): the retired replicas beyond
-// max_replicas are folded at once, their series gone before the 5m grace
-// period, the newest retired kept; and under a storm of writes every
+// names every 0.2 s (each generation retires the last) never gives a
+// family more than 2 × max_replicas values of the replica label, in the
+// exposition of the engine wired to the exporter as the daemon wires it
+// (the event-fed families and the scrape-time ones): the retired replicas
+// beyond max_replicas are folded at once and counted, their series gone
+// long before the 5m grace period and not brought back by their last
+// requests, the newest retired kept; and under a storm of writes every
 // 20 ms the discoverer goes on refreshing and the replicas follow.
 func TestDiscoveryChurnBound(t *testing.T) {
 	const maxReplicas = 8
