@@ -20,7 +20,8 @@ import (
 // eight files of MaxFileSDSize/8 bytes (together just under the bound),
 // every group one replica of its own, in JSON and in YAML. B/op is the
 // memory a refresh allocates; the replicas metric how many it lists.
-// The figure is docs/config.md's (file_sd bounds).
+// docs/config.md ("discovery.file.files") gives its figures, and the
+// peak RSS of a run (/usr/bin/time -v).
 func BenchmarkFileSDRefreshAtBound(b *testing.B) {
 	for _, format := range []string{"json", "yaml"} {
 		b.Run(format, func(b *testing.B) {
