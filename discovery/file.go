@@ -35,7 +35,7 @@ import (
 const (
 	// MaxFileSDSize bounds the files of one refresh, together: a glob
 	// may match many files.
-	MaxFileSDSize = 16 << 20
+	MaxFileSDSize = 4 << 20
 	// MaxFileSDFiles bounds the files of one refresh.
 	MaxFileSDFiles = 4096
 	// MaxLabelValue bounds a label value of a file_sd group.

@@ -241,8 +241,8 @@ func TestFileSDTooLarge(t *testing.T) {
 	}
 	f.Close()
 	u := next(t, fileSD(t, path))
-	if u.Err == nil || !strings.Contains(u.Err.Error(), path) || !strings.Contains(u.Err.Error(), "16 MiB") {
-		t.Errorf("update %+v, want an error naming the file and the 16 MiB bound", u)
+	if u.Err == nil || !strings.Contains(u.Err.Error(), path) || !strings.Contains(u.Err.Error(), "4 MiB") {
+		t.Errorf("update %+v, want an error naming the file and the 4 MiB bound", u)
 	}
 }
 
@@ -452,20 +452,20 @@ func padded(t *testing.T, path string, size int) {
 }
 
 // TestFileSDTotalBound: the files of one refresh hold at most
-// MaxFileSDSize bytes together: three valid files of 6 MiB matched by a
+// MaxFileSDSize bytes together: three valid files of 1.5 MiB matched by a
 // glob are refused before any is read, with an error that names the
 // pattern and the bound; two are read.
 func TestFileSDTotalBound(t *testing.T) {
 	dir := t.TempDir()
 	for _, n := range []string{"a", "b", "c"} {
-		padded(t, filepath.Join(dir, n+".json"), 6<<20)
+		padded(t, filepath.Join(dir, n+".json"), 3<<19)
 	}
 	glob := filepath.Join(dir, "*.json")
 	ch := fileSD(t, glob)
 	start := time.Now()
 	u := nextWithin(t, ch, 5*time.Second)
-	if u.Err == nil || !strings.Contains(u.Err.Error(), glob) || !strings.Contains(u.Err.Error(), "18.0 MiB") || !strings.Contains(u.Err.Error(), "16 MiB") {
-		t.Fatalf("update %+v, want an error naming the pattern, the 18 MiB matched and the 16 MiB bound", u)
+	if u.Err == nil || !strings.Contains(u.Err.Error(), glob) || !strings.Contains(u.Err.Error(), "4.5 MiB") || !strings.Contains(u.Err.Error(), "4 MiB") {
+		t.Fatalf("update %+v, want an error naming the pattern, the 4.5 MiB matched and the 4 MiB bound", u)
 	}
 	t.Logf("refused in %v: %v", time.Since(start).Round(time.Microsecond), u.Err)
 	if err := os.Remove(filepath.Join(dir, "c.json")); err != nil {
