@@ -262,16 +262,19 @@ func (d *Detector) Evaluate(now time.Time) Result {
 	)
 	best.p = 1
 	fire.p = 1
-	d.windows(func(w window) {
+	d.windows(func(w window, short bool) {
 		for _, v := range d.tests(w, s) {
+			if v.p < ExitLevel && v.gate >= 0.5 {
+				suspicious = true
+			}
+			if short {
+				continue
+			}
 			if v.p/d.level(v.test) < best.p/d.level(best.test) {
 				best = v
 			}
 			if v.p < d.level(v.test) && v.gate >= 1 && v.p/d.level(v.test) < fire.p/d.level(fire.test) {
 				fire = v
-			}
-			if v.p < ExitLevel && v.gate >= 0.5 {
-				suspicious = true
 			}
 		}
 	})
@@ -377,8 +380,14 @@ func (w *window) add(p uint16, decluster bool) {
 }
 
 // windows calls f for the last n current samples, n = MinSamples, 2×, 4×,
-// …, and for all of them.
-func (d *Detector) windows(f func(window)) {
+// …, and for all of them. A short window spans less than MinSpan: too
+// short in time to raise an alarm on (Options.MinSpan), it is still
+// judged for suspicion, which only holds samples back from the baseline:
+// else, after a step, the longer windows that mix it with the samples
+// before it may all be unsuspicious while the step's first seconds are
+// old enough to be promoted (a growing baseline takes all but the newest
+// quarter at each evaluation).
+func (d *Detector) windows(f func(w window, short bool)) {
 	var w window
 	next := d.o.MinSamples
 	decluster := d.kind == Latency
@@ -390,11 +399,7 @@ func (d *Detector) windows(f func(window)) {
 	for i := d.n - 1; i >= 0; i-- {
 		w.add(d.plc[d.idx(i)], decluster)
 		if w.c == next || i == 0 {
-			// A window too short in time is not tested (Options.MinSpan);
-			// the longer ones that hold it still are.
-			if newest-d.timeOf(i) >= span {
-				f(w)
-			}
+			f(w, newest-d.timeOf(i) < span)
 			for next <= w.c {
 				next *= 2
 			}
