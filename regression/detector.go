@@ -638,13 +638,23 @@ func (d *Detector) accept(since int) {
 
 // changePoint estimates when the distribution changed, for test: the
 // split of the current samples that maximises the log-likelihood ratio
-// of "the samples after it differ from the baseline" (a Gaussian mean
-// shift of the placements from the baseline's 1/2 for the median test, a
-// Bernoulli ratio above the baseline's for the others; at least
-// MinSamples samples after it). The baseline is the null, so the split
-// may be the first current sample; when the window began at a Cut and
-// splitting there is nearly as likely as the best split (within
-// cutLikelihood), the change point is the Cut.
+// of "the samples after it differ from the baseline", the baseline being
+// the known "before" (Hinkley's maximum-likelihood change point), with at
+// least MinSamples samples after it. For the median test the placements
+// after the split are Gaussian with a mean above the baseline's 1/2 and
+// a variance of their own, against the baseline's 1/12: a large step
+// puts them all near 1 with little spread, and a sample before it that
+// only ranks high (against a narrow baseline, a drift of 1% does) fits
+// that far worse than it fits the baseline. With the variance held at
+// 1/12, every stretch before the step whose placements averaged over
+// halfway to the step's was taken in, whatever its effect, and a
+// doubling of a server whose TTFT barely varies was dated seconds to
+// minutes early. The variance is not taken below 1/(12·refN²): a
+// placement locates a value only to within a gap of the baseline. For
+// the tail and errors tests, a Bernoulli ratio above the baseline's. The
+// baseline is the null, so the split may be the first current sample;
+// when the window began at a Cut and splitting there is nearly as likely
+// as the best split (within cutLikelihood), the change point is the Cut.
 func (d *Detector) changePoint(test string) int64 {
 	mu := 0.5
 	switch test {
@@ -653,12 +663,16 @@ func (d *Detector) changePoint(test string) int64 {
 	case TestErrors:
 		mu = max(float64(d.refK), 0.5) / float64(d.refN)
 	}
+	scale := 1 / float64(2*d.refN)
+	floor := 1 / (12 * float64(d.refN) * float64(d.refN))
 	bestK, best, atFirst := 0, -1.0, 0.0
-	var sum float64
+	var sum, sq float64
 	for i := d.n - 1; i >= 0; i-- {
 		p := d.plc[d.idx(i)]
 		if test == TestMedian {
-			sum += float64(p&placeMask)/float64(2*d.refN) - mu
+			u := float64(p&placeMask)*scale - mu
+			sum += u
+			sq += u * u
 		} else if p&exceedBit != 0 {
 			sum++
 		}
@@ -666,13 +680,15 @@ func (d *Detector) changePoint(test string) int64 {
 		if m < d.o.MinSamples {
 			continue
 		}
+		fm := float64(m)
 		var llr float64
 		if test == TestMedian {
 			if sum > 0 {
-				llr = 6 * sum * sum / float64(m) // placements have variance 1/12
+				v := max(sq/fm-(sum/fm)*(sum/fm), floor)
+				llr = fm/2*math.Log(1/(12*v)) - fm/2 + 6*sq
 			}
-		} else if r := sum / float64(m); r > mu {
-			llr = float64(m) * klBernoulli(r, mu)
+		} else if r := sum / fm; r > mu {
+			llr = fm * klBernoulli(r, mu)
 		}
 		if llr > best {
 			bestK, best = i, llr
