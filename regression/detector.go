@@ -249,23 +249,36 @@ func (d *Detector) Evaluate(now time.Time) Result {
 	}
 	res := d.result()
 	if d.refN < d.o.MinBaseline || d.n < d.o.MinSamples {
-		d.maybePromote(now.UnixNano(), false)
+		d.maybePromote(now.UnixNano(), 0)
 		return res
 	}
 	s := d.scratch()
 	defer scratchPool.Put(s)
 	d.inflate = d.serialInflation()
 	var (
-		best       verdict
-		fire       verdict
-		suspicious bool
+		best verdict
+		fire verdict
+		// held is how many of the newest samples stay out of the
+		// baseline (maybePromote): all of them while a window that may
+		// alarm is suspicious; for one too short in time to alarm on,
+		// its own samples and those after the change point its test
+		// estimates (suspects).
+		held     int
+		suspects [2]string
 	)
 	best.p = 1
 	fire.p = 1
 	d.windows(func(w window, short bool) {
 		for _, v := range d.tests(w, s) {
 			if v.p < ExitLevel && v.gate >= 0.5 {
-				suspicious = true
+				switch {
+				case !short:
+					held = d.n
+				case suspects[0] == "" || suspects[0] == v.test:
+					held, suspects[0] = max(held, w.c), v.test
+				default:
+					held, suspects[1] = max(held, w.c), v.test
+				}
 			}
 			if short {
 				continue
@@ -290,7 +303,13 @@ func (d *Detector) Evaluate(now time.Time) Result {
 	if best.test != "" {
 		res.Test, res.P, res.TestN, res.Threshold = best.test, best.p, best.w.c, d.level(best.test)
 	}
-	d.maybePromote(now.UnixNano(), suspicious)
+	for _, test := range suspects {
+		if test != "" && held < d.n {
+			k, _ := d.split(test)
+			held = max(held, d.n-k)
+		}
+	}
+	d.maybePromote(now.UnixNano(), held)
 	return res
 }
 
@@ -382,10 +401,11 @@ func (w *window) add(p uint16, decluster bool) {
 // windows calls f for the last n current samples, n = MinSamples, 2×, 4×,
 // …, and for all of them. A short window spans less than MinSpan: too
 // short in time to raise an alarm on (Options.MinSpan), it is still
-// judged for suspicion, which only holds samples back from the baseline:
-// else, after a step, the longer windows that mix it with the samples
-// before it may all be unsuspicious while the step's first seconds are
-// old enough to be promoted (a growing baseline takes all but the newest
+// judged for suspicion, which only holds samples back from the baseline
+// (its own, and those after the change point its test estimates): else,
+// after a step, the longer windows that mix it with the samples before
+// it may all be unsuspicious while the step's first seconds are old
+// enough to be promoted (a growing baseline takes all but the newest
 // quarter at each evaluation).
 func (d *Detector) windows(f func(w window, short bool)) {
 	var w window
@@ -656,6 +676,15 @@ func (d *Detector) accept(since int) {
 // when the window began at a Cut and splitting there is nearly as likely
 // as the best split (within cutLikelihood), the change point is the Cut.
 func (d *Detector) changePoint(test string) int64 {
+	if k, atCut := d.split(test); !atCut {
+		return d.timeOf(k)
+	}
+	return d.cutNs
+}
+
+// split is changePoint's split: the logical index of the first current
+// sample after it, and whether the change point is the Cut instead.
+func (d *Detector) split(test string) (k int, atCut bool) {
 	mu := 0.5
 	switch test {
 	case TestTail:
@@ -698,9 +727,9 @@ func (d *Detector) changePoint(test string) int64 {
 		}
 	}
 	if d.fromCut && atFirst >= best-cutLikelihood {
-		return d.cutNs
+		return 0, true
 	}
-	return d.timeOf(bestK)
+	return bestK, false
 }
 
 // cutLikelihood is how much less likely (in log-likelihood) than the best
@@ -719,18 +748,16 @@ func klBernoulli(q, p float64) float64 {
 	return kl
 }
 
-// maybePromote moves current samples into the baseline unless a test is
-// suspicious: while the baseline is below BaselineCapacity, all but the
-// newest quarter (at least firstPromotion) of them once there are twice
-// firstPromotion, so that a fresh detector soon has a baseline worth
-// testing against; then, or when the current window began at a Cut with
-// a testable baseline before it (the new target is judged against the
-// old one on a full window), the older half whenever the window is full,
-// at most once per promotionGap.
-func (d *Detector) maybePromote(now int64, suspicious bool) {
-	if suspicious {
-		return
-	}
+// maybePromote moves current samples into the baseline, never the
+// newest held of them (those a suspicious test holds back): while the
+// baseline is below BaselineCapacity, all but the newest quarter (at
+// least firstPromotion) of them once there are twice firstPromotion, so
+// that a fresh detector soon has a baseline worth testing against; then,
+// or when the current window began at a Cut with a testable baseline
+// before it (the new target is judged against the old one on a full
+// window), the older half whenever the window is full, at most once per
+// promotionGap.
+func (d *Detector) maybePromote(now int64, held int) {
 	growing := d.refN < BaselineCapacity && !(d.fromCut && d.refN >= d.o.MinBaseline)
 	var h int
 	switch {
@@ -739,6 +766,9 @@ func (d *Detector) maybePromote(now int64, suspicious bool) {
 	case d.n >= CurrentCapacity && now-d.lastPromotion >= promotionGap:
 		h = d.n / 2
 	default:
+		return
+	}
+	if h = min(h, d.n-held); h <= 0 {
 		return
 	}
 	d.moveToBaseline(func(i int) bool { return i < h })
