@@ -159,6 +159,13 @@ type trial struct {
 // errAfter errors), until an alarm or hist+horizon. The evaluations'
 // phase against the step is drawn from the seed.
 func stepTrial(kind Kind, o Options, rate float64, hist, horizon time.Duration, seed uint64, mutate func(*stream), errAfter float64) trial {
+	return stepTrialWith(kind, o, rate, hist, horizon, seed, mutate, errAfter, nil)
+}
+
+// stepTrialWith is stepTrial, calling atAlarm (when not nil) with the
+// detector as it is when the alarm rises at or after the step.
+func stepTrialWith(kind Kind, o Options, rate float64, hist, horizon time.Duration, seed uint64, mutate func(*stream), errAfter float64,
+	atAlarm func(*Detector)) trial {
 	d := NewDetector(kind, o)
 	s := newStream(seed, rate, 0)
 	s.errRate = 0.01
@@ -176,6 +183,9 @@ func stepTrial(kind Kind, o Options, rate float64, hist, horizon time.Duration, 
 			tr.early = true
 		} else {
 			tr.detected = true
+			if atAlarm != nil {
+				atAlarm(d)
+			}
 		}
 		tr.delay, tr.test, tr.cpErr, tr.res = now.Sub(step), r.Test, r.ChangePoint.Sub(step), r
 		return false
