@@ -370,11 +370,7 @@ func (e *Engine) foldRetired(p *pool, back map[string]bool, now time.Time) {
 	})
 	for _, rr := range staying[:over] {
 		rr.timer.Stop()
-		delete(p.retired, rr.rep.Name)
-		if p.live[rr.rep.Name] == nil {
-			delete(p.budgets, rr.rep.Name)
-			delete(p.conns, rr.rep.Name)
-		}
+		p.dropRetired(rr.rep.Name)
 		// No event of it told after this brings its series back.
 		rr.r.fold()
 		e.replicaRemoved(p.name, rr.rep.Name)
@@ -396,13 +392,19 @@ func (e *Engine) forget(p *pool, rr *retiredReplica) {
 		e.mu.Unlock()
 		return // back since, or its target went
 	}
-	delete(p.retired, rr.rep.Name)
-	if p.live[rr.rep.Name] == nil {
-		delete(p.budgets, rr.rep.Name)
-		delete(p.conns, rr.rep.Name)
-	}
+	p.dropRetired(rr.rep.Name)
 	e.mu.Unlock()
 	e.replicaRemoved(p.name, rr.rep.Name)
+}
+
+// dropRetired forgets a retired replica, and its budget and connection
+// count unless it is live again (called with the engine's lock held).
+func (p *pool) dropRetired(name string) {
+	delete(p.retired, name)
+	if p.live[name] == nil {
+		delete(p.budgets, name)
+		delete(p.conns, name)
+	}
 }
 
 func (e *Engine) replicaRemoved(target, replica string) {
