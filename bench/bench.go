@@ -29,6 +29,7 @@ import (
 	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/wire"
+	"github.com/llmprobe/llmprobe/servermetrics"
 	"github.com/llmprobe/llmprobe/slo"
 )
 
@@ -82,7 +83,7 @@ type Options struct {
 
 	// ServerMetrics are the targets' own Prometheus exposition URLs,
 	// scraped at each stage's start (after the warm-up), every
-	// ServerMetricsInterval (default 2s) and at its end (servermetrics.go):
+	// ServerMetricsInterval (default 2s) and at its end (package servermetrics):
 	// one URL for every target, one per target in the targets' order, or
 	// TARGET=URL; comma-separated lists are split. A failed scrape is
 	// reported in the stage, never fatal.
@@ -90,12 +91,12 @@ type Options struct {
 	ServerMetricsInterval time.Duration
 	// PrometheusURL, when set, is asked at each stage's end for the
 	// dcgm-exporter series matching GPUSelector averaged over the
-	// stage's window (gpu.go).
+	// stage's window (servermetrics.QueryGPU).
 	PrometheusURL string
 	GPUSelector   string
 	// GPUPricePerHour (what one GPU costs per hour) and GPUCount (the
 	// GPUs serving the targets; 0: those Prometheus reports) give each
-	// stage's GPU time and cost per generated token (cost.go).
+	// stage's GPU time and cost per generated token (servermetrics.StageCost).
 	GPUPricePerHour float64
 	GPUCount        int
 
@@ -122,6 +123,11 @@ type Options struct {
 
 	stage      int               // the stage runStage runs (1-based), set by Run
 	serverURLs map[string]string // target → metrics URL, set by Run
+}
+
+// costOptions are the options' GPU count and price.
+func (opts Options) costOptions() servermetrics.CostOptions {
+	return servermetrics.CostOptions{GPUPricePerHour: opts.GPUPricePerHour, GPUCount: opts.GPUCount, Prometheus: opts.PrometheusURL != ""}
 }
 
 // Progress is a running stage's figures so far, summed over its targets.
@@ -181,7 +187,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			return nil, fmt.Errorf("unknown target %q", name)
 		}
 	}
-	if err := checkCostOptions(opts); err != nil {
+	if err := opts.costOptions().Check(); err != nil {
 		return nil, err
 	}
 	if len(opts.ServerMetrics) > 0 {
@@ -314,23 +320,23 @@ func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) (
 	start := time.Now()
 	col.start, col.warmup = start, time.Duration(cfg.Global.Warmup)
 	measureFrom := start.Add(min(col.warmup, st.Duration))
-	scrapers := map[string]*serverScraper{} // by URL: one scrape serves every target behind it
+	scrapers := map[string]*servermetrics.Sampler{} // by URL: one scrape serves every target behind it
 	if len(opts.serverURLs) > 0 {
 		every := opts.ServerMetricsInterval
 		if every <= 0 {
 			every = defaultServerMetricsInterval
 		}
-		client := serverMetricsClient()
+		client := servermetrics.NewClient("llmprobe_bench_server_metrics")
 		defer client.CloseIdleConnections()
 		for _, t := range cfg.Targets {
 			if u := opts.serverURLs[t.Name]; u != "" && scrapers[u] == nil {
-				scrapers[u] = startServerScraper(context.WithoutCancel(ctx), client, u, measureFrom, every)
+				scrapers[u] = servermetrics.StartSampler(context.WithoutCancel(ctx), client, u, measureFrom, every)
 			}
 		}
 	}
 	stopScrapers := func() {
 		for _, s := range scrapers {
-			s.stopNow()
+			s.StopNow()
 		}
 	}
 	if err := eng.Apply(cfg); err != nil {
@@ -410,13 +416,13 @@ wait:
 		opts.Progress(p)
 	}
 
-	servers := map[string]*ServerStats{}
+	servers := map[string]*servermetrics.Stats{}
 	for u, s := range scrapers {
-		servers[u] = serverStats(u, s.results())
+		servers[u] = servermetrics.NewStats(u, s.Results())
 	}
-	var gpu *GPUStats
+	var gpu *servermetrics.GPUStats
 	if opts.PrometheusURL != "" {
-		gpu = queryGPU(context.WithoutCancel(ctx), opts.PrometheusURL, opts.GPUSelector, stageEnd, stageEnd.Sub(measureFrom))
+		gpu = servermetrics.QueryGPU(context.WithoutCancel(ctx), opts.PrometheusURL, opts.GPUSelector, stageEnd, stageEnd.Sub(measureFrom))
 	}
 
 	var out []*StageReport
@@ -425,7 +431,7 @@ wait:
 		if ss := servers[opts.serverURLs[ts.Name]]; ss != nil {
 			sr.Server = ss
 			if ss.TTFT != nil && ss.TTFT.Count > 0 && sr.TTFT.Count > 0 {
-				sr.TTFTGap = &TTFTGap{P50: Float(sr.TTFT.P50) - ss.TTFT.P50, P99: Float(sr.TTFT.P99) - ss.TTFT.P99}
+				sr.TTFTGap = &TTFTGap{P50: servermetrics.Float(sr.TTFT.P50) - ss.TTFT.P50, P99: servermetrics.Float(sr.TTFT.P99) - ss.TTFT.P99}
 			}
 		}
 		sr.GPU = gpu
@@ -455,7 +461,11 @@ wait:
 		sr.judge(ts)
 		out = append(out, sr)
 	}
-	if cost := stageCost(out, gpu, opts); cost != nil {
+	costs := make([]servermetrics.CostTarget, len(out))
+	for i, sr := range out {
+		costs[i] = servermetrics.CostTarget{Server: sr.Server, ServedOutputTokensPerSec: sr.ServedOutputTokensPerSec}
+	}
+	if cost := servermetrics.StageCost(costs, gpu, opts.costOptions()); cost != nil {
 		for _, sr := range out {
 			sr.Cost = cost
 		}

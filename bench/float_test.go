@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/llmprobe/llmprobe/servermetrics"
 )
 
 // TestNonFiniteFiguresJSON: NaN and ±Inf figures are written as null and
@@ -17,11 +19,12 @@ import (
 // shows them and says why the JSON has null.
 func TestNonFiniteFiguresJSON(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
+	ptr := func(v float64) *servermetrics.Float { f := servermetrics.Float(v); return &f }
 	rep := &Report{Stages: []*StageReport{{Stage: 1, Target: "t",
-		Server: &ServerStats{URL: "http://x/metrics", Engine: "vllm", KVCacheUsage: ptr(nan), RequestsRunning: ptr(2),
-			GenerationTokensPerSec: ptr(inf), TTFT: &ServerQuantiles{Count: 3, P50: Float(nan), P99: 0.5}},
-		TTFTGap: &TTFTGap{P50: Float(nan), P99: Float(math.Inf(-1))},
-		GPU:     &GPUStats{Devices: []GPUDevice{{GPU: "0", UtilPercent: ptr(nan), PowerWatts: ptr(300)}}},
+		Server: &servermetrics.Stats{URL: "http://x/metrics", Engine: "vllm", KVCacheUsage: ptr(nan), RequestsRunning: ptr(2),
+			GenerationTokensPerSec: ptr(inf), TTFT: &servermetrics.Quantiles{Count: 3, P50: servermetrics.Float(nan), P99: 0.5}},
+		TTFTGap: &TTFTGap{P50: servermetrics.Float(nan), P99: servermetrics.Float(math.Inf(-1))},
+		GPU:     &servermetrics.GPUStats{Devices: []servermetrics.GPUDevice{{GPU: "0", UtilPercent: ptr(nan), PowerWatts: ptr(300)}}},
 	}}}
 	var js bytes.Buffer
 	if err := rep.WriteJSON(&js); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/wire"
+	"github.com/llmprobe/llmprobe/servermetrics"
 )
 
 // Report is the outcome of a sweep.
@@ -192,16 +193,16 @@ type StageReport struct {
 
 	// Server is what the target server's own metrics say about the
 	// stage's window (Options.ServerMetrics; nil without).
-	Server *ServerStats `json:"server_metrics,omitempty"`
+	Server *servermetrics.Stats `json:"server_metrics,omitempty"`
 	// TTFTGap is the probe's TTFT minus the server's (p50 and p99) over
 	// the stage (nil without the server's TTFT histogram).
 	TTFTGap *TTFTGap `json:"probe_minus_server_ttft_seconds,omitempty"`
 	// GPU is the stage's dcgm-exporter averages (Options.PrometheusURL;
 	// the same for every target of the stage).
-	GPU *GPUStats `json:"gpu,omitempty"`
-	// Cost is the stage's energy and cost per generated token (cost.go;
+	GPU *servermetrics.GPUStats `json:"gpu,omitempty"`
+	// Cost is the stage's energy and cost per generated token (servermetrics;
 	// the same for every target of the stage).
-	Cost *CostStats `json:"cost,omitempty"`
+	Cost *servermetrics.CostStats `json:"cost,omitempty"`
 
 	// Interrupted is true when the run was cancelled (SIGINT, SIGTERM)
 	// before the stage's planned duration, PlannedDuration, was over: its
@@ -441,7 +442,7 @@ func fmtQ(q Quantiles, v float64) string {
 }
 
 func fmtSeconds(s float64) string {
-	if n := nonFinite(s); n != "" {
+	if n := servermetrics.NonFinite(s); n != "" {
 		return n
 	}
 	switch {

@@ -27,6 +27,7 @@ import (
 	"github.com/llmprobe/llmprobe/bench"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/promtest"
+	"github.com/llmprobe/llmprobe/servermetrics"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -187,7 +188,7 @@ func TestServerMetricsMatchSimulator(t *testing.T) {
 	}
 	// check compares a report's figure with the simulator's: equal, or
 	// with a relative tolerance tol > 0 within it.
-	check := func(what string, got *bench.Float, want, tol float64) {
+	check := func(what string, got *servermetrics.Float, want, tol float64) {
 		t.Helper()
 		if got == nil {
 			t.Errorf("%s: missing, want %g", what, want)
@@ -202,8 +203,8 @@ func TestServerMetricsMatchSimulator(t *testing.T) {
 			t.Errorf("%s = %g, simulator's %g", what, *got, want)
 		}
 	}
-	exact := func(what string, got *bench.Float, want float64) { t.Helper(); check(what, got, want, 0) }
-	near := func(what string, got *bench.Float, want float64) { t.Helper(); check(what, got, want, 1e-9) }
+	exact := func(what string, got *servermetrics.Float, want float64) { t.Helper(); check(what, got, want, 0) }
+	near := func(what string, got *servermetrics.Float, want float64) { t.Helper(); check(what, got, want, 1e-9) }
 	exact("prompt tokens", ss.PromptTokens, delta("vllm:prompt_tokens_total"))
 	exact("generation tokens", ss.GenerationTokens, delta("vllm:generation_tokens_total"))
 	exact("requests finished", ss.RequestsFinished, delta("vllm:request_success_total"))
@@ -224,7 +225,7 @@ func TestServerMetricsMatchSimulator(t *testing.T) {
 
 	for _, h := range []struct {
 		name string
-		q    *bench.ServerQuantiles
+		q    *servermetrics.Quantiles
 	}{{"vllm:time_to_first_token_seconds", ss.TTFT}, {"vllm:request_queue_time_seconds", ss.QueueTime}} {
 		if h.q == nil {
 			t.Errorf("%s: missing", h.name)
@@ -411,10 +412,10 @@ func TestGPUFromPrometheus(t *testing.T) {
 			w := want[d.GPU]
 			for _, c := range []struct {
 				metric string
-				got    *bench.Float
+				got    *servermetrics.Float
 			}{
-				{bench.GPUMetrics.Util, d.UtilPercent}, {bench.GPUMetrics.SMActive, d.SMActive},
-				{bench.GPUMetrics.FBUsed, d.FBUsedMiB}, {bench.GPUMetrics.Power, d.PowerWatts},
+				{servermetrics.GPUMetrics.Util, d.UtilPercent}, {servermetrics.GPUMetrics.SMActive, d.SMActive},
+				{servermetrics.GPUMetrics.FBUsed, d.FBUsedMiB}, {servermetrics.GPUMetrics.Power, d.PowerWatts},
 			} {
 				if c.got == nil {
 					t.Errorf("stage %d GPU %s: no %s", s.Stage, d.GPU, c.metric)

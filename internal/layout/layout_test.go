@@ -62,6 +62,11 @@ var layers = map[string]rule{
 	// records, access logs): beside the leaves, reading files only.
 	"tracefile": {imports: []string{"internal/bounded"}},
 
+	// What the serving side says of itself (an engine's exposition, its
+	// GPUs in Prometheus, the cost per token): read by bench, and made to
+	// be read by the daemon's side without bench.
+	"servermetrics": {imports: []string{"internal/bounded", "internal/httpclient", "internal/scrub"}},
+
 	// Replica discovery (dns, file_sd, Kubernetes): read by the engine
 	// and the binary.
 	"discovery": {imports: []string{"config", "internal/bounded", "internal/scrub"}},
@@ -88,7 +93,7 @@ var layers = map[string]rule{
 		imports: join(engine, []string{"config", "slo", "dist", "internal/bounded", "internal/scrub"}),
 		tests:   []string{"regression"}, // the detector's results in the test status (helpers_test.go)
 	},
-	"bench": {imports: join(engine, leaves, []string{"config", "fit", "tracefile"}), tests: []string{"exporter"}},
+	"bench": {imports: join(engine, leaves, []string{"config", "fit", "tracefile", "servermetrics"}), tests: []string{"exporter"}},
 
 	// The monitoring mixin and its dashboards.
 	"alerts":              {imports: []string{"internal/bounded"}},

@@ -1,15 +1,9 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package bench
+package servermetrics
 
-import (
-	"fmt"
-	"io"
-	"slices"
-	"strings"
-	"text/tabwriter"
-)
+import "fmt"
 
 // Energy and cost per generated token, per stage: the GPUs' power
 // (dcgm-exporter through --prometheus.url, averaged over the stage's
@@ -50,32 +44,51 @@ type CostStats struct {
 	Notes           []string `json:"notes,omitempty"`
 }
 
-// checkCostOptions refuses a price or count that cannot give a figure,
-// before anything runs.
-func checkCostOptions(opts Options) error {
+// CostOptions are what a stage's cost is figured with.
+type CostOptions struct {
+	// GPUPricePerHour is what one GPU costs per hour (0: no cost).
+	GPUPricePerHour float64
+	// GPUCount is the number of GPUs serving the targets (0: those
+	// Prometheus reports).
+	GPUCount int
+	// Prometheus says a Prometheus is asked for the GPUs' figures
+	// (QueryGPU), which count them.
+	Prometheus bool
+}
+
+// Check refuses a price or count that cannot give a figure, before
+// anything runs.
+func (opts CostOptions) Check() error {
 	if p := opts.GPUPricePerHour; p < 0 || !Float(p).finite() {
 		return fmt.Errorf("the GPU price per hour must be 0 (none) or positive, got %g", p)
 	}
 	if opts.GPUCount < 0 {
 		return fmt.Errorf("the GPU count must not be negative, got %d", opts.GPUCount)
 	}
-	if opts.GPUPricePerHour > 0 && opts.GPUCount == 0 && opts.PrometheusURL == "" {
+	if opts.GPUPricePerHour > 0 && opts.GPUCount == 0 && !opts.Prometheus {
 		return fmt.Errorf("a GPU price per hour needs the number of GPUs: give a GPU count, or a Prometheus URL whose dcgm-exporter series count them")
 	}
 	return nil
 }
 
-// stageCost computes a stage's CostStats from its target reports (GPU and
-// Server set) and the options; nil when neither GPUs nor a price were
-// asked for.
-func stageCost(stages []*StageReport, gpu *GPUStats, opts Options) *CostStats {
+// CostTarget is what a stage's cost reads of one of its targets: its
+// server's figures (nil without) and the output tokens per second the
+// probe was served in the stage's measured window.
+type CostTarget struct {
+	Server                   *Stats
+	ServedOutputTokensPerSec float64
+}
+
+// StageCost computes a stage's CostStats from its targets and GPUs and
+// the options; nil when neither GPUs nor a price were asked for.
+func StageCost(targets []CostTarget, gpu *GPUStats, opts CostOptions) *CostStats {
 	if gpu == nil && opts.GPUPricePerHour <= 0 && opts.GPUCount <= 0 {
 		return nil
 	}
 	c := &CostStats{TokensSource: CostTokensServer, PricePerGPUHour: opts.GPUPricePerHour}
 	servers := map[string]bool{}
 	var server float64
-	for _, s := range stages {
+	for _, s := range targets {
 		if s.Server == nil || s.Server.GenerationTokensPerSec == nil || !s.Server.GenerationTokensPerSec.finite() {
 			c.TokensSource = CostTokensProbe
 			break
@@ -85,12 +98,12 @@ func stageCost(stages []*StageReport, gpu *GPUStats, opts Options) *CostStats {
 			server += float64(*s.Server.GenerationTokensPerSec)
 		}
 	}
-	if c.TokensSource == CostTokensServer && len(stages) > 0 {
+	if c.TokensSource == CostTokensServer && len(targets) > 0 {
 		c.TokensPerSec = Float(server)
 	} else {
 		c.TokensSource = CostTokensProbe
 		var probe float64
-		for _, s := range stages {
+		for _, s := range targets {
 			probe += s.ServedOutputTokensPerSec
 		}
 		c.TokensPerSec = Float(probe)
@@ -138,73 +151,4 @@ func stageCost(stages []*StageReport, gpu *GPUStats, opts Options) *CostStats {
 		}
 	}
 	return c
-}
-
-// writeCost writes each stage's energy and cost per token once (nothing
-// when no stage has them).
-func writeCost(w io.Writer, stages []*StageReport) {
-	var rows []*StageReport
-	for _, s := range stages {
-		if s.Cost != nil && (len(rows) == 0 || rows[len(rows)-1].Stage != s.Stage) {
-			rows = append(rows, s)
-		}
-	}
-	if len(rows) == 0 {
-		return
-	}
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "stage\tgen tok/s\ttokens\tpower\tGPUs\tJ/token\tGPU-h/1M tok\tcost/1M tok\t")
-	for _, s := range rows {
-		c := s.Cost
-		gpus := "-"
-		if c.GPUs > 0 {
-			gpus = fmt.Sprint(c.GPUs)
-		}
-		fmt.Fprintf(tw, "%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Stage, float64(c.TokensPerSec), c.TokensSource,
-			fmtOpt(c.PowerWatts, "%.1f W", 1), gpus, fmtOpt(c.JoulesPerToken, "%.3g", 1),
-			fmtOpt(c.GPUHoursPerMillion, "%.3g", 1), fmtOpt(c.CostPerMillion, "%.3g", 1))
-	}
-	_ = tw.Flush()
-	var notes []string
-	for _, s := range rows {
-		for _, n := range s.Cost.Notes {
-			notes = append(notes, fmt.Sprintf("stage %d cost: %s", s.Stage, n))
-		}
-	}
-	for _, n := range slices.Compact(notes) {
-		fmt.Fprintln(w, n)
-	}
-}
-
-// writeCostMarkdown adds a stage's energy and cost per token to the
-// Markdown report (nothing without them).
-func writeCostMarkdown(b *strings.Builder, s *StageReport) {
-	c := s.Cost
-	if c == nil {
-		return
-	}
-	fmt.Fprintf(b, "### Energy and cost per generated token\n\n")
-	src := "the engine's own generation-token counter (all its traffic)"
-	if c.TokensSource == CostTokensProbe {
-		src = "the probe's own output tokens"
-	}
-	fmt.Fprintf(b, "%.0f tokens/s generated, from %s.\n\n", float64(c.TokensPerSec), src)
-	for _, n := range c.Notes {
-		fmt.Fprintf(b, "- %s\n", mdEscape(n))
-	}
-	if len(c.Notes) > 0 {
-		b.WriteString("\n")
-	}
-	gpus := "-"
-	if c.GPUs > 0 {
-		gpus = fmt.Sprint(c.GPUs)
-	}
-	price := "-"
-	if c.PricePerGPUHour > 0 {
-		price = fmt.Sprintf("%g", c.PricePerGPUHour)
-	}
-	b.WriteString("| GPU power | GPUs | J/token | GPU-hours per 1M tokens | price per GPU-hour | cost per 1M tokens |\n|--:|--:|--:|--:|--:|--:|\n")
-	fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n\n", fmtOpt(c.PowerWatts, "%.1f W", 1), gpus, fmtOpt(c.JoulesPerToken, "%.3g", 1),
-		fmtOpt(c.GPUHoursPerMillion, "%.3g", 1), price, fmtOpt(c.CostPerMillion, "%.3g", 1))
 }

@@ -1,11 +1,10 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package bench
+package servermetrics
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
 )
 
@@ -46,7 +45,7 @@ func (f *Float) UnmarshalJSON(b []byte) error {
 
 // nonFinite names a value that is not finite ("NaN", "+Inf", "-Inf"), or
 // is "" for a finite one.
-func nonFinite(v float64) string {
+func NonFinite(v float64) string {
 	switch {
 	case math.IsNaN(v):
 		return "NaN"
@@ -57,19 +56,3 @@ func nonFinite(v float64) string {
 	}
 	return ""
 }
-
-// fmtFloat formats v with format after scaling it, or names it when it is
-// not finite.
-func fmtFloat(v float64, format string, scale float64) string {
-	if s := nonFinite(v); s != "" {
-		return s
-	}
-	return fmt.Sprintf(format, v*scale)
-}
-
-// isNonFinite reports whether a formatted figure is NaN or ±Inf.
-func isNonFinite(s string) bool { return s == "NaN" || s == "+Inf" || s == "-Inf" }
-
-// nonFiniteNote is the Markdown's sentence under a table that shows NaN
-// or ±Inf.
-const nonFiniteNote = "NaN, +Inf and -Inf are what the server or Prometheus sent: JSON has no such numbers, so the JSON report has them written as null.\n\n"

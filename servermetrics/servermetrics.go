@@ -1,10 +1,9 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package bench
+package servermetrics
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,41 +11,26 @@ import (
 	"maps"
 	"math"
 	"net/http"
-	"net/url"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/httpclient"
 	"github.com/llmprobe/llmprobe/internal/scrub"
 )
 
-// Server metrics: bench scrapes the target server's own Prometheus
-// exposition (--server-metrics) beside every stage, so the report puts
-// the server's view (its TTFT histogram, queue time, KV-cache usage,
-// batch and queue sizes, token counters) next to the probe's.
-//
-// Counters and histograms are taken as the difference between the first
-// and the last successful scrape of the stage's measured window (the
-// first right after the warm-up, the last when the stage ends, before the
-// grace period); gauges are averaged over every successful scrape of the
-// window (at its start, every ServerMetricsInterval, and at its end).
-
-// ServerEngine names one serving engine's metrics. Each field lists the
+// Engine names one serving engine's metrics. Each field lists the
 // names tried in order (the first present wins); empty: the engine does
 // not export the figure, which the report says ("not exported by NAME").
 // Counter fields also accept a histogram, whose sum is the counter (TGI
 // counts tokens only in histograms). docs/bench.md defines every figure
 // per engine; the names were checked against each engine's source (the
 // paths are beside each table).
-type ServerEngine struct {
+type Engine struct {
 	Name string
 	// Prefix begins every metric name of the engine.
 	Prefix string
@@ -73,8 +57,8 @@ type ServerEngine struct {
 	Unexported map[string]string
 }
 
-// ServerEngines is the table of metric names per engine, in one place.
-var ServerEngines = []ServerEngine{
+// Engines is the table of metric names per engine, in one place.
+var Engines = []Engine{
 	{
 		// vllm/v1/metrics/loggers.py (PrometheusStatLogger; prometheus_client
 		// adds _total to counters); the gpu_ names are the ones deprecated
@@ -152,24 +136,22 @@ const (
 	serverMetricsMaxBytes = 32 << 20
 	// serverMetricsTimeout bounds one scrape.
 	serverMetricsTimeout = 5 * time.Second
-	// defaultServerMetricsInterval is how often gauges are sampled.
-	defaultServerMetricsInterval = 2 * time.Second
 )
 
-// ServerQuantiles are quantiles estimated from a histogram's bucket
+// Quantiles are quantiles estimated from a histogram's bucket
 // deltas over the stage (linear interpolation within a bucket, as
 // histogram_quantile does), in seconds.
-type ServerQuantiles struct {
+type Quantiles struct {
 	Count Float `json:"count"`
 	P50   Float `json:"p50"`
 	P99   Float `json:"p99"`
 }
 
-// ServerStats is what the target server's own metrics say about a stage.
+// Stats is what the target server's own metrics say about a stage.
 // A figure the server does not give is null (nil), and Unavailable says
 // why, by its JSON name: "not exported by llama.cpp", "not in the scrapes:
 // NAME", "NAME left out: ...", "one successful scrape: no deltas", ...
-type ServerStats struct {
+type Stats struct {
 	URL    string `json:"url"`
 	Engine string `json:"engine,omitempty"`
 	// Scrapes and FailedScrapes count the scrapes of the window; Errors
@@ -188,8 +170,8 @@ type ServerStats struct {
 	RequestsWaiting *Float `json:"requests_waiting"`
 
 	// From histogram deltas.
-	TTFT      *ServerQuantiles `json:"ttft_seconds"`
-	QueueTime *ServerQuantiles `json:"queue_time_seconds"`
+	TTFT      *Quantiles `json:"ttft_seconds"`
+	QueueTime *Quantiles `json:"queue_time_seconds"`
 
 	// From counter deltas. PromptTokens are all the prompt tokens of the
 	// requests, cached or not; UncachedPromptTokens those the engine
@@ -208,85 +190,23 @@ type ServerStats struct {
 	Unavailable map[string]string `json:"unavailable,omitempty"`
 }
 
-// serverFigureKeys are the JSON names of ServerStats' figures.
+// serverFigureKeys are the JSON names of Stats' figures.
 var serverFigureKeys = []string{"kv_cache_usage_ratio", "requests_running", "requests_waiting", "ttft_seconds", "queue_time_seconds",
 	"prefix_cache_hit_ratio", "prompt_tokens", "uncached_prompt_tokens", "generation_tokens", "prompt_tokens_per_second",
 	"uncached_prompt_tokens_per_second", "generation_tokens_per_second", "requests_finished"}
 
-// TTFTGap is the probe's TTFT quantile minus the server's over the same
-// stage window (seconds): what the network, the gateway and the client
-// add to what the engine measures.
-type TTFTGap struct {
-	P50 Float `json:"p50"`
-	P99 Float `json:"p99"`
-}
-
-// resolveServerMetrics maps each target to the metrics URL it is
-// scraped at. Each spec is a URL or a comma-separated list of them, each
-// either http(s)://… or TARGET=http(s)://…. Plain URLs: one applies to
-// every target, or as many as the targets, in the targets' order. Named
-// ones apply to their target; the two forms cannot be mixed.
-func resolveServerMetrics(specs []string, targets []*config.Target) (map[string]string, error) {
-	var plain []string
-	named := map[string]string{}
-	for _, spec := range specs {
-		for s := range strings.SplitSeq(spec, ",") {
-			s = strings.TrimSpace(s)
-			if s == "" {
-				continue
-			}
-			name, u := "", s
-			if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
-				var ok bool
-				if name, u, ok = strings.Cut(s, "="); !ok {
-					return nil, fmt.Errorf("server metrics %q: want http(s)://HOST/metrics or TARGET=URL", s)
-				}
-			}
-			if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-				return nil, fmt.Errorf("server metrics %q: not an http(s) URL", s)
-			}
-			if name == "" {
-				plain = append(plain, u)
-				continue
-			}
-			if !slices.ContainsFunc(targets, func(t *config.Target) bool { return t.Name == name }) {
-				return nil, fmt.Errorf("server metrics %q: no selected target %q", s, name)
-			}
-			named[name] = u
-		}
-	}
-	out := map[string]string{}
-	switch {
-	case len(plain) > 0 && len(named) > 0:
-		return nil, errors.New("server metrics: give either plain URLs or TARGET=URL, not both")
-	case len(named) > 0:
-		return named, nil
-	case len(plain) == 1:
-		for _, t := range targets {
-			out[t.Name] = plain[0]
-		}
-	case len(plain) == len(targets):
-		for i, t := range targets {
-			out[t.Name] = plain[i]
-		}
-	case len(plain) > 0:
-		return nil, fmt.Errorf("server metrics: %d URLs for %d targets (give one for all, one per target in order, or TARGET=URL)", len(plain), len(targets))
-	}
-	return out, nil
-}
-
-// scrapeResult is one scrape: the families bench reads, or why it failed.
-type scrapeResult struct {
+// Scrape is one scrape: the families bench reads, or why it failed.
+type Scrape struct {
 	at  time.Time
 	err error
-	// families are the families of ServerEngines the page held, nil once
+	// families are the families of Engines the page held, nil once
 	// the scrape is neither the window's first nor its last successful
 	// one (only gauges are read from the others).
 	families map[string]*dto.MetricFamily
-	// dropped are the families of ServerEngines the page held but that
+	// dropped are the families of Engines the page held but that
 	// were left out, with why (too many samples, lines too long).
 	dropped map[string]string
-	// gauges are the sum and series count of every gauge ServerEngines
+	// gauges are the sum and series count of every gauge Engines
 	// names, by family.
 	gauges map[string]gaugeValue
 }
@@ -297,11 +217,11 @@ type gaugeValue struct {
 	n   int
 }
 
-// serverWanted is the set of families ServerEngines names: the only ones
+// serverWanted is the set of families Engines names: the only ones
 // a scrape keeps.
 var serverWanted = sync.OnceValue(func() map[string]bool {
 	w := map[string]bool{}
-	for _, e := range ServerEngines {
+	for _, e := range Engines {
 		for _, names := range e.figures() {
 			for _, n := range names {
 				w[n] = true
@@ -312,17 +232,17 @@ var serverWanted = sync.OnceValue(func() map[string]bool {
 })
 
 // figures are the engine's name lists, every figure's.
-func (e *ServerEngine) figures() [][]string {
+func (e *Engine) figures() [][]string {
 	return [][]string{e.KVCacheUsage, e.Running, e.Waiting, e.TTFT, e.QueueTime, e.PrefixCacheHits,
 		e.PrefixCacheQuery, e.PromptTokens, e.UncachedPromptTokens, e.GenerationTokens, e.RequestsFinished}
 }
 
-// scrapeServer fetches and reads one text exposition, bounded in size,
+// Fetch fetches and reads one text exposition, bounded in size,
 // line length, samples kept and time (readExposition).
-func scrapeServer(ctx context.Context, client *http.Client, u string) scrapeResult {
+func Fetch(ctx context.Context, client *http.Client, u string) Scrape {
 	ctx, cancel := context.WithTimeout(ctx, serverMetricsTimeout)
 	defer cancel()
-	res := scrapeResult{at: time.Now()}
+	res := Scrape{at: time.Now()}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		res.err = errors.New(scrub.URLs(err.Error())) // it quotes the URL
@@ -357,26 +277,26 @@ func scrapeServer(ctx context.Context, client *http.Client, u string) scrapeResu
 	return res
 }
 
-// serverScraper samples one URL during a stage: at the window's start,
-// every interval, and at its end.
-type serverScraper struct {
+// Sampler samples one URL over a window (bench: a stage's measured
+// window): at the window's start, every interval, and at its end.
+type Sampler struct {
 	url  string
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
 	mu   sync.Mutex
-	res  []scrapeResult
+	res  []Scrape
 	// first and last index res's first and latest successful scrape, the
 	// only ones that keep their families (-1: none yet).
 	first, last int
 }
 
-// startServerScraper begins sampling u at from (the end of the warm-up)
-// until stop is called.
-func startServerScraper(ctx context.Context, client *http.Client, u string, from time.Time, every time.Duration) *serverScraper {
-	s := &serverScraper{url: u, stop: make(chan struct{}), done: make(chan struct{}), first: -1, last: -1}
+// StartSampler begins sampling u at from (bench: the end of the stage's
+// warm-up) until StopNow or Results is called.
+func StartSampler(ctx context.Context, client *http.Client, u string, from time.Time, every time.Duration) *Sampler {
+	s := &Sampler{url: u, stop: make(chan struct{}), done: make(chan struct{}), first: -1, last: -1}
 	add := func() {
-		r := scrapeServer(ctx, client, u)
+		r := Fetch(ctx, client, u)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.res = append(s.res, r)
@@ -424,29 +344,29 @@ func startServerScraper(ctx context.Context, client *http.Client, u string, from
 }
 
 // stopNow has the last sample taken now (without waiting for it).
-func (s *serverScraper) stopNow() {
+func (s *Sampler) StopNow() {
 	s.once.Do(func() { close(s.stop) })
 }
 
 // results waits for the last sample and returns them all.
-func (s *serverScraper) results() []scrapeResult {
-	s.stopNow()
+func (s *Sampler) Results() []Scrape {
+	s.StopNow()
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.res
 }
 
-// serverStats turns a window's scrapes into the stage's figures.
-func serverStats(u string, res []scrapeResult) *ServerStats {
-	st := &ServerStats{URL: scrub.URL(u), Scrapes: len(res), Unavailable: map[string]string{}}
-	var ok []scrapeResult
+// NewStats turns a window's scrapes of u into the figures of the window.
+func NewStats(u string, res []Scrape) *Stats {
+	st := &Stats{URL: scrub.URL(u), Scrapes: len(res), Unavailable: map[string]string{}}
+	var ok []Scrape
 	note := func(msg string) {
 		if !slices.Contains(st.Errors, msg) {
 			st.Errors = append(st.Errors, msg)
 		}
 	}
-	all := func(why string) *ServerStats {
+	all := func(why string) *Stats {
 		for _, k := range serverFigureKeys {
 			st.Unavailable[k] = why
 		}
@@ -473,7 +393,7 @@ func serverStats(u string, res []scrapeResult) *ServerStats {
 	eng := detectEngine(last)
 	if eng == nil {
 		var prefixes []string
-		for _, e := range ServerEngines {
+		for _, e := range Engines {
 			prefixes = append(prefixes, e.Prefix)
 		}
 		why := fmt.Sprintf("no known engine's metrics (%s)", strings.Join(prefixes, ", "))
@@ -513,11 +433,11 @@ func serverStats(u string, res []scrapeResult) *ServerStats {
 		case v == nil:
 			st.Unavailable[key] = why(key, names, delta)
 		case !v.finite():
-			st.Unavailable[key] = fmt.Sprintf("the server sent %s (written as null)", nonFinite(float64(*v)))
+			st.Unavailable[key] = fmt.Sprintf("the server sent %s (written as null)", NonFinite(float64(*v)))
 		}
 		return v
 	}
-	quantiles := func(key string, q *ServerQuantiles, names []string) *ServerQuantiles {
+	quantiles := func(key string, q *Quantiles, names []string) *Quantiles {
 		if q == nil {
 			st.Unavailable[key] = why(key, names, true)
 		}
@@ -574,9 +494,9 @@ func serverStats(u string, res []scrapeResult) *ServerStats {
 
 // detectEngine is the engine with the most of its families in a scrape
 // (kept or left out).
-func detectEngine(r scrapeResult) *ServerEngine {
+func detectEngine(r Scrape) *Engine {
 	best, bestN := -1, 0
-	for i, e := range ServerEngines {
+	for i, e := range Engines {
 		seen := map[string]bool{}
 		for _, names := range e.figures() {
 			for _, n := range names {
@@ -592,7 +512,7 @@ func detectEngine(r scrapeResult) *ServerEngine {
 	if best < 0 {
 		return nil
 	}
-	return &ServerEngines[best]
+	return &Engines[best]
 }
 
 // family is the first of names present in fams.
@@ -607,7 +527,7 @@ func family(fams map[string]*dto.MetricFamily, names []string) *dto.MetricFamily
 
 // avgGauge averages, over the scrapes, the gauge's mean (mean) or sum
 // over its series (the first of names a scrape has).
-func avgGauge(res []scrapeResult, names []string, mean bool) *Float {
+func avgGauge(res []Scrape, names []string, mean bool) *Float {
 	total, n := 0.0, 0
 	for _, r := range res {
 		for _, name := range names {
@@ -686,7 +606,7 @@ func counterDelta(start, end map[string]*dto.MetricFamily, names []string) *Floa
 
 // histDelta sums the histogram's bucket deltas over its series and
 // estimates p50 and p99 from them.
-func histDelta(start, end map[string]*dto.MetricFamily, names []string) *ServerQuantiles {
+func histDelta(start, end map[string]*dto.MetricFamily, names []string) *Quantiles {
 	fe := family(end, names)
 	if fe == nil || fe.GetType() != dto.MetricType_HISTOGRAM {
 		return nil
@@ -725,7 +645,7 @@ func histDelta(start, end map[string]*dto.MetricFamily, names []string) *ServerQ
 		cum[math.Inf(1)] += c
 		count += c
 	}
-	q := &ServerQuantiles{Count: Float(count)}
+	q := &Quantiles{Count: Float(count)}
 	if count > 0 {
 		q.P50 = Float(bucketQuantile(0.5, cum))
 		q.P99 = Float(bucketQuantile(0.99, cum))
@@ -769,292 +689,10 @@ func bucketQuantile(q float64, cum map[float64]float64) float64 {
 	return lower + (bounds[i]-lower)*(rank-below)/in
 }
 
-// fmtOpt formats an optional figure ("-" when absent).
-func fmtOpt(v *Float, format string, scale float64) string {
-	if v == nil {
-		return "-"
-	}
-	return fmtFloat(float64(*v), format, scale)
-}
-
-func p50(q *ServerQuantiles) float64 { return float64(q.P50) }
-func p99(q *ServerQuantiles) float64 { return float64(q.P99) }
-
-// fmtGap formats a signed difference of seconds.
-func fmtGap(f Float) string {
-	v := float64(f)
-	if s := nonFinite(v); s != "" {
-		return s
-	}
-	if v < 0 {
-		return "-" + fmtSeconds(-v)
-	}
-	return "+" + fmtSeconds(v)
-}
-
-// why is the reason figure key of ss is null.
-func (ss *ServerStats) why(key string) string {
-	if w := ss.Unavailable[key]; w != "" {
-		return w
-	}
-	return "not reported" // a report written before reasons were kept
-}
-
-// show formats an optional figure of ss, or says why it has none.
-func (ss *ServerStats) show(key string, v *Float, format string, scale float64) string {
-	if v == nil {
-		return ss.why(key)
-	}
-	return fmtFloat(float64(*v), format, scale)
-}
-
-// showQ formats a server quantile, or says why there is none.
-func (ss *ServerStats) showQ(key string, q *ServerQuantiles, v func(*ServerQuantiles) float64) string {
-	switch {
-	case q == nil:
-		return ss.why(key)
-	case q.Count == 0:
-		return "no observations in the window"
-	}
-	return fmtSeconds(v(q))
-}
-
-// showGap formats the probe − server TTFT gap, or says why there is none.
-func (s *StageReport) showGap(v func(*TTFTGap) Float) string {
-	ss := s.Server
-	switch {
-	case s.TTFTGap != nil:
-		return fmtGap(v(s.TTFTGap))
-	case ss.TTFT == nil:
-		return "no server TTFT: " + ss.why("ttft_seconds")
-	case ss.TTFT.Count == 0:
-		return "no server TTFT observations in the window"
-	}
-	return "no first token in the probe's stage"
-}
-
-// Short codes of the text tables' cells without a figure: the lines under
-// the tables say why.
-const (
-	cellNotExported = "n/e" // not exported by the engine
-	cellMissing     = "n/a" // no figure, for the reason given
-)
-
-// cell is a text table's cell: the figure, or a short code.
-func (ss *ServerStats) cell(key string, v *Float, format string, scale float64) string {
-	if v == nil {
-		return ss.code(key)
-	}
-	return fmtFloat(float64(*v), format, scale)
-}
-
-func (ss *ServerStats) code(key string) string {
-	if strings.HasPrefix(ss.Unavailable[key], "not exported by ") {
-		return cellNotExported
-	}
-	return cellMissing
-}
-
-func (ss *ServerStats) cellQ(key string, q *ServerQuantiles, v func(*ServerQuantiles) float64) string {
-	switch {
-	case q == nil:
-		return ss.code(key)
-	case q.Count == 0:
-		return "none"
-	}
-	return fmtSeconds(v(q))
-}
-
-func (s *StageReport) cellGap(v func(*TTFTGap) Float) string {
-	switch ss := s.Server; {
-	case s.TTFTGap != nil:
-		return fmtGap(v(s.TTFTGap))
-	case ss.TTFT == nil:
-		return ss.code("ttft_seconds")
-	case ss.TTFT.Count == 0:
-		return "none"
-	}
-	return cellMissing
-}
-
-// serverColumns are the text tables' figures: label and JSON name.
-var serverColumns = []struct{ label, key string }{
-	{"KV", "kv_cache_usage_ratio"}, {"run", "requests_running"}, {"wait", "requests_waiting"},
-	{"prompt/s", "prompt_tokens_per_second"}, {"uncached/s", "uncached_prompt_tokens_per_second"},
-	{"gen/s", "generation_tokens_per_second"}, {"finished", "requests_finished"}, {"prefix", "prefix_cache_hit_ratio"},
-	{"srv TTFT", "ttft_seconds"}, {"queue", "queue_time_seconds"},
-}
-
-// writeServerReasons writes, under the text tables, why each figure of a
-// stage is missing: one line per reason, naming the columns.
-func writeServerReasons(w io.Writer, s *StageReport, uncached bool) {
-	ss := s.Server
-	var order []string
-	cols := map[string][]string{}
-	var notes []string
-	for _, c := range serverColumns {
-		if c.key == "uncached_prompt_tokens_per_second" && !uncached {
-			continue
-		}
-		why, ok := ss.Unavailable[c.key]
-		if !ok {
-			continue
-		}
-		group := why
-		if rest, found := strings.CutPrefix(why, "not exported by "+ss.Engine); found && ss.Engine != "" {
-			group = "not exported by " + ss.Engine
-			if more, ok := strings.CutPrefix(rest, ": "); ok && !slices.Contains(notes, more) {
-				notes = append(notes, c.label+": "+more)
-			}
-		}
-		if cols[group] == nil {
-			order = append(order, group)
-		}
-		cols[group] = append(cols[group], c.label)
-	}
-	for _, g := range order {
-		if slices.Contains(ss.Errors, g) || g == "no successful scrape" {
-			continue // said with the scrapes' errors
-		}
-		fmt.Fprintf(w, "stage %d %s server metrics: %s: %s\n", s.Stage, s.Target, strings.Join(cols[g], ", "), g)
-	}
-	for _, n := range notes {
-		fmt.Fprintf(w, "stage %d %s server metrics: %s\n", s.Stage, s.Target, n)
-	}
-}
-
-// writeServerMetrics writes the server's figures per stage and target
-// (nothing when no stage has them).
-func writeServerMetrics(w io.Writer, stages []*StageReport) {
-	if !slices.ContainsFunc(stages, func(s *StageReport) bool { return s.Server != nil }) {
-		return
-	}
-	uncached := slices.ContainsFunc(stages, func(s *StageReport) bool {
-		return s.Server != nil && s.Server.UncachedPromptTokensPerSec != nil
-	})
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "stage\ttarget\tserver\tKV\trun\twait\tprompt/s\t"
-	if uncached {
-		head += "uncached/s\t"
-	}
-	fmt.Fprintln(tw, head+"gen/s\tfinished\tprefix\t")
-	for _, s := range stages {
-		if ss := s.Server; ss != nil {
-			row := []string{strconv.Itoa(s.Stage), s.Target, cmp.Or(ss.Engine, "?"),
-				ss.cell("kv_cache_usage_ratio", ss.KVCacheUsage, "%.1f%%", 100), ss.cell("requests_running", ss.RequestsRunning, "%.1f", 1),
-				ss.cell("requests_waiting", ss.RequestsWaiting, "%.1f", 1), ss.cell("prompt_tokens_per_second", ss.PromptTokensPerSec, "%.0f", 1)}
-			if uncached {
-				row = append(row, ss.cell("uncached_prompt_tokens_per_second", ss.UncachedPromptTokensPerSec, "%.0f", 1))
-			}
-			row = append(row, ss.cell("generation_tokens_per_second", ss.GenerationTokensPerSec, "%.0f", 1),
-				ss.cell("requests_finished", ss.RequestsFinished, "%.0f", 1), ss.cell("prefix_cache_hit_ratio", ss.PrefixCacheHitRatio, "%.1f%%", 100))
-			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
-		}
-	}
-	_ = tw.Flush()
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "stage\ttarget\tsrv TTFT p50\tp99\tprobe-srv p50\tp99\tqueue p50\tp99\t")
-	for _, s := range stages {
-		if ss := s.Server; ss != nil {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Stage, s.Target,
-				ss.cellQ("ttft_seconds", ss.TTFT, p50), ss.cellQ("ttft_seconds", ss.TTFT, p99),
-				s.cellGap(func(g *TTFTGap) Float { return g.P50 }), s.cellGap(func(g *TTFTGap) Float { return g.P99 }),
-				ss.cellQ("queue_time_seconds", ss.QueueTime, p50), ss.cellQ("queue_time_seconds", ss.QueueTime, p99))
-		}
-	}
-	_ = tw.Flush()
-	coded := slices.ContainsFunc(stages, func(s *StageReport) bool {
-		ss := s.Server
-		return ss != nil && (slices.ContainsFunc(serverColumns, func(c struct{ label, key string }) bool {
-			_, missing := ss.Unavailable[c.key]
-			return missing && (uncached || c.key != "uncached_prompt_tokens_per_second")
-		}) || ss.TTFT != nil && ss.TTFT.Count == 0 || ss.QueueTime != nil && ss.QueueTime.Count == 0)
-	})
-	if coded {
-		fmt.Fprintf(w, "%s: not exported by the engine; %s: not available (why is below); none: no observations\n", cellNotExported, cellMissing)
-	}
-	for _, s := range stages {
-		if ss := s.Server; ss != nil {
-			for _, e := range ss.Errors {
-				fmt.Fprintf(w, "stage %d %s server metrics (%d of %d scrapes failed): %s\n", s.Stage, s.Target, ss.FailedScrapes, ss.Scrapes, e)
-			}
-			writeServerReasons(w, s, uncached)
-		}
-	}
-}
-
-// writeServerMarkdown adds a stage's server and GPU figures to the
-// Markdown report (nothing without them).
-func writeServerMarkdown(b *strings.Builder, s *StageReport) {
-	if ss := s.Server; ss != nil {
-		fmt.Fprintf(b, "### Server metrics (%s)\n\n", mdEscape(cmp.Or(ss.Engine, "engine not recognised")))
-		fmt.Fprintf(b, "Scraped %s %d times over %s (%d failed); gauges are averaged over the scrapes, the rest are deltas between the first and the last. "+
-			"What each figure is, per engine, is in llmprobe's docs/bench.md; a figure the server does not give says why.\n\n",
-			mdEscape(ss.URL), ss.Scrapes, ss.Window.Round(time.Millisecond), ss.FailedScrapes)
-		for _, e := range ss.Errors {
-			fmt.Fprintf(b, "- scrape: %s\n", mdEscape(e))
-		}
-		if len(ss.Errors) > 0 {
-			b.WriteString("\n")
-		}
-		b.WriteString("| figure | value |\n|---|--:|\n")
-		odd := false
-		row := func(name, v string) {
-			odd = odd || isNonFinite(v)
-			fmt.Fprintf(b, "| %s | %s |\n", name, mdEscape(v))
-		}
-		row("KV-cache usage", ss.show("kv_cache_usage_ratio", ss.KVCacheUsage, "%.1f%%", 100))
-		row("requests running", ss.show("requests_running", ss.RequestsRunning, "%.1f", 1))
-		row("requests waiting", ss.show("requests_waiting", ss.RequestsWaiting, "%.1f", 1))
-		row("server TTFT p50", ss.showQ("ttft_seconds", ss.TTFT, p50))
-		row("server TTFT p99", ss.showQ("ttft_seconds", ss.TTFT, p99))
-		row("probe − server TTFT p50", s.showGap(func(g *TTFTGap) Float { return g.P50 }))
-		row("probe − server TTFT p99", s.showGap(func(g *TTFTGap) Float { return g.P99 }))
-		row("queue time p50", ss.showQ("queue_time_seconds", ss.QueueTime, p50))
-		row("queue time p99", ss.showQ("queue_time_seconds", ss.QueueTime, p99))
-		row("prefix-cache hit rate", ss.show("prefix_cache_hit_ratio", ss.PrefixCacheHitRatio, "%.1f%%", 100))
-		row("prompt tokens/s", ss.show("prompt_tokens_per_second", ss.PromptTokensPerSec, "%.0f", 1))
-		row("uncached prompt tokens/s", ss.show("uncached_prompt_tokens_per_second", ss.UncachedPromptTokensPerSec, "%.0f", 1))
-		row("generation tokens/s", ss.show("generation_tokens_per_second", ss.GenerationTokensPerSec, "%.0f", 1))
-		row("requests finished", ss.show("requests_finished", ss.RequestsFinished, "%.0f", 1))
-		b.WriteString("\n")
-		if odd {
-			b.WriteString(nonFiniteNote)
-		}
-	}
-	if g := s.GPU; g != nil {
-		fmt.Fprintf(b, "### GPU (averaged over %s)\n\n", g.Window.Round(time.Millisecond))
-		for _, e := range g.Errors {
-			fmt.Fprintf(b, "- %s\n", mdEscape(e))
-		}
-		if len(g.Errors) > 0 {
-			b.WriteString("\n")
-		}
-		if len(g.Devices) > 0 {
-			b.WriteString("| host | GPU | model | util | SM active | FB used | power |\n|---|---|---|--:|--:|--:|--:|\n")
-			odd := false
-			for _, d := range g.Devices {
-				vals := []string{fmtOpt(d.UtilPercent, "%.1f%%", 1), fmtOpt(d.SMActive, "%.1f%%", 100),
-					fmtOpt(d.FBUsedMiB, "%.0f MiB", 1), fmtOpt(d.PowerWatts, "%.1f W", 1)}
-				odd = odd || slices.ContainsFunc(vals, isNonFinite)
-				fmt.Fprintf(b, "| %s | %s | %s | %s |\n", mdEscape(d.Hostname), mdEscape(d.GPU), mdEscape(d.Model), strings.Join(vals, " | "))
-			}
-			b.WriteString("\n")
-			if odd {
-				b.WriteString(nonFiniteNote)
-			}
-		}
-	}
-	writeCostMarkdown(b, s)
-}
-
-// serverMetricsClient is the client of the server-metrics scrapes
-// (internal/httpclient: a redirect to another host is refused; scrapeServer
-// bounds each scrape).
-func serverMetricsClient() *http.Client {
-	c, err := httpclient.New(httpclient.Plain, "llmprobe_bench_server_metrics", httpclient.Options{})
+// NewClient is a client for Fetch, named name (internal/httpclient: a
+// redirect to another host is refused; Fetch bounds each scrape).
+func NewClient(name string) *http.Client {
+	c, err := httpclient.New(httpclient.Plain, name, httpclient.Options{})
 	if err != nil {
 		panic(err) // a fixed configuration without files cannot fail
 	}

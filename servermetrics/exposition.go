@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package bench
+package servermetrics
 
 import (
 	"bufio"
@@ -16,7 +16,7 @@ import (
 )
 
 // A server's exposition is read as a stream of lines, bounded: only the
-// lines of the families bench reads (the names in ServerEngines) are
+// lines of the families bench reads (the names in Engines) are
 // kept, each family's are parsed on their own with expfmt's text parser
 // (which reads a whole input into one map of families: it cannot be fed a
 // 31 MB page), and a family that is too large is left out with a reason.

@@ -1,17 +1,15 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package bench
+package servermetrics
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
@@ -74,9 +72,9 @@ func normalizeSelector(s string) string {
 	return strings.TrimSuffix(s, "}")
 }
 
-// queryGPU averages the DCGM series matching selector over [end-window,
+// QueryGPU averages the DCGM series matching selector over [end-window,
 // end]. A failure is reported in the result, never returned.
-func queryGPU(ctx context.Context, promURL, selector string, end time.Time, window time.Duration) *GPUStats {
+func QueryGPU(ctx context.Context, promURL, selector string, end time.Time, window time.Duration) *GPUStats {
 	window = max(window.Round(time.Millisecond), time.Second)
 	sel := normalizeSelector(selector)
 	rng := model.Duration(window).String()
@@ -134,7 +132,7 @@ func queryGPU(ctx context.Context, promURL, selector string, end time.Time, wind
 			v := float64(s.Value)
 			d := device(s.Metric)
 			q.set(d, v)
-			if n := nonFinite(v); n != "" {
+			if n := NonFinite(v); n != "" {
 				st.Errors = append(st.Errors, fmt.Sprintf("%s: GPU %s on %s: Prometheus answered %s (written as null in JSON)", q.metric, cmp.Or(d.GPU, d.UUID, "?"), cmp.Or(d.Hostname, "?"), n))
 			}
 		}
@@ -146,34 +144,4 @@ func queryGPU(ctx context.Context, promURL, selector string, end time.Time, wind
 		st.Errors = append(st.Errors, errors.New("no GPU series").Error())
 	}
 	return st
-}
-
-// writeGPU writes each stage's GPU averages once (nothing when no stage
-// has them).
-func writeGPU(w io.Writer, stages []*StageReport) {
-	var rows []*StageReport
-	for _, s := range stages {
-		if s.GPU != nil && (len(rows) == 0 || rows[len(rows)-1].Stage != s.Stage) {
-			rows = append(rows, s)
-		}
-	}
-	if len(rows) == 0 {
-		return
-	}
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "stage\thost\tgpu\tutil\tSM active\tFB used\tpower\t")
-	for _, s := range rows {
-		for _, d := range s.GPU.Devices {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Stage, cmp.Or(d.Hostname, "-"), cmp.Or(d.GPU, "-"),
-				fmtOpt(d.UtilPercent, "%.1f%%", 1), fmtOpt(d.SMActive, "%.1f%%", 100),
-				fmtOpt(d.FBUsedMiB, "%.0f MiB", 1), fmtOpt(d.PowerWatts, "%.1f W", 1))
-		}
-	}
-	_ = tw.Flush()
-	for _, s := range rows {
-		for _, e := range s.GPU.Errors {
-			fmt.Fprintf(w, "stage %d GPU: %s\n", s.Stage, e)
-		}
-	}
 }

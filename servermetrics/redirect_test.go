@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package bench
+package servermetrics
 
 import (
 	"context"
@@ -22,11 +22,11 @@ func TestBenchClientsRefuseRedirectsElsewhere(t *testing.T) {
 		t.Run(host, func(t *testing.T) {
 			red := redirecttest.Redirector(t, capture, host)
 			withAuth := strings.Replace(red.URL, "http://", "http://bench:bench-secret-pw@", 1)
-			res := scrapeServer(context.Background(), serverMetricsClient(), withAuth+"/metrics")
+			res := Fetch(context.Background(), NewClient("llmprobe_bench_server_metrics"), withAuth+"/metrics")
 			if res.err == nil || !strings.Contains(res.err.Error(), "redirect") {
 				t.Errorf("server metrics: err = %v, want a refused redirect", res.err)
 			}
-			gpu := queryGPU(context.Background(), withAuth, `gpu="0"`, time.Now(), time.Minute)
+			gpu := QueryGPU(context.Background(), withAuth, `gpu="0"`, time.Now(), time.Minute)
 			if len(gpu.Errors) == 0 {
 				t.Errorf("GPU query: no error")
 			}
