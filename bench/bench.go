@@ -5,11 +5,15 @@
 // of stages, each a requested rate held for a duration, measured exactly
 // like the daemon measures (open-loop arrivals, same client, same
 // definitions), and summarised in a report that always says at which load
-// the numbers were taken and whether the harness delivered it.
+// the numbers were taken and whether the harness delivered it. Beside the
+// stages it runs the preflight, closed-loop levels, a trace's replay and
+// the searches built of stages (Find: the capacity, the highest rate
+// meeting an SLO).
 //
 // bench drives the engine (probe, probe/wire, probe/workload,
-// probe/harness) and reads its results; it must not import exporter (its
-// tests compare with it) or cmd.
+// probe/harness), reads its results into a bench/report Report, and has
+// servermetrics read the servers beside each stage; it must not import
+// exporter (its tests compare with it) or cmd.
 package bench
 
 import (
@@ -25,6 +29,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/prometheus/common/model"
+
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/probe"
@@ -69,8 +76,8 @@ type Options struct {
 	// configuration are judged by theirs.
 	SLO *slo.Spec
 	// Requests, when set, receives one JSON line per request as its
-	// result arrives (RequestLog); nothing is kept in memory for it.
-	Requests *RequestLog
+	// result arrives (report.RequestLog); nothing is kept in memory for it.
+	Requests *report.RequestLog
 	// Progress, when set, is called about every ProgressInterval (default
 	// a second) during each stage, and once at its end with Done set.
 	Progress         func(Progress)
@@ -109,11 +116,11 @@ type Options struct {
 	MaxRequests int
 	// Percentiles are the percentiles (in percent, e.g. 50, 90, 99)
 	// reported for every metric beside the fixed p50/p95/p99 and shown
-	// in their place in the text and Markdown tables (percentiles.go).
+	// in their place in the text and Markdown tables (report.AddPercentiles).
 	Percentiles []float64
 	// Concurrency, when set, runs one closed-loop level per value after
 	// the open-loop stages (closedloop.go), each for ClosedLoopDuration:
-	// reported apart, in Report.ClosedLoop.
+	// reported apart, in report.Report.ClosedLoop.
 	Concurrency        []int
 	ClosedLoopDuration time.Duration
 	// Replay, when set, runs one stage that replays a trace (replay.go)
@@ -162,7 +169,7 @@ type TargetProgress struct {
 // Run executes the stages one after another and returns the report. A
 // cancelled ctx ends the current stage early (its partial figures are
 // kept) and skips the rest.
-func Run(ctx context.Context, opts Options) (*Report, error) {
+func Run(ctx context.Context, opts Options) (*report.Report, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -197,10 +204,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		opts.serverURLs = urls
 	}
-	rep := &Report{Started: time.Now(), SLOBounds: sloBounds(base, targets, opts.SLO), Percentiles: opts.Percentiles}
+	rep := &report.Report{Started: time.Now(), SLOBounds: sloBounds(base, targets, opts.SLO), Percentiles: opts.Percentiles}
 	for _, t := range targets {
 		for _, c := range base.Workload(t).Classes {
-			rep.Sampling = append(rep.Sampling, SamplingInfo{
+			rep.Sampling = append(rep.Sampling, report.SamplingInfo{
 				Target: t.Name, Class: c.Name,
 				Temperature: c.Sampling.Temperature, TopP: c.Sampling.TopP, TopK: c.Sampling.TopK,
 				ExtraBody: t.ExtraBody,
@@ -246,7 +253,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			opts.Logger.Info("bench stage done", "stage", i+1, "target", sr.Target, "achieved", fmt.Sprintf("%.1f/s", sr.AchievedRate),
 				"ttft_p50", sr.TTFT.P50, "ttft_p99", sr.TTFT.P99, "trusted", sr.Trusted)
 		}
-		if opts.StopWhenSaturated && slices.ContainsFunc(srs, func(s *StageReport) bool { return !s.Trusted }) {
+		if opts.StopWhenSaturated && slices.ContainsFunc(srs, func(s *report.StageReport) bool { return !s.Trusted }) {
 			break
 		}
 	}
@@ -282,6 +289,33 @@ func stageConfig(base *config.Config, targets []*config.Target, rate float64, du
 	return &cfg
 }
 
+// judge fills the throughput figures and takes the engine's verdicts on
+// the stage (judged over the whole stage: stageConfig sets the saturation
+// window to its duration), so that bench and the daemon flag the same
+// numbers for the same reasons.
+func judge(s *report.StageReport, ts probe.TargetStatus, tok tokens) {
+	secs := s.Duration.Seconds()
+	if secs > 0 {
+		s.OutputTokensPerSec = float64(tok.output) / secs
+		s.PromptTokensPerSec = float64(tok.prompt) / secs
+	}
+	if ts.Saturated {
+		s.Reasons = append(s.Reasons, "harness saturated: "+ts.SaturationReason)
+	}
+	if ts.Overloaded {
+		s.Reasons = append(s.Reasons, "target overloaded: "+ts.OverloadReason)
+	}
+	if s.Sent == 0 {
+		s.Reasons = append(s.Reasons, "no request was sent")
+	}
+	if ri := s.Replay; ri != nil && ri.Error != "" {
+		s.Reasons = append(s.Reasons, "the replay stopped early: "+ri.Error)
+	}
+	s.Trusted = len(s.Reasons) == 0
+}
+
+func modelDuration(d time.Duration) model.Duration { return model.Duration(d) }
+
 // maxPrealloc bounds the values the collector makes room for per metric
 // before a stage (they grow past it on demand): room for rate × duration
 // at a high rate is gigabytes, which take seconds to map before the
@@ -298,7 +332,7 @@ func expectedResults(rate float64, d time.Duration) int {
 	return int(n)
 }
 
-func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) ([]*StageReport, error) {
+func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) ([]*report.StageReport, error) {
 	col := newCollector(cfg, expectedResults(st.Rate, st.Duration), opts.SLO)
 	col.stage, col.requests = opts.stage, opts.Requests
 	col.setLimits(opts)
@@ -425,13 +459,13 @@ wait:
 		gpu = servermetrics.QueryGPU(context.WithoutCancel(ctx), opts.PrometheusURL, opts.GPUSelector, stageEnd, stageEnd.Sub(measureFrom))
 	}
 
-	var out []*StageReport
+	var out []*report.StageReport
 	for _, ts := range status {
-		sr := col.report(ts.Name, elapsed)
+		sr, tok := col.report(ts.Name, elapsed)
 		if ss := servers[opts.serverURLs[ts.Name]]; ss != nil {
 			sr.Server = ss
 			if ss.TTFT != nil && ss.TTFT.Count > 0 && sr.TTFT.Count > 0 {
-				sr.TTFTGap = &TTFTGap{P50: servermetrics.Float(sr.TTFT.P50) - ss.TTFT.P50, P99: servermetrics.Float(sr.TTFT.P99) - ss.TTFT.P99}
+				sr.TTFTGap = &report.TTFTGap{P50: servermetrics.Float(sr.TTFT.P50) - ss.TTFT.P50, P99: servermetrics.Float(sr.TTFT.P99) - ss.TTFT.P99}
 			}
 		}
 		sr.GPU = gpu
@@ -444,12 +478,13 @@ wait:
 		sr.RequestedRate = ts.RequestedRate
 		sr.Duration = elapsed
 		sr.AchievedRate = float64(sr.Sent) / elapsed.Seconds()
+		weight := 0.0
 		for _, c := range ts.Classes {
 			sr.ReuseIntent += c.ReuseIntent * c.Weight
-			sr.weight += c.Weight
+			weight += c.Weight
 		}
-		if sr.weight > 0 {
-			sr.ReuseIntent /= sr.weight
+		if weight > 0 {
+			sr.ReuseIntent /= weight
 		}
 		if sr.Sent > 0 {
 			// Process CPU is shared by every target of the stage.
@@ -458,7 +493,7 @@ wait:
 		if replay != nil {
 			sr.Replay = replay.info(ts.Name, elapsed, sr.Sent)
 		}
-		sr.judge(ts)
+		judge(sr, ts, tok)
 		out = append(out, sr)
 	}
 	costs := make([]servermetrics.CostTarget, len(out))
@@ -479,12 +514,12 @@ wait:
 type collector struct {
 	targets  map[string]*targetData // fixed before the stage starts
 	stage    int                    // 1-based, for the request log
-	requests *RequestLog            // nil: no per-request export
+	requests *report.RequestLog     // nil: no per-request export
 	// start and warmup (set before the engine starts) bound the window
 	// the served figures count completions in.
 	start  time.Time
 	warmup time.Duration
-	// limits: Options.MaxRequests and Options.Percentiles (percentiles.go).
+	// limits: Options.MaxRequests and Options.Percentiles (limits.go).
 	limits  collectorLimits
 	reached <-chan struct{} // closed when every target was sent MaxRequests
 }
@@ -572,7 +607,7 @@ func (c *collector) Observe(r *wire.Result) {
 	}
 	defer d.ended.Add(1)
 	if c.requests != nil {
-		c.requests.write(c.stage, r)
+		c.requests.Write(c.stage, r)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -632,7 +667,11 @@ func (c *collector) totalSent() int {
 	return n
 }
 
-func (c *collector) report(target string, elapsed time.Duration) *StageReport {
+// tokens are a target's prompt and output tokens of a stage, for its
+// throughput (judge).
+type tokens struct{ prompt, output int }
+
+func (c *collector) report(target string, elapsed time.Duration) (*report.StageReport, tokens) {
 	d := c.targets[target]
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -642,7 +681,7 @@ func (c *collector) report(target string, elapsed time.Duration) *StageReport {
 			dropped[r] = int(n)
 		}
 	}
-	sr := &StageReport{
+	sr := &report.StageReport{
 		Target:        target,
 		Scheduled:     int(d.scheduled.Load()),
 		Sent:          int(d.sent.Load()),
@@ -650,19 +689,18 @@ func (c *collector) report(target string, elapsed time.Duration) *StageReport {
 		Outcomes:      maps.Clone(d.outcomes),
 		Conversations: maps.Clone(d.conversations),
 		Warmup:        d.warmup,
-		TTFT:          summarize(d.ttft),
-		TPOT:          summarize(d.tpot),
-		ITL:           summarize(d.itl),
-		E2E:           summarize(d.e2e),
-		Lag:           summarize(d.lag),
+		TTFT:          report.Summarize(d.ttft),
+		TPOT:          report.Summarize(d.tpot),
+		ITL:           report.Summarize(d.itl),
+		E2E:           report.Summarize(d.e2e),
+		Lag:           report.Summarize(d.lag),
 		Estimated:     d.estimated,
-		Samples:       newSamples(d.ttft, d.tpot, d.e2e),
+		Samples:       report.NewSamples(d.ttft, d.tpot, d.e2e),
 	}
 	if d.slo != nil {
 		sr.SLO = d.slo.report(&d.sloCounts, elapsed, map[string][]float64{"ttft": d.ttft, "tpot": d.tpot, "itl": d.itl, "e2e": d.e2e})
 	}
 	c.limits.percentiles(sr, d)
-	sr.promptTokens, sr.outputTokens = d.promptTokens, d.outputTokens
 	// Served: successes that ended inside [warm-up, stage end], whatever
 	// they started, so the grace period's completions are not counted.
 	if window := elapsed - c.warmup; window > 0 {
@@ -679,7 +717,7 @@ func (c *collector) report(target string, elapsed time.Duration) *StageReport {
 	if d.cachedReported > 0 {
 		sr.CacheHitRatio = float64(d.cachedTokens) / float64(d.cachedReported)
 	}
-	return sr
+	return sr, tokens{prompt: d.promptTokens, output: d.outputTokens}
 }
 
 // progressWindow bounds the first tokens a progress report's quantiles

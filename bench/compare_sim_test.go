@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/simtest"
 	"github.com/llmprobe/llmprobe/regression"
@@ -39,11 +40,11 @@ func TestCompareTellsASlowerServer(t *testing.T) {
 	// step stands above what a busy machine adds to every step. When its
 	// own record still shows no clear slowdown, the stage runs again.
 	type run struct {
-		client map[string]*bench.Report
+		client map[string]*report.Report
 		server map[string]serverFigures
 	}
 	r := simtest.Retry(t, 3, func(int) (run, string) {
-		r := run{client: map[string]*bench.Report{}, server: map[string]serverFigures{}}
+		r := run{client: map[string]*report.Report{}, server: map[string]serverFigures{}}
 		servers := map[string]*simtest.Server{}
 		for _, name := range []string{"a", "b", "slow"} {
 			scfg := sim.DefaultConfig()
@@ -86,7 +87,7 @@ targets:
 		for _, s := range rep.Stages {
 			cp := *s
 			cp.Target = "sim"
-			r.client[s.Target] = &bench.Report{Stages: []*bench.StageReport{&cp}}
+			r.client[s.Target] = &report.Report{Stages: []*report.StageReport{&cp}}
 		}
 		// The servers' own per-request figures.
 		for name, srv := range servers {
@@ -122,12 +123,12 @@ targets:
 		return r, ""
 	})
 
-	compare := func(old, new string) map[string]bench.Comparison {
-		cs, unmatched := bench.Compare(r.client[old], r.client[new])
+	compare := func(old, new string) map[string]report.Comparison {
+		cs, unmatched := report.Compare(r.client[old], r.client[new])
 		if len(unmatched) > 0 {
 			t.Fatalf("unmatched stages %v", unmatched)
 		}
-		out := map[string]bench.Comparison{}
+		out := map[string]report.Comparison{}
 		for _, c := range cs {
 			out[c.Metric] = c
 		}
@@ -142,7 +143,7 @@ targets:
 			}
 			sd, sp := r.server[pair[0]].versus(r.server[pair[1]], metric)
 			t.Logf("%s → %s %s: client %s Δ %+.1f%% (p %.3g); server Δ %+.1f%% (p %.3g)", pair[0], pair[1], metric, c.Verdict, 100*c.Delta, c.P, 100*sd, sp)
-			realChange := c.Verdict == bench.VerdictWorse || c.Verdict == bench.VerdictBetter
+			realChange := c.Verdict == report.VerdictWorse || c.Verdict == report.VerdictBetter
 			switch {
 			case realChange && sp > 0.05:
 				t.Errorf("%s → %s %s: compare says %s (Δ %+.1f%%, p %.3g), the servers' own records show no change (p %.3g)", pair[0], pair[1], metric, c.Verdict, 100*c.Delta, c.P, sp)
@@ -155,7 +156,7 @@ targets:
 	got := compare("a", "slow")
 	for _, metric := range []string{"TPOT p50", "E2E p50"} {
 		sd, _ := r.server["a"].versus(r.server["slow"], metric)
-		if c := got[metric]; c.Verdict != bench.VerdictWorse || c.Delta < sd-0.1 || c.Delta > sd+0.1 {
+		if c := got[metric]; c.Verdict != report.VerdictWorse || c.Delta < sd-0.1 || c.Delta > sd+0.1 {
 			t.Errorf("decode 30%% slower, %s: %s, Δ %+.1f%% (%.4g → %.4g s, p %.3g); the server's own Δ %+.1f%%", metric, c.Verdict, 100*c.Delta, c.Old, c.New, c.P, 100*sd)
 		}
 	}
@@ -178,7 +179,7 @@ func TestCompareTwoAlikeRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three 4 s stages against two simulators")
 	}
-	type run struct{ a, b *bench.Report }
+	type run struct{ a, b *report.Report }
 	r := simtest.RetryFor(t, 3, 40*time.Second, func(int) (run, string) {
 		servers := map[string]*simtest.Server{}
 		for _, name := range []string{"a", "b"} {
@@ -213,7 +214,7 @@ targets:
 			t.Fatal(err)
 		}
 		var r run
-		r.a, r.b = &bench.Report{}, &bench.Report{}
+		r.a, r.b = &report.Report{}, &report.Report{}
 		untrusted := map[int]string{}
 		for _, s := range rep.Stages {
 			if !s.Trusted {
@@ -232,12 +233,12 @@ targets:
 		}
 		return r, ""
 	})
-	cs, unmatched := bench.Compare(r.a, r.b)
+	cs, unmatched := report.Compare(r.a, r.b)
 	if len(cs) != 18 || len(unmatched) > 0 {
 		t.Fatalf("%d comparisons, unmatched %v", len(cs), unmatched)
 	}
 	var sb strings.Builder
-	if err := bench.WriteCompare(&sb, cs, unmatched); err != nil {
+	if err := report.WriteCompare(&sb, cs, unmatched); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", sb.String())
@@ -246,14 +247,14 @@ targets:
 		if c.OldN < 20 || c.NewN < 20 {
 			t.Errorf("%s %s: %d and %d samples, want the ~40 to 56 of the stage", c.Stage, c.Metric, c.OldN, c.NewN)
 		}
-		if c.Verdict == bench.VerdictUntrusted {
+		if c.Verdict == report.VerdictUntrusted {
 			if !strings.Contains(sb.String(), "stage "+c.Stage+": no verdict: ") || !strings.Contains(c.Untrusted, "NOT TRUSTED: harness saturated") {
 				t.Errorf("%s %s: not trusted, said %q", c.Stage, c.Metric, c.Untrusted)
 			}
 			continue
 		}
 		tested++
-		if c.Verdict != bench.VerdictNoChange {
+		if c.Verdict != report.VerdictNoChange {
 			t.Errorf("two simulators alike, %s %s: %s (Δ %+.1f%%, p %.3g, Holm %.3g)", c.Stage, c.Metric, c.Verdict, 100*c.Delta, c.P, c.PAdjusted)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/internal/promtest"
 	"github.com/llmprobe/llmprobe/servermetrics"
 	"github.com/llmprobe/llmprobe/sim"
@@ -103,7 +104,7 @@ func TestCostPerTokenFromPrometheus(t *testing.T) {
 	if err := rep.WriteJSON(&js); err != nil {
 		t.Fatal(err)
 	}
-	if err := rep.WriteMarkdown(&md, bench.MarkdownOptions{}); err != nil {
+	if err := rep.WriteMarkdown(&md, report.MarkdownOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`"joules_per_generated_token"`, `"gpu_hours_per_million_generated_tokens"`, `"cost_per_million_generated_tokens"`, `"tokens_source": "server"`} {

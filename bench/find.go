@@ -7,13 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 )
 
@@ -54,7 +54,7 @@ const (
 //
 // Capacity: stages at StartRate × Factor^k (k = 0, 1, ...) until, against
 // the previous stage, neither the served request rate
-// (StageReport.ServedRate) nor the served output tokens/s grew by MinGain
+// (report.StageReport.ServedRate) nor the served output tokens/s grew by MinGain
 // (plateau), or TTFT p50 more than doubled while the served rate grew by
 // less than half the offered step (the queue runs away), or a stage is
 // not trusted (the harness could not deliver the load, or the target
@@ -64,7 +64,7 @@ const (
 // SLO: a stage meets the SLO when it is trusted, served at least 90% of
 // the rate it was sent (otherwise its queue grows and its latencies are
 // those of a transient, which a longer stage would make worse), holds
-// enough samples and its SLOReport is met. A quantile bound q needs
+// enough samples and its report.SLOReport is met. A quantile bound q needs
 // max(MinRequests, ⌈1/(1−q)⌉) samples (p99: 100, p99.9: 1000), a
 // per-request objective of ratio r max(MinRequests, ⌈1/(1−r)⌉) judged
 // requests. From the capacity (found or given), else from StartRate, the
@@ -121,115 +121,14 @@ func orDefault[T ~int | ~int64 | ~float64](v *T, def T) {
 	}
 }
 
-// FindReport is the outcome of a search: Report.Find.
-type FindReport struct {
-	Mode string `json:"mode"`
-	// Rules states how stages were sized and judged.
-	Rules []string `json:"rules"`
-	// Capacity is the capacity the levels and the SLO search used: found
-	// by the ramp, or given.
-	Capacity *CapacityResult `json:"capacity,omitempty"`
-	// Ramp lists the capacity ramp's stages in order.
-	Ramp []FindStep `json:"capacity_ramp,omitempty"`
-	// Levels are the stages at fractions of the capacity.
-	Levels []LevelStage `json:"levels,omitempty"`
-	// SLO is the outcome of the SLO search.
-	SLO *SLOSearch `json:"slo_search,omitempty"`
-	// Estimate is how the capacity ramp chose its first rate (nil when
-	// it was given).
-	Estimate *CapacityEstimate `json:"capacity_estimate,omitempty"`
-	// Untrusted lists the stages that were not taken as evidence because
-	// the verdict did not trust them.
-	Untrusted []int `json:"untrusted_stages_not_evidence,omitempty"`
-}
-
-// CapacityResult is the capacity of the target.
-type CapacityResult struct {
-	// Given: the capacity was given (--capacity), not measured.
-	Given bool `json:"given"`
-	// Found: a trusted stage showed the plateau or the runaway queue, so
-	// RequestsPerSecond is the capacity; otherwise it is only a lower
-	// bound (the ramp stopped on an untrusted stage or ran out of
-	// stages), and StopReason says why.
-	Found                 bool    `json:"found"`
-	RequestsPerSecond     float64 `json:"requests_per_second"`
-	OutputTokensPerSecond float64 `json:"output_tokens_per_second"`
-	// Stage is the stage that showed it (the trusted stage with the
-	// highest served rate) and OfferedRate the rate it was sent at.
-	Stage       int     `json:"stage,omitempty"`
-	OfferedRate float64 `json:"offered_rate,omitempty"`
-	StopReason  string  `json:"stop_reason,omitempty"`
-}
-
-// FindStep is one stage of the capacity ramp.
-type FindStep struct {
-	Stage                 int     `json:"stage"`
-	OfferedRate           float64 `json:"offered_rate"`
-	SentRate              float64 `json:"sent_rate"`
-	ServedRate            float64 `json:"served_rate"`
-	ServedOutputTokensSec float64 `json:"served_output_tokens_per_second"`
-	Served                int     `json:"served_requests"`
-	TTFTP50               float64 `json:"ttft_p50_seconds"`
-	Trusted               bool    `json:"trusted"`
-	// Gain is ServedRate over the previous trusted step's, minus 1 (0 for
-	// the first).
-	Gain float64 `json:"served_gain"`
-}
-
-// LevelStage is one stage at a fraction of the capacity.
-type LevelStage struct {
-	Fraction float64 `json:"fraction"`
-	Rate     float64 `json:"rate"`
-	Stage    int     `json:"stage"`
-}
-
-// SLOSearch is the outcome of the SLO search: the highest rate that met
-// the SLO, bracketed by the probes just below and above the limit.
-type SLOSearch struct {
-	// MinSamples is the number of samples (per quantile bound, and of
-	// judged requests) a stage needed to be evidence.
-	MinSamples int `json:"min_samples"`
-	// Found: some stage met the SLO. Rate is the highest rate that did.
-	Found bool    `json:"found"`
-	Rate  float64 `json:"rate,omitempty"`
-	// Met is the stage at Rate; Above the lowest stage above it that did
-	// not meet the SLO (or was no evidence of it): the limit lies between
-	// their rates. Either is nil when the search found none.
-	Met   *SLOProbe `json:"met,omitempty"`
-	Above *SLOProbe `json:"not_met_above,omitempty"`
-	// Precision is Above's rate over Rate, minus 1.
-	Precision float64    `json:"precision,omitempty"`
-	Probes    []SLOProbe `json:"probes"`
-	Note      string     `json:"note,omitempty"`
-}
-
-// SLOProbe is one stage of the SLO search.
-type SLOProbe struct {
-	Stage      int     `json:"stage"`
-	Rate       float64 `json:"rate"`
-	ServedRate float64 `json:"served_rate"`
-	Trusted    bool    `json:"trusted"`
-	// Met: the stage is evidence that the SLO holds at Rate. Why says what
-	// it is otherwise: "SLO not met", "not trusted", "too few samples",
-	// "not keeping up".
-	Met bool   `json:"met"`
-	Why string `json:"why,omitempty"`
-	// Quantiles are the stage's quantile bounds with their values and
-	// sample counts; Judged is the number of requests judged against the
-	// per-request objective and GoodShare their good share.
-	Quantiles []QuantileCheck `json:"quantile_bounds,omitempty"`
-	Judged    int             `json:"judged_requests"`
-	GoodShare float64         `json:"good_share"`
-}
-
 // ErrFindTargets is returned when a search is asked of other than one
 // target.
 var ErrFindTargets = errors.New("a search (--find, --levels) runs against exactly one target: select it with --target")
 
 // Find runs a search (f.Mode) against the one target opts selects and
-// returns every stage it ran, with the outcome in Report.Find. opts.Stages
+// returns every stage it ran, with the outcome in report.Report.Find. opts.Stages
 // is ignored. A cancelled ctx ends the search with what it has.
-func Find(ctx context.Context, opts Options, f FindOptions) (*Report, error) {
+func Find(ctx context.Context, opts Options, f FindOptions) (*report.Report, error) {
 	f.defaults()
 	switch f.Mode {
 	case FindCapacity, FindSLO, "":
@@ -256,7 +155,7 @@ func Find(ctx context.Context, opts Options, f FindOptions) (*Report, error) {
 		warmup = time.Duration(opts.Config.Global.Warmup)
 	}
 	s := &search{ctx: ctx, opts: opts, f: f, warmup: warmup,
-		rep: &Report{Started: time.Now()}, find: &FindReport{Mode: f.Mode}}
+		rep: &report.Report{Started: time.Now()}, find: &report.FindReport{Mode: f.Mode}}
 	s.rep.Find = s.find
 	s.need = f.MinRequests
 	if f.Mode == FindSLO {
@@ -264,7 +163,7 @@ func Find(ctx context.Context, opts Options, f FindOptions) (*Report, error) {
 	}
 	s.find.Rules = s.rules()
 	if f.Capacity > 0 {
-		s.find.Capacity = &CapacityResult{Given: true, Found: true, RequestsPerSecond: f.Capacity}
+		s.find.Capacity = &report.CapacityResult{Given: true, Found: true, RequestsPerSecond: f.Capacity}
 	}
 	var err error
 	if f.Mode == FindCapacity {
@@ -293,8 +192,8 @@ type search struct {
 	f      FindOptions
 	warmup time.Duration
 	need   int // samples a stage should hold
-	rep    *Report
-	find   *FindReport
+	rep    *report.Report
+	find   *report.FindReport
 }
 
 // sloSamples is N for the SLO search: MinRequests, raised to ⌈1/(1−q)⌉
@@ -359,7 +258,7 @@ func (s *search) rules() []string {
 }
 
 // stage runs one stage at rate and appends it to the report.
-func (s *search) stage(rate float64) (*StageReport, error) {
+func (s *search) stage(rate float64) (*report.StageReport, error) {
 	window := time.Duration(findWindowMargin * float64(s.need) / rate * float64(time.Second))
 	if s.f.StageDuration > 0 {
 		window = min(max(window, s.f.StageDuration), max(s.f.MaxWindow, s.f.StageDuration))
@@ -396,7 +295,7 @@ func (s *search) stage(rate float64) (*StageReport, error) {
 
 // capacity runs the ramp.
 func (s *search) capacity() error {
-	var prev, best *StageReport
+	var prev, best *report.StageReport
 	stop := ""
 	found := false
 	rate := s.f.StartRate
@@ -415,7 +314,7 @@ func (s *search) capacity() error {
 		if sr == nil {
 			break
 		}
-		step := FindStep{Stage: sr.Stage, OfferedRate: sr.RequestedRate, SentRate: sr.AchievedRate,
+		step := report.FindStep{Stage: sr.Stage, OfferedRate: sr.RequestedRate, SentRate: sr.AchievedRate,
 			ServedRate: sr.ServedRate, ServedOutputTokensSec: sr.ServedOutputTokensPerSec, Served: sr.Served,
 			TTFTP50: sr.TTFT.P50, Trusted: sr.Trusted}
 		if !sr.Trusted {
@@ -447,7 +346,7 @@ func (s *search) capacity() error {
 			}
 			if prev.TTFT.Count > 0 && sr.TTFT.P50 > 2*prev.TTFT.P50 && step.Gain < (s.f.Factor-1)/2 {
 				stop = fmt.Sprintf("queue runs away: stage %d's TTFT p50 %s is more than twice stage %d's %s while the served rate grew %+.1f%% for a %+.0f%% step",
-					sr.Stage, fmtSeconds(sr.TTFT.P50), prev.Stage, fmtSeconds(prev.TTFT.P50), 100*step.Gain, 100*(s.f.Factor-1))
+					sr.Stage, report.FormatSeconds(sr.TTFT.P50), prev.Stage, report.FormatSeconds(prev.TTFT.P50), 100*step.Gain, 100*(s.f.Factor-1))
 				found = true
 				break
 			}
@@ -462,7 +361,7 @@ func (s *search) capacity() error {
 			stop = fmt.Sprintf("%d stages ran and the served rate still grew", s.f.MaxStages)
 		}
 	}
-	c := &CapacityResult{Found: found && best != nil, StopReason: stop}
+	c := &report.CapacityResult{Found: found && best != nil, StopReason: stop}
 	if best != nil {
 		c.RequestsPerSecond, c.OutputTokensPerSecond = best.ServedRate, best.ServedOutputTokensPerSec
 		c.Stage, c.OfferedRate = best.Stage, best.RequestedRate
@@ -485,14 +384,14 @@ func (s *search) levels() error {
 		if sr == nil {
 			return nil
 		}
-		s.find.Levels = append(s.find.Levels, LevelStage{Fraction: frac, Rate: rate, Stage: sr.Stage})
+		s.find.Levels = append(s.find.Levels, report.LevelStage{Fraction: frac, Rate: rate, Stage: sr.Stage})
 	}
 	return nil
 }
 
 // judgeSLO decides whether a stage is evidence that the SLO holds.
-func (s *search) judgeSLO(sr *StageReport) SLOProbe {
-	p := SLOProbe{Stage: sr.Stage, Rate: sr.RequestedRate, ServedRate: sr.ServedRate, Trusted: sr.Trusted}
+func (s *search) judgeSLO(sr *report.StageReport) report.SLOProbe {
+	p := report.SLOProbe{Stage: sr.Stage, Rate: sr.RequestedRate, ServedRate: sr.ServedRate, Trusted: sr.Trusted}
 	if sr.SLO != nil {
 		p.Quantiles = sr.SLO.Quantiles
 		p.Judged = sr.SLO.Good + sr.SLO.Bad
@@ -528,15 +427,15 @@ func (s *search) judgeSLO(sr *StageReport) SLOProbe {
 
 // slo brackets then bisects the rate at which the SLO stops holding.
 func (s *search) slo() error {
-	res := &SLOSearch{MinSamples: s.need}
+	res := &report.SLOSearch{MinSamples: s.need}
 	s.find.SLO = res
-	var lo, hi *SLOProbe
+	var lo, hi *report.SLOProbe
 	budget := s.f.MaxStages
 	stopped := false // a stage did not run: the search was cancelled
 	// probe runs a stage at rate, spending one of the budget, and moves
 	// the bound of the bracket it falls on; nil (and no error) when the
 	// stage did not run.
-	probe := func(rate float64) (*SLOProbe, error) {
+	probe := func(rate float64) (*report.SLOProbe, error) {
 		sr, err := s.stage(rate)
 		if err != nil || sr == nil {
 			stopped = sr == nil
@@ -602,94 +501,4 @@ func (s *search) slo() error {
 		}
 	}
 	return nil
-}
-
-// writeFind writes the search's outcome after the stage table.
-func writeFind(w io.Writer, f *FindReport) {
-	if f == nil {
-		return
-	}
-	mode := f.Mode
-	if mode == "" {
-		mode = "levels"
-	}
-	fmt.Fprintf(w, "find %s:\n", mode)
-	for _, r := range f.Rules {
-		fmt.Fprintf(w, "  rule: %s\n", r)
-	}
-	writeEstimate(w, f.Estimate)
-	for _, st := range f.Ramp {
-		trusted := ""
-		if !st.Trusted {
-			trusted = " NOT TRUSTED, not evidence"
-		}
-		fmt.Fprintf(w, "  ramp stage %d: offered %.3g req/s, sent %.3g, served %.3g req/s (%d, %+.1f%%), %.0f output tok/s, TTFT p50 %s%s\n",
-			st.Stage, st.OfferedRate, st.SentRate, st.ServedRate, st.Served, 100*st.Gain, st.ServedOutputTokensSec, fmtSeconds(st.TTFTP50), trusted)
-	}
-	if c := f.Capacity; c != nil {
-		switch {
-		case c.Given:
-			fmt.Fprintf(w, "  capacity: %.3g req/s (given)\n", c.RequestsPerSecond)
-		case c.Stage == 0:
-			fmt.Fprintf(w, "  capacity: NOT FOUND, no trusted stage (%s)\n", c.StopReason)
-		default:
-			what := "capacity"
-			if !c.Found {
-				what = "capacity NOT FOUND, at least"
-			}
-			fmt.Fprintf(w, "  %s: %.3g req/s served, %.0f output tok/s, shown by stage %d (offered %.3g req/s); stopped: %s\n",
-				what, c.RequestsPerSecond, c.OutputTokensPerSecond, c.Stage, c.OfferedRate, c.StopReason)
-		}
-	}
-	for _, l := range f.Levels {
-		fmt.Fprintf(w, "  level %g × capacity = %.3g req/s: stage %d\n", l.Fraction, l.Rate, l.Stage)
-	}
-	if r := f.SLO; r != nil {
-		for _, p := range r.Probes {
-			verdict := "met"
-			if !p.Met {
-				verdict = "NOT MET (" + p.Why + ")"
-			}
-			fmt.Fprintf(w, "  slo probe stage %d: %.3g req/s (served %.3g): %s; %s\n", p.Stage, p.Rate, p.ServedRate, verdict, probeFigures(p))
-		}
-		switch {
-		case !r.Found:
-			fmt.Fprintf(w, "  SLO: NOT MET at any rate probed (%s)\n", r.Note)
-		case r.Above == nil:
-			fmt.Fprintf(w, "  SLO: met up to %.3g req/s (stage %d; %s)\n", r.Rate, r.Met.Stage, r.Note)
-		default:
-			fmt.Fprintf(w, "  SLO: met up to %.3g req/s (stage %d: %s); not at %.3g req/s (stage %d: %s); the limit lies between (within %.1f%%)",
-				r.Rate, r.Met.Stage, probeFigures(*r.Met), r.Above.Rate, r.Above.Stage, probeFigures(*r.Above), 100*r.Precision)
-			if r.Note != "" {
-				fmt.Fprintf(w, "; %s", r.Note)
-			}
-			fmt.Fprintln(w)
-		}
-	}
-	if len(f.Untrusted) > 0 {
-		s := make([]string, len(f.Untrusted))
-		for i, n := range f.Untrusted {
-			s[i] = fmt.Sprint(n)
-		}
-		fmt.Fprintf(w, "  stages %s are not trusted: not taken as evidence of capacity or of meeting the SLO\n", strings.Join(s, ", "))
-	}
-}
-
-// probeFigures is a probe's quantiles and sample counts in words.
-func probeFigures(p SLOProbe) string {
-	var parts []string
-	for _, q := range p.Quantiles {
-		v := "no samples"
-		if q.Count > 0 {
-			v = fmtSeconds(q.Value)
-		}
-		parts = append(parts, fmt.Sprintf("%s: %s, n=%d", q.Bound, v, q.Count))
-	}
-	if p.Judged > 0 {
-		parts = append(parts, fmt.Sprintf("good %.2f%% of n=%d", 100*p.GoodShare, p.Judged))
-	}
-	if len(parts) == 0 {
-		return "no figures"
-	}
-	return strings.Join(parts, ", ")
 }

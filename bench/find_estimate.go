@@ -6,12 +6,12 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 )
 
@@ -43,34 +43,10 @@ const (
 	estimateMaxC         = 1024             // highest concurrency (and the target's max_inflight)
 )
 
-// CapacityEstimate is how the capacity ramp chose its first rate
-// (FindReport.Estimate).
-type CapacityEstimate struct {
-	// Levels are the closed-loop levels, in order.
-	Levels []EstimateLevel `json:"levels"`
-	// RequestsPerSecond is the estimate (0: none); StartRate the ramp's
-	// first rate.
-	RequestsPerSecond float64       `json:"requests_per_second"`
-	StartRate         float64       `json:"ramp_start_rate"`
-	Duration          time.Duration `json:"duration_ns"`
-	Note              string        `json:"note"`
-}
-
-// EstimateLevel is one closed-loop level of the estimate.
-type EstimateLevel struct {
-	Concurrency int           `json:"concurrency"`
-	Duration    time.Duration `json:"duration_ns"`
-	Completed   int           `json:"completed"`
-	Errors      int           `json:"errors"`
-	// Rate is Completed per second of Duration; Concurrency / Rate is
-	// the mean E2E it implies (Little's law).
-	Rate float64 `json:"requests_per_second"`
-}
-
 // estimate runs the levels and returns the ramp's first rate.
 func (s *search) estimate() float64 {
 	start := time.Now()
-	est := &CapacityEstimate{}
+	est := &report.CapacityEstimate{}
 	s.find.Estimate = est
 	best, err := s.estimateLevels(est)
 	est.Duration = time.Since(start)
@@ -101,7 +77,7 @@ func (s *search) estimate() float64 {
 // estimateLevels runs the closed-loop levels and returns the highest
 // rate; est.Note is set when the target saturated, err when a level
 // failed.
-func (s *search) estimateLevels(est *CapacityEstimate) (float64, error) {
+func (s *search) estimateLevels(est *report.CapacityEstimate) (float64, error) {
 	var target *config.Target
 	for _, t := range s.opts.Config.Targets {
 		if len(s.opts.Targets) == 0 || slices.Contains(s.opts.Targets, t.Name) {
@@ -158,7 +134,7 @@ func (s *search) estimateLevels(est *CapacityEstimate) (float64, error) {
 			<-tick.C
 		}
 		tick.Stop()
-		l := EstimateLevel{Concurrency: c, Duration: time.Since(levelStart),
+		l := report.EstimateLevel{Concurrency: c, Duration: time.Since(levelStart),
 			Completed: int(ct.done.Load() - done0), Errors: int(ct.failed.Load() - failed0)}
 		l.Rate = float64(l.Completed) / l.Duration.Seconds()
 		est.Levels = append(est.Levels, l)
@@ -186,23 +162,10 @@ func (s *search) estimateLevels(est *CapacityEstimate) (float64, error) {
 	return best, nil
 }
 
-// estimateRule states the estimate for FindReport.Rules.
+// estimateRule states the estimate for report.FindReport.Rules.
 func (s *search) estimateRule() string {
 	return fmt.Sprintf("capacity estimate (no --find.start-rate): closed-loop workers, %d then doubled level by level without draining (at most %d and max_inflight); a level first waits out the previous level's mean E2E by Little's law (at most %v), then its rate is its completed requests per second, once max(%d, 2 × concurrency) completed and max(%v, 2 × that mean E2E) passed (at most %v; none starts after %v); when two doublings in a row raise it by less than %.0f%% the target is saturated, and the ramp starts at the highest rate / %g, below the capacity. The estimate is not evidence (a closed loop hides queueing): the capacity is the trusted open-loop stage with the highest served rate",
 		estimateStartC, estimateMaxC, estimateMaxSettle, estimateMinCompleted, estimateMinLevel, estimateMaxLevel, estimateBudget, 100*s.f.MinGain, s.f.Factor)
-}
-
-// writeEstimate writes the estimate's levels before the ramp.
-func writeEstimate(w io.Writer, e *CapacityEstimate) {
-	if e == nil {
-		return
-	}
-	for _, l := range e.Levels {
-		fmt.Fprintf(w, "  estimate level (closed loop, not evidence): concurrency %d, %d completed in %s, %d errors: %.3g req/s (mean E2E %s by Little's law)\n",
-			l.Concurrency, l.Completed, l.Duration.Round(10*time.Millisecond), l.Errors, l.Rate, fmtSeconds(float64(l.Concurrency)/l.Rate))
-	}
-	fmt.Fprintf(w, "  estimate: %.3g req/s in %s (%s); the ramp starts at %.3g req/s\n",
-		e.RequestsPerSecond, e.Duration.Round(100*time.Millisecond), e.Note, e.StartRate)
 }
 
 // sleepCtx waits d, or until ctx ends (false).

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 )
 
 // TestMarkdown: the Markdown report of a real run has a title, the run's
@@ -21,7 +21,7 @@ func TestMarkdown(t *testing.T) {
 	sw := runSweep(t)
 	rep := untrustedCopy(t, sw.rep)
 	var sb strings.Builder
-	if err := rep.WriteMarkdown(&sb, bench.MarkdownOptions{Plot: "plots/run.svg"}); err != nil {
+	if err := rep.WriteMarkdown(&sb, report.MarkdownOptions{Plot: "plots/run.svg"}); err != nil {
 		t.Fatal(err)
 	}
 	md := sb.String()
@@ -67,7 +67,7 @@ func TestMarkdown(t *testing.T) {
 		}
 	}
 	var plain strings.Builder
-	if err := trustedCopy(t, sw.rep).WriteMarkdown(&plain, bench.MarkdownOptions{}); err != nil {
+	if err := trustedCopy(t, sw.rep).WriteMarkdown(&plain, report.MarkdownOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(plain.String(), "![") || strings.Contains(plain.String(), "NOT TRUSTED") {

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 )
 
 // svgElement is what the tests read of an SVG element.
@@ -65,7 +65,7 @@ func parseSVG(t *testing.T, doc []byte) []svgElement {
 
 // untrustedCopy is rep with its last stage marked not trusted and the
 // others trusted.
-func untrustedCopy(t *testing.T, rep *bench.Report) *bench.Report {
+func untrustedCopy(t *testing.T, rep *report.Report) *report.Report {
 	t.Helper()
 	cp := trustedCopy(t, rep)
 	last := cp.Stages[len(cp.Stages)-1]
@@ -74,13 +74,13 @@ func untrustedCopy(t *testing.T, rep *bench.Report) *bench.Report {
 }
 
 // trustedCopy is rep with every stage marked trusted.
-func trustedCopy(t *testing.T, rep *bench.Report) *bench.Report {
+func trustedCopy(t *testing.T, rep *report.Report) *report.Report {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := rep.WriteJSON(&buf); err != nil {
 		t.Fatal(err)
 	}
-	var cp bench.Report
+	var cp report.Report
 	if err := json.Unmarshal(buf.Bytes(), &cp); err != nil {
 		t.Fatal(err)
 	}
@@ -196,15 +196,15 @@ func keys[V any](m map[string]V) []string {
 // millisecond latencies under an SLO of seconds, its last stage not
 // trusted for the harness' reason and one target's middle stage for the
 // target's.
-func axisReport() *bench.Report {
-	r := &bench.Report{SLOBounds: []bench.SLOBound{{Metric: "ttft", Seconds: 5}, {Metric: "e2e", Quantile: 0.99, Seconds: 20}}}
+func axisReport() *report.Report {
+	r := &report.Report{SLOBounds: []report.SLOBound{{Metric: "ttft", Seconds: 5}, {Metric: "e2e", Quantile: 0.99, Seconds: 20}}}
 	for i, rate := range []float64{20, 24, 28} {
 		for j, target := range []string{"alpha", "beta"} {
 			f := 1 + 0.3*float64(i) + 0.1*float64(j)
-			s := &bench.StageReport{Stage: i + 1, Target: target, RequestedRate: rate, AchievedRate: rate * (1 - 0.05*float64(i)), Trusted: true,
-				TTFT:               bench.Quantiles{Count: 100, P50: 0.040 * f, P99: 0.120 * f},
-				TPOT:               bench.Quantiles{Count: 100, P50: 0.012 * f, P99: 0.020 * f},
-				E2E:                bench.Quantiles{Count: 100, P50: 0.9 * f, P99: 1.6 * f},
+			s := &report.StageReport{Stage: i + 1, Target: target, RequestedRate: rate, AchievedRate: rate * (1 - 0.05*float64(i)), Trusted: true,
+				TTFT:               report.Quantiles{Count: 100, P50: 0.040 * f, P99: 0.120 * f},
+				TPOT:               report.Quantiles{Count: 100, P50: 0.012 * f, P99: 0.020 * f},
+				E2E:                report.Quantiles{Count: 100, P50: 0.9 * f, P99: 1.6 * f},
 				OutputTokensPerSec: 1000 * rate * (1 + 0.2*float64(j)),
 			}
 			r.Stages = append(r.Stages, s)
@@ -287,7 +287,7 @@ func TestPlotAxesAndNotes(t *testing.T) {
 		lo, hi := ts[0], ts[len(ts)-1]
 		var min, max float64 = math.Inf(1), 0
 		for _, s := range rep.Stages {
-			q := map[string]bench.Quantiles{"ttft": s.TTFT, "tpot": s.TPOT, "e2e": s.E2E}[panel]
+			q := map[string]report.Quantiles{"ttft": s.TTFT, "tpot": s.TPOT, "e2e": s.E2E}[panel]
 			min, max = math.Min(min, q.P50), math.Max(max, q.P99)
 		}
 		for _, b := range rep.SLOBounds {
@@ -354,17 +354,17 @@ func TestPlotAxesAndNotes(t *testing.T) {
 // can be) still draws, every coordinate a number inside the picture.
 func TestPlotOddReports(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
-	for name, stages := range map[string][]*bench.StageReport{
+	for name, stages := range map[string][]*report.StageReport{
 		"one stage": {{Stage: 1, Target: "t", RequestedRate: 5, AchievedRate: 5, Trusted: true,
-			TTFT: bench.Quantiles{Count: 3, P50: 0.1, P99: 0.1}, OutputTokensPerSec: 300}},
+			TTFT: report.Quantiles{Count: 3, P50: 0.1, P99: 0.1}, OutputTokensPerSec: 300}},
 		"no answers": {{Stage: 1, Target: "t", RequestedRate: 5, Reasons: []string{"no request was sent"}}},
 		"odd figures": {
-			{Stage: 1, Target: "t", RequestedRate: 0, AchievedRate: nan, Trusted: true, TTFT: bench.Quantiles{Count: 3, P50: 0, P99: inf}, OutputTokensPerSec: nan},
-			{Stage: 2, Target: "t", RequestedRate: 10, AchievedRate: inf, Trusted: true, E2E: bench.Quantiles{Count: 3, P50: nan, P99: 2}},
+			{Stage: 1, Target: "t", RequestedRate: 0, AchievedRate: nan, Trusted: true, TTFT: report.Quantiles{Count: 3, P50: 0, P99: inf}, OutputTokensPerSec: nan},
+			{Stage: 2, Target: "t", RequestedRate: 10, AchievedRate: inf, Trusted: true, E2E: report.Quantiles{Count: 3, P50: nan, P99: 2}},
 		},
 	} {
 		var buf bytes.Buffer
-		if err := (&bench.Report{Stages: stages}).WriteSVG(&buf); err != nil {
+		if err := (&report.Report{Stages: stages}).WriteSVG(&buf); err != nil {
 			t.Fatal(err)
 		}
 		if bytes.Contains(buf.Bytes(), []byte("NaN")) || bytes.Contains(buf.Bytes(), []byte("Inf")) {
@@ -385,7 +385,7 @@ func TestPlotOddReports(t *testing.T) {
 				}
 			}
 		}
-		if err := (&bench.Report{Stages: stages}).WritePNG(io.Discard); err != nil {
+		if err := (&report.Report{Stages: stages}).WritePNG(io.Discard); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/promtest"
 	"github.com/llmprobe/llmprobe/servermetrics"
@@ -267,7 +268,7 @@ func TestServerMetricsMatchSimulator(t *testing.T) {
 			t.Errorf("JSON lacks %s", want)
 		}
 	}
-	if err := rep.WriteMarkdown(&md, bench.MarkdownOptions{}); err != nil {
+	if err := rep.WriteMarkdown(&md, report.MarkdownOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"### Server metrics (vllm)", "| probe − server TTFT p50 | ", "| requests finished | "} {
@@ -280,7 +281,7 @@ func TestServerMetricsMatchSimulator(t *testing.T) {
 	if err := os.WriteFile(f, js.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	back, err := bench.ReadReport(f)
+	back, err := report.ReadReport(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +436,7 @@ func TestGPUFromPrometheus(t *testing.T) {
 		t.Error("the text lacks the GPU table")
 	}
 	var md bytes.Buffer
-	if err := rep.WriteMarkdown(&md, bench.MarkdownOptions{}); err != nil {
+	if err := rep.WriteMarkdown(&md, report.MarkdownOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(md.String(), "### GPU (averaged over") || !strings.Contains(md.String(), "73214 MiB") {

@@ -22,6 +22,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/examples"
 	"github.com/llmprobe/llmprobe/internal/bounded"
@@ -256,13 +257,13 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 			return err
 		}
 		defer reqFile.Close()
-		bopts.Requests = bench.NewRequestLog(reqFile)
+		bopts.Requests = report.NewRequestLog(reqFile)
 	}
 	rep, err := o.find.run(ctx, bopts)
 	if err != nil {
 		return err
 	}
-	rep.SchemaVersion, rep.Run = bench.ReportSchemaVersion, runInfo(os.Args[1:], seed, seedSource)
+	rep.SchemaVersion, rep.Run = report.ReportSchemaVersion, runInfo(os.Args[1:], seed, seedSource)
 	if reqFile != nil {
 		if err := bopts.Requests.Flush(); err != nil {
 			return fmt.Errorf("--requests: %w", err)
@@ -285,7 +286,7 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		write := rep.WriteJSON
 		if out.markdown {
 			write = func(w io.Writer) error {
-				return rep.WriteMarkdown(w, bench.MarkdownOptions{Plot: relativeLink(out.path, o.plot)})
+				return rep.WriteMarkdown(w, report.MarkdownOptions{Plot: relativeLink(out.path, o.plot)})
 			}
 		}
 		if err := writeFile(out.path, write); err != nil {
@@ -327,16 +328,16 @@ func relativeLink(doc, target string) string {
 // runBenchCompare is `bench compare OLD.json NEW.json`; the reads give
 // way to ctx (SIGINT/SIGTERM).
 func runBenchCompare(ctx context.Context, w io.Writer, oldPath, newPath string) error {
-	old, err := bench.ReadReportContext(ctx, oldPath)
+	old, err := report.ReadReportContext(ctx, oldPath)
 	if err != nil {
 		return err
 	}
-	cur, err := bench.ReadReportContext(ctx, newPath)
+	cur, err := report.ReadReportContext(ctx, newPath)
 	if err != nil {
 		return err
 	}
-	cs, unmatched := bench.Compare(old, cur)
-	return bench.WriteCompare(w, cs, unmatched)
+	cs, unmatched := report.Compare(old, cur)
+	return report.WriteCompare(w, cs, unmatched)
 }
 
 // isTerminal says whether f is a terminal: a character device other than

@@ -14,6 +14,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 )
 
@@ -115,7 +116,7 @@ func (f *findFlags) check(stages bool) error {
 }
 
 // run runs the search, or the stages when none was asked for.
-func (f *findFlags) run(ctx context.Context, opts bench.Options) (*bench.Report, error) {
+func (f *findFlags) run(ctx context.Context, opts bench.Options) (*report.Report, error) {
 	if !f.active() {
 		return bench.Run(ctx, opts)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/scrub"
 )
@@ -134,9 +135,9 @@ func resolveSeed(cfg *config.Config, flag uint64, flagSet bool) (uint64, string)
 }
 
 // runInfo is what the report says of the run that wrote it.
-func runInfo(args []string, seed uint64, source string) *bench.RunInfo {
+func runInfo(args []string, seed uint64, source string) *report.RunInfo {
 	host, _ := os.Hostname()
-	ri := &bench.RunInfo{
+	ri := &report.RunInfo{
 		Version:     version.Version,
 		Revision:    version.Revision,
 		CommandLine: redactArgs(args),
@@ -240,7 +241,7 @@ func preflight(ctx context.Context, logger *slog.Logger, opts bench.Options) err
 // maxRatio (each such stage named with its outcomes) or the run was
 // interrupted (ctx cancelled); nil otherwise. The reports are written
 // before.
-func benchVerdict(ctx context.Context, rep *bench.Report, maxRatio float64) error {
+func benchVerdict(ctx context.Context, rep *report.Report, maxRatio float64) error {
 	var bad []string
 	interrupted := ctx.Err() != nil
 	for _, s := range rep.Stages {

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/bounded"
 	"github.com/llmprobe/llmprobe/probe/wire"
@@ -107,7 +108,7 @@ func registerSelftest(app *kingpin.Application) command {
 // selftestStep is one measured rate.
 type selftestStep struct {
 	rate    float64
-	stage   *bench.StageReport
+	stage   *report.StageReport
 	simCPU  float64 // the simulator's CPU seconds per second
 	good    bool
 	failed  bool // requests failed (not the harness' timing)

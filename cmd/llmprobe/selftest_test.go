@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 )
 
 // TestSelftestSearchesDown: when the start rate is not honest, the
@@ -23,7 +23,7 @@ func TestSelftestSearchesDown(t *testing.T) {
 	run := func(o selftestOptions, limit float64) (rates []float64, good, bad *selftestStep) {
 		t.Helper()
 		measure := func(rate float64) (selftestStep, error) {
-			return selftestStep{rate: rate, stage: &bench.StageReport{}, good: rate <= limit, because: "too fast"}, nil
+			return selftestStep{rate: rate, stage: &report.StageReport{}, good: rate <= limit, because: "too fast"}, nil
 		}
 		good, bad, err := searchCeiling(context.Background(), &o, measure, func(st selftestStep) { rates = append(rates, st.rate) })
 		if err != nil {
@@ -64,9 +64,9 @@ func TestSelftestSearchesDown(t *testing.T) {
 // the request shape, not to free the host's CPU (TestSelftestNothingHolds
 // failed so under load).
 func TestSelftestAdviceFailingRequests(t *testing.T) {
-	failed := selftestStep{rate: 4, stage: &bench.StageReport{}, failed: true, because: "8 of 8 requests failed (http_4xx 8)"}
-	empty := selftestStep{rate: 1, stage: &bench.StageReport{}, because: "no request was sent"}
-	got := selftestAdvice(empty, []selftestStep{failed, {rate: 2, stage: &bench.StageReport{}, failed: true, because: "3 of 3 requests failed (http_4xx 3)"}, empty})
+	failed := selftestStep{rate: 4, stage: &report.StageReport{}, failed: true, because: "8 of 8 requests failed (http_4xx 8)"}
+	empty := selftestStep{rate: 1, stage: &report.StageReport{}, because: "no request was sent"}
+	got := selftestAdvice(empty, []selftestStep{failed, {rate: 2, stage: &report.StageReport{}, failed: true, because: "3 of 3 requests failed (http_4xx 3)"}, empty})
 	if !strings.Contains(got, "check the request shape") || !strings.Contains(got, "8 of 8 requests failed") {
 		t.Errorf("advice = %q, want the failing requests of the first step named", got)
 	}

@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package bench
+package report
 
 import (
 	"encoding/json"
@@ -13,8 +13,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/prometheus/common/model"
 
 	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/probe"
@@ -120,7 +118,7 @@ type Quantiles struct {
 	Percentiles map[string]float64 `json:"percentiles,omitempty"`
 }
 
-func summarize(v []float64) Quantiles {
+func Summarize(v []float64) Quantiles {
 	if len(v) == 0 {
 		return Quantiles{}
 	}
@@ -210,37 +208,9 @@ type StageReport struct {
 	Interrupted     bool          `json:"interrupted,omitempty"`
 	PlannedDuration time.Duration `json:"planned_duration_ns,omitempty"`
 
-	// Replay describes the trace a replay stage replayed (replay.go);
+	// Replay describes the trace a replay stage replayed (bench.OpenReplay);
 	// nil for a stage of a fixed rate.
 	Replay *ReplayInfo `json:"replay,omitempty"`
-
-	promptTokens, outputTokens int
-	weight                     float64
-}
-
-// judge fills the throughput figures and takes the engine's verdicts on
-// the stage (judged over the whole stage: stageConfig sets the saturation
-// window to its duration), so that bench and the daemon flag the same
-// numbers for the same reasons.
-func (s *StageReport) judge(ts probe.TargetStatus) {
-	secs := s.Duration.Seconds()
-	if secs > 0 {
-		s.OutputTokensPerSec = float64(s.outputTokens) / secs
-		s.PromptTokensPerSec = float64(s.promptTokens) / secs
-	}
-	if ts.Saturated {
-		s.Reasons = append(s.Reasons, "harness saturated: "+ts.SaturationReason)
-	}
-	if ts.Overloaded {
-		s.Reasons = append(s.Reasons, "target overloaded: "+ts.OverloadReason)
-	}
-	if s.Sent == 0 {
-		s.Reasons = append(s.Reasons, "no request was sent")
-	}
-	if ri := s.Replay; ri != nil && ri.Error != "" {
-		s.Reasons = append(s.Reasons, "the replay stopped early: "+ri.Error)
-	}
-	s.Trusted = len(s.Reasons) == 0
 }
 
 // Shortfall says, in words, when the stage sent fewer requests than its
@@ -438,10 +408,10 @@ func fmtQ(q Quantiles, v float64) string {
 	if q.Count == 0 {
 		return "-"
 	}
-	return fmtSeconds(v)
+	return FormatSeconds(v)
 }
 
-func fmtSeconds(s float64) string {
+func FormatSeconds(s float64) string {
 	if n := servermetrics.NonFinite(s); n != "" {
 		return n
 	}
@@ -456,5 +426,3 @@ func fmtSeconds(s float64) string {
 		return fmt.Sprintf("%.2fs", s)
 	}
 }
-
-func modelDuration(d time.Duration) model.Duration { return model.Duration(d) }

@@ -1,16 +1,12 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package bench
+package report
 
 import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"time"
-
-	"github.com/llmprobe/llmprobe/config"
-	"github.com/llmprobe/llmprobe/slo"
 )
 
 // MaxSamples bounds the per-request values a stage's report keeps of each
@@ -27,7 +23,7 @@ type Samples struct {
 	E2E  []float64 `json:"e2e_seconds"`
 }
 
-func newSamples(ttft, tpot, e2e []float64) *Samples {
+func NewSamples(ttft, tpot, e2e []float64) *Samples {
 	return &Samples{TTFT: reservoir(ttft), TPOT: reservoir(tpot), E2E: reservoir(e2e)}
 }
 
@@ -58,47 +54,4 @@ type SLOBound struct {
 	Seconds  float64 `json:"seconds"`
 	// Label says where it came from, e.g. "--slo ttft" or "sim-chat/chat".
 	Label string `json:"label"`
-}
-
-// sloBounds lists the bounds the stages are judged by: spec's when given,
-// else the per-request bounds of the configured objectives (deduplicated).
-func sloBounds(cfg *config.Config, targets []*config.Target, spec *slo.Spec) []SLOBound {
-	var out []SLOBound
-	add := func(metric string, q float64, d time.Duration, label string) {
-		if d <= 0 {
-			return
-		}
-		b := SLOBound{Metric: metric, Quantile: q, Seconds: d.Seconds(), Label: label}
-		if !slices.ContainsFunc(out, func(o SLOBound) bool {
-			return o.Metric == b.Metric && o.Quantile == b.Quantile && o.Seconds == b.Seconds
-		}) {
-			out = append(out, b)
-		}
-	}
-	perRequest := func(o *slo.Objective, label string) {
-		add("ttft", 0, time.Duration(o.TTFT), label)
-		add("tpot", 0, time.Duration(o.TPOT), label)
-		add("e2e", 0, time.Duration(o.E2E), label)
-	}
-	if spec != nil {
-		if spec.Objective != nil {
-			perRequest(spec.Objective, "--slo")
-		}
-		for _, q := range spec.Quantiles {
-			add(q.Metric, q.Quantile, q.Max, "--slo")
-		}
-		return out
-	}
-	for _, t := range targets {
-		w := cfg.Workload(t)
-		if w == nil {
-			continue
-		}
-		for _, c := range w.Classes {
-			if o := cfg.SLO(t, c); o != nil {
-				perRequest(o, t.Name+"/"+c.Name)
-			}
-		}
-	}
-	return out
 }

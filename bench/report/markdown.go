@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package bench
+package report
 
 import (
 	"cmp"
@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/llmprobe/llmprobe/config"
-	"github.com/llmprobe/llmprobe/internal/scrub"
 	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
@@ -35,58 +33,6 @@ type ClassInfo struct {
 	OutputTokens string  `json:"output_tokens"`
 	Prefix       string  `json:"prefix,omitempty"`
 	Turns        bool    `json:"multi_turn,omitempty"`
-}
-
-func describeWorkload(cfg *config.Config, t *config.Target) WorkloadInfo {
-	// Credentials can sit in a URL's user information or query: neither
-	// is written.
-	wi := WorkloadInfo{Target: t.Name, URL: scrub.URL(t.URL), API: t.API, Model: t.Model, Workload: t.Workload}
-	w := cfg.Workload(t)
-	if w == nil {
-		return wi
-	}
-	for _, c := range w.Classes {
-		ci := ClassInfo{Name: c.Name, Weight: c.Weight, PromptTokens: describeDist(c.PromptTokens),
-			OutputTokens: describeDist(c.OutputTokens), Turns: c.Turns != nil}
-		if p := c.Prefix; p != nil {
-			ci.Prefix = fmt.Sprintf("%d groups × %d tokens, p=%g", p.Groups, p.Tokens, p.Probability)
-		}
-		wi.Classes = append(wi.Classes, ci)
-	}
-	return wi
-}
-
-// describeDist is a token-length distribution in a few words.
-func describeDist(d config.Dist) string {
-	var parts []string
-	add := func(name string, v *float64) {
-		if v != nil {
-			parts = append(parts, name+"="+strconv.FormatFloat(*v, 'g', -1, 64))
-		}
-	}
-	add("value", d.Value)
-	add("median", d.Median)
-	add("p99", d.P99)
-	add("mean", d.Mean)
-	add("stddev", d.Stddev)
-	add("mu", d.Mu)
-	add("sigma", d.Sigma)
-	for _, q := range slices.Sorted(maps.Keys(d.Quantiles)) {
-		parts = append(parts, fmt.Sprintf("q%g=%g", q, d.Quantiles[q]))
-	}
-	if d.File != "" {
-		parts = append(parts, "file="+d.File)
-	}
-	add("min", d.Min)
-	add("max", d.Max)
-	kind := d.Kind
-	if kind == "" {
-		kind = "fixed"
-	}
-	if len(parts) == 0 {
-		return kind
-	}
-	return kind + " " + strings.Join(parts, " ")
 }
 
 // MarkdownOptions adjust WriteMarkdown.
@@ -230,7 +176,7 @@ func (r *Report) WriteMarkdown(w io.Writer, o MarkdownOptions) error {
 				if !q.Met {
 					held = "NOT HELD"
 				}
-				fmt.Fprintf(b, "- %s: %s over %d samples (%s)\n", mdEscape(q.Bound), fmtSeconds(q.Value), q.Count, held)
+				fmt.Fprintf(b, "- %s: %s over %d samples (%s)\n", mdEscape(q.Bound), FormatSeconds(q.Value), q.Count, held)
 			}
 			if len(sr.Quantiles) > 0 {
 				b.WriteString("\n")
@@ -244,9 +190,9 @@ func (r *Report) WriteMarkdown(w io.Writer, o MarkdownOptions) error {
 
 func (b SLOBound) describe() string {
 	if b.Quantile > 0 {
-		return fmt.Sprintf("%s p%s ≤ %s", strings.ToUpper(b.Metric), strconv.FormatFloat(100*b.Quantile, 'g', -1, 64), fmtSeconds(b.Seconds))
+		return fmt.Sprintf("%s p%s ≤ %s", strings.ToUpper(b.Metric), strconv.FormatFloat(100*b.Quantile, 'g', -1, 64), FormatSeconds(b.Seconds))
 	}
-	return fmt.Sprintf("%s ≤ %s per request", strings.ToUpper(b.Metric), fmtSeconds(b.Seconds))
+	return fmt.Sprintf("%s ≤ %s per request", strings.ToUpper(b.Metric), FormatSeconds(b.Seconds))
 }
 
 // counts are the stage's dropped requests and its results other than

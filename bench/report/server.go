@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package bench
+package report
 
 import (
 	"cmp"
@@ -58,9 +58,9 @@ func fmtGap(f servermetrics.Float) string {
 		return s
 	}
 	if v < 0 {
-		return "-" + fmtSeconds(-v)
+		return "-" + FormatSeconds(-v)
 	}
-	return "+" + fmtSeconds(v)
+	return "+" + FormatSeconds(v)
 }
 
 // why is the reason figure key of ss is null.
@@ -87,7 +87,7 @@ func showQ(ss *servermetrics.Stats, key string, q *servermetrics.Quantiles, v fu
 	case q.Count == 0:
 		return "no observations in the window"
 	}
-	return fmtSeconds(v(q))
+	return FormatSeconds(v(q))
 }
 
 // showGap formats the probe − server TTFT gap, or says why there is none.
@@ -133,7 +133,7 @@ func cellQ(ss *servermetrics.Stats, key string, q *servermetrics.Quantiles, v fu
 	case q.Count == 0:
 		return "none"
 	}
-	return fmtSeconds(v(q))
+	return FormatSeconds(v(q))
 }
 
 func (s *StageReport) cellGap(v func(*TTFTGap) servermetrics.Float) string {

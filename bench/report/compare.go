@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package bench
+package report
 
 import (
 	"cmp"
@@ -284,7 +284,7 @@ func WriteCompare(w io.Writer, cs []Comparison, unmatched []string) error {
 			p, adj = fmtP(c.P), fmtP(c.PAdjusted)
 			tests++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Stage, c.Metric, fmtSeconds(c.Old), fmtSeconds(c.New), pct(c.Delta), p, adj, c.Verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Stage, c.Metric, FormatSeconds(c.Old), FormatSeconds(c.New), pct(c.Delta), p, adj, c.Verdict)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

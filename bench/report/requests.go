@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package bench
+package report
 
 import (
 	"bufio"
@@ -83,7 +83,7 @@ func NewRequestLog(w io.Writer) *RequestLog {
 	return &RequestLog{w: bufio.NewWriterSize(w, 64<<10)}
 }
 
-func (l *RequestLog) write(stage int, r *wire.Result) {
+func (l *RequestLog) Write(stage int, r *wire.Result) {
 	b, err := json.Marshal(newRequestRecord(stage, r))
 	l.mu.Lock()
 	defer l.mu.Unlock()

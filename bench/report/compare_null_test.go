@@ -1,21 +1,21 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package bench_test
+package report_test
 
 import (
 	"math"
 	"strings"
 	"testing"
 
-	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 )
 
 // nullReport is a report of four stages (at 1, 2, 4 and 8 req/s) whose
 // samples are sizes[i] lognormal draws of the same distributions whatever
 // the seed: two of them differ by chance only.
-func nullReport(sizes [4]int, seed uint64) *bench.Report {
-	r := &bench.Report{}
+func nullReport(sizes [4]int, seed uint64) *report.Report {
+	r := &report.Report{}
 	for i, n := range sizes {
 		r.Stages = append(r.Stages, syntheticStage(i+1, float64(int(1)<<i), n, 1, seed*16+uint64(i)))
 	}
@@ -23,8 +23,8 @@ func nullReport(sizes [4]int, seed uint64) *bench.Report {
 }
 
 // judged says whether c is a verdict of a real change.
-func judged(c bench.Comparison) bool {
-	return c.Verdict == bench.VerdictBetter || c.Verdict == bench.VerdictWorse
+func judged(c report.Comparison) bool {
+	return c.Verdict == report.VerdictBetter || c.Verdict == report.VerdictWorse
 }
 
 // TestCompareFamilyWiseRate compares many pairs of reports that differ by
@@ -44,7 +44,7 @@ func TestCompareFamilyWiseRate(t *testing.T) {
 			sizes = [4]int{2000, 40, 200, 800}
 		}
 		old, cur := nullReport(sizes, 2*i+1), nullReport(sizes, 2*i+2)
-		cs, unmatched := bench.Compare(old, cur)
+		cs, unmatched := report.Compare(old, cur)
 		if len(cs) != 24 || len(unmatched) != 0 {
 			t.Fatalf("%d comparisons, unmatched %v", len(cs), unmatched)
 		}
@@ -55,7 +55,7 @@ func TestCompareFamilyWiseRate(t *testing.T) {
 				any = true
 				rejected++
 			}
-			if c.P >= 0 && c.P < bench.CompareAlpha {
+			if c.P >= 0 && c.P < report.CompareAlpha {
 				rawRejected++
 			}
 		}
@@ -65,17 +65,17 @@ func TestCompareFamilyWiseRate(t *testing.T) {
 	}
 	rate := float64(families) / comparisons
 	t.Logf("%d null comparisons: %d with a verdict (family-wise rate %.2f%%), %d of %d tests judged real, %d of them p < %g before the correction",
-		comparisons, families, 100*rate, rejected, tests, rawRejected, bench.CompareAlpha)
+		comparisons, families, 100*rate, rejected, tests, rawRejected, report.CompareAlpha)
 	// A binomial count of mean CompareAlpha × comparisons (10) exceeds 20
 	// with probability below 0.002: more is a rate above the level.
-	if limit := bench.CompareAlpha*comparisons + 3.2*math.Sqrt(bench.CompareAlpha*comparisons); float64(families) > limit {
+	if limit := report.CompareAlpha*comparisons + 3.2*math.Sqrt(report.CompareAlpha*comparisons); float64(families) > limit {
 		t.Errorf("%d of %d null comparisons had a verdict of a real change, more than a family-wise rate of %g allows (%.0f)",
-			families, comparisons, bench.CompareAlpha, limit)
+			families, comparisons, report.CompareAlpha, limit)
 	}
 	// Each test on its own is at its level: 24,000 tests at 1% give about
 	// 240 raw rejections.
-	if limit := bench.CompareAlpha*float64(tests) + 4*math.Sqrt(bench.CompareAlpha*float64(tests)); float64(rawRejected) > limit {
-		t.Errorf("%d of %d tests had p < %g unadjusted, more than the level allows (%.0f)", rawRejected, tests, bench.CompareAlpha, limit)
+	if limit := report.CompareAlpha*float64(tests) + 4*math.Sqrt(report.CompareAlpha*float64(tests)); float64(rawRejected) > limit {
+		t.Errorf("%d of %d tests had p < %g unadjusted, more than the level allows (%.0f)", rawRejected, tests, report.CompareAlpha, limit)
 	}
 }
 
@@ -86,16 +86,16 @@ func TestCompareFamilyWiseRate(t *testing.T) {
 // no verdict. The adjusted p-values are Holm's: at least the raw ones, in
 // the raw ones' order, and at most 1.
 func TestCompareFindsATwentyPercentShift(t *testing.T) {
-	for _, n := range []int{bench.MaxSamples, 1000} {
+	for _, n := range []int{report.MaxSamples, 1000} {
 		old := nullReport([4]int{n, n, n, n}, 1)
 		cur := nullReport([4]int{n, n, n, n}, 2)
 		cur.Stages[2] = syntheticStage(3, 4, n, 1.2, 99)
-		cs, _ := bench.Compare(old, cur)
+		cs, _ := report.Compare(old, cur)
 		for _, c := range cs {
 			shifted := strings.HasPrefix(c.Stage, "3 ")
-			want := shifted && (n == bench.MaxSamples || strings.HasSuffix(c.Metric, "p50"))
+			want := shifted && (n == report.MaxSamples || strings.HasSuffix(c.Metric, "p50"))
 			switch {
-			case want && c.Verdict != bench.VerdictWorse:
+			case want && c.Verdict != report.VerdictWorse:
 				t.Errorf("n=%d, 20%% slower: %s %s: %s (Δ %+.1f%%, p %.3g, adjusted %.3g)", n, c.Stage, c.Metric, c.Verdict, 100*c.Delta, c.P, c.PAdjusted)
 			case !shifted && judged(c):
 				t.Errorf("n=%d, alike: %s %s: %s (p %.3g, adjusted %.3g)", n, c.Stage, c.Metric, c.Verdict, c.P, c.PAdjusted)
@@ -117,8 +117,8 @@ func TestCompareFindsATwentyPercentShift(t *testing.T) {
 // in the stage's own words; the trusted stages are judged as before and
 // the correction counts only their tests.
 func TestCompareUntrustedStage(t *testing.T) {
-	old := &bench.Report{Stages: []*bench.StageReport{syntheticStage(1, 5, 800, 1, 1), syntheticStage(2, 10, 800, 1, 2)}}
-	cur := &bench.Report{Stages: []*bench.StageReport{syntheticStage(1, 5, 800, 1.4, 3), syntheticStage(2, 10, 800, 1.4, 4)}}
+	old := &report.Report{Stages: []*report.StageReport{syntheticStage(1, 5, 800, 1, 1), syntheticStage(2, 10, 800, 1, 2)}}
+	cur := &report.Report{Stages: []*report.StageReport{syntheticStage(1, 5, 800, 1.4, 3), syntheticStage(2, 10, 800, 1.4, 4)}}
 	cur.Stages[1].Trusted = false
 	cur.Stages[1].Reasons = []string{"harness saturated: 31% of sends were more than 10ms late"}
 	for _, swap := range []bool{false, true} {
@@ -126,10 +126,10 @@ func TestCompareUntrustedStage(t *testing.T) {
 		if swap {
 			a, b = cur, old
 		}
-		cs, _ := bench.Compare(a, b)
+		cs, _ := report.Compare(a, b)
 		for _, c := range cs {
 			untrusted := strings.HasPrefix(c.Stage, "2 ")
-			if untrusted && (judged(c) || c.Verdict != bench.VerdictUntrusted) {
+			if untrusted && (judged(c) || c.Verdict != report.VerdictUntrusted) {
 				t.Errorf("untrusted %s %s: %s", c.Stage, c.Metric, c.Verdict)
 			}
 			if !untrusted && !judged(c) {
@@ -137,7 +137,7 @@ func TestCompareUntrustedStage(t *testing.T) {
 			}
 		}
 		var sb strings.Builder
-		if err := bench.WriteCompare(&sb, cs, nil); err != nil {
+		if err := report.WriteCompare(&sb, cs, nil); err != nil {
 			t.Fatal(err)
 		}
 		out := sb.String()

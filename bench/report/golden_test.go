@@ -1,7 +1,7 @@
 // Copyright The llmprobe Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package bench_test
+package report_test
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 )
 
 var updateReports = flag.Bool("update-reports", false, "rewrite testdata/golden/ from the current renderers")
@@ -35,7 +35,7 @@ var goldenReports = []string{"sweep", "find", "findslo", "replay", "closed"}
 // one.
 func TestReportGolden(t *testing.T) {
 	sums := &strings.Builder{}
-	reports := map[string]*bench.Report{}
+	reports := map[string]*report.Report{}
 	for _, name := range goldenReports {
 		data, err := os.ReadFile(filepath.Join("testdata", "golden", name+".json"))
 		if err != nil {
@@ -43,7 +43,7 @@ func TestReportGolden(t *testing.T) {
 		}
 		// Not ReadReport: a report of closed-loop levels only has no
 		// stages, which ReadReport refuses.
-		var rep bench.Report
+		var rep report.Report
 		if err := json.Unmarshal(data, &rep); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -68,7 +68,7 @@ func TestReportGolden(t *testing.T) {
 		render("txt", func(b *bytes.Buffer) error { return rep.WriteText(b) })
 		render("json", func(b *bytes.Buffer) error { return rep.WriteJSON(b) })
 		render("md", func(b *bytes.Buffer) error {
-			return rep.WriteMarkdown(b, bench.MarkdownOptions{Plot: name + ".svg"})
+			return rep.WriteMarkdown(b, report.MarkdownOptions{Plot: name + ".svg"})
 		})
 		if len(rep.Stages) > 0 {
 			render("svg", func(b *bytes.Buffer) error { return rep.WritePlot(b, "svg") })
@@ -77,7 +77,7 @@ func TestReportGolden(t *testing.T) {
 	}
 	checkGolden(t, "png.sha256.golden", []byte(sums.String()))
 
-	old, cur := reports["sweep"], new(bench.Report)
+	old, cur := reports["sweep"], new(report.Report)
 	data, err := os.ReadFile(filepath.Join("testdata", "golden", "sweep2.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -86,8 +86,8 @@ func TestReportGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	cs, unmatched := bench.Compare(old, cur)
-	if err := bench.WriteCompare(&b, cs, unmatched); err != nil {
+	cs, unmatched := report.Compare(old, cur)
+	if err := report.WriteCompare(&b, cs, unmatched); err != nil {
 		t.Fatal(err)
 	}
 	checkGolden(t, "compare.txt.golden", b.Bytes())
