@@ -6,8 +6,10 @@
 // the results of the SLO, the searches, a replay, the closed-loop levels
 // and the dataset), the per-request record (RequestRecord) and its
 // writer (RequestLog), the renderers (WriteText, WriteJSON,
-// WriteMarkdown, WriteSVG, WritePNG) and the comparison of two reports
-// (ReadReport, Compare, WriteCompare).
+// WriteMarkdown, WriteSVG, WritePNG), the formats a report is written in
+// by a file's extension (Formats: the list bench's --output and --plot
+// take) and the comparison of two reports (ReadReport, Compare,
+// WriteCompare).
 //
 // The figures of the server's own metrics, its GPUs and the cost per
 // token are servermetrics' types, shown here. A report is data: report

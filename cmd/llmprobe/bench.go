@@ -138,16 +138,13 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	if err := checkGPUCostFlags(o); err != nil {
 		return err
 	}
-	plotFormat := ""
+	var plotFormat report.Format
 	if o.plot != "" {
-		switch strings.ToLower(filepath.Ext(o.plot)) {
-		case ".svg":
-			plotFormat = "svg"
-		case ".png":
-			plotFormat = "png"
-		default:
-			return usagef("--plot %q: the file must end in .svg or .png", o.plot)
+		f, ok := report.FormatOf(o.plot)
+		if !ok || !f.Plot {
+			return usagef("--plot %q: the file must end in %s", o.plot, report.Extensions(true))
 		}
+		plotFormat = f
 	}
 	var spec *slo.Spec
 	if o.slo != "" {
@@ -277,17 +274,14 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		return err
 	}
 	if o.plot != "" {
-		if err := writeFile(o.plot, func(w io.Writer) error { return rep.WritePlot(w, plotFormat) }); err != nil {
+		if err := writeFile(o.plot, func(w io.Writer) error { return rep.Write(w, plotFormat, report.MarkdownOptions{}) }); err != nil {
 			return err
 		}
 		logger.Info("plot written", "file", o.plot)
 	}
 	for _, out := range outputs {
-		write := rep.WriteJSON
-		if out.markdown {
-			write = func(w io.Writer) error {
-				return rep.WriteMarkdown(w, report.MarkdownOptions{Plot: relativeLink(out.path, o.plot)})
-			}
+		write := func(w io.Writer) error {
+			return rep.Write(w, out.format, report.MarkdownOptions{Plot: relativeLink(out.path, o.plot)})
 		}
 		if err := writeFile(out.path, write); err != nil {
 			return err

@@ -36,8 +36,8 @@ import (
 
 // benchOutput is one --output file and how it is written.
 type benchOutput struct {
-	path     string
-	markdown bool
+	path   string
+	format report.Format
 }
 
 // checkBenchOutputs validates every file the run will write (--output,
@@ -63,18 +63,14 @@ func checkBenchOutputs(o *benchOptions) ([]benchOutput, error) {
 		return nil
 	}
 	for _, p := range o.outputs {
-		var md bool
-		switch strings.ToLower(filepath.Ext(p)) {
-		case ".json":
-		case ".md":
-			md = true
-		default:
-			return nil, usagef("--output %q: the file must end in .json (the JSON report, what compare reads) or .md (Markdown)", p)
+		f, ok := report.FormatOf(p)
+		if !ok || f.Plot {
+			return nil, usagef("--output %q: the file must end in %s", p, report.Extensions(false))
 		}
 		if err := check("--output", p); err != nil {
 			return nil, err
 		}
-		outs = append(outs, benchOutput{path: p, markdown: md})
+		outs = append(outs, benchOutput{path: p, format: f})
 	}
 	if o.plot != "" {
 		if err := check("--plot", o.plot); err != nil {
