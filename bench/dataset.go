@@ -6,6 +6,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -403,19 +404,12 @@ func (d *Dataset) arrayError(at int64, err error) error {
 	var typ *json.UnmarshalTypeError
 	if errors.As(err, &typ) {
 		at += typ.Offset
-		err = fmt.Errorf("%s is a JSON %s, want %s", cmpOr(typ.Field, "the entry"), typ.Value, typ.Type)
+		err = fmt.Errorf("%s is a JSON %s, want %s", cmp.Or(typ.Field, "the entry"), typ.Value, typ.Type)
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		err = errors.New("the file ends inside the JSON array")
 	}
 	return fmt.Errorf("%s:%d: %v", d.Path, lineAt(d.Path, d.base+at), err)
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // lineAt is the 1-based line of byte offset at in path (1 when it cannot

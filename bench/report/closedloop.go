@@ -102,15 +102,7 @@ func (r *Report) writeClosedLoopOnly(w io.Writer) error {
 	return err
 }
 
-func (l *ClosedLoopStage) errors() int {
-	n := 0
-	for o, c := range l.Outcomes {
-		if o != wire.OutcomeSuccess {
-			n += c
-		}
-	}
-	return n
-}
+func (l *ClosedLoopStage) errors() int { return failed(l.Outcomes) }
 
 func (l *ClosedLoopStage) metrics() []namedQuantiles {
 	return []namedQuantiles{{"TTFT", l.TTFT}, {"TPOT", l.TPOT}, {"ITL", l.ITL}, {"E2E", l.E2E}}

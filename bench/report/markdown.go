@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // WorkloadInfo summarises what a target was sent.
@@ -201,12 +199,7 @@ func (s *StageReport) counts() (dropped, errs int) {
 	for _, n := range s.Dropped {
 		dropped += n
 	}
-	for o, n := range s.Outcomes {
-		if o != wire.OutcomeSuccess {
-			errs += n
-		}
-	}
-	return dropped, errs
+	return dropped, failed(s.Outcomes)
 }
 
 type namedQuantiles struct {

@@ -247,16 +247,24 @@ func (s *StageReport) Shortfall() string {
 // ErrorShare is the stage's results other than success (errs), all its
 // results, and the share of the first in the second (0 without results).
 func (s *StageReport) ErrorShare() (errs, results int, share float64) {
-	for o, n := range s.Outcomes {
+	for _, n := range s.Outcomes {
 		results += n
-		if o != wire.OutcomeSuccess {
-			errs += n
-		}
 	}
+	errs = failed(s.Outcomes)
 	if results > 0 {
 		share = float64(errs) / float64(results)
 	}
 	return errs, results, share
+}
+
+// failed counts the results other than success.
+func failed(outcomes map[wire.Outcome]int) (n int) {
+	for o, c := range outcomes {
+		if o != wire.OutcomeSuccess {
+			n += c
+		}
+	}
+	return n
 }
 
 // describeOutcomes is the stage's results by outcome, most frequent
