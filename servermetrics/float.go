@@ -43,7 +43,7 @@ func (f *Float) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// nonFinite names a value that is not finite ("NaN", "+Inf", "-Inf"), or
+// NonFinite names a value that is not finite ("NaN", "+Inf", "-Inf"), or
 // is "" for a finite one.
 func NonFinite(v float64) string {
 	switch {

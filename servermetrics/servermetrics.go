@@ -343,12 +343,12 @@ func StartSampler(ctx context.Context, client *http.Client, u string, from time.
 	return s
 }
 
-// stopNow has the last sample taken now (without waiting for it).
+// StopNow has the last sample taken now (without waiting for it).
 func (s *Sampler) StopNow() {
 	s.once.Do(func() { close(s.stop) })
 }
 
-// results waits for the last sample and returns them all.
+// Results waits for the last sample and returns them all.
 func (s *Sampler) Results() []Scrape {
 	s.StopNow()
 	<-s.done

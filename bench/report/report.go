@@ -118,6 +118,7 @@ type Quantiles struct {
 	Percentiles map[string]float64 `json:"percentiles,omitempty"`
 }
 
+// Summarize is the Quantiles of the values v, in seconds (zero for none).
 func Summarize(v []float64) Quantiles {
 	if len(v) == 0 {
 		return Quantiles{}
@@ -419,6 +420,8 @@ func fmtQ(q Quantiles, v float64) string {
 	return FormatSeconds(v)
 }
 
+// FormatSeconds is a duration in seconds as the report writes it: 0, µs,
+// ms to a tenth, or s to a hundredth (NaN, +Inf and -Inf named).
 func FormatSeconds(s float64) string {
 	if n := servermetrics.NonFinite(s); n != "" {
 		return n

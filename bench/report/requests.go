@@ -83,6 +83,7 @@ func NewRequestLog(w io.Writer) *RequestLog {
 	return &RequestLog{w: bufio.NewWriterSize(w, 64<<10)}
 }
 
+// Write writes r's line (a request of stage), unless a write failed.
 func (l *RequestLog) Write(stage int, r *wire.Result) {
 	b, err := json.Marshal(newRequestRecord(stage, r))
 	l.mu.Lock()

@@ -23,6 +23,7 @@ type Samples struct {
 	E2E  []float64 `json:"e2e_seconds"`
 }
 
+// NewSamples keeps up to MaxSamples of each metric's values of a stage.
 func NewSamples(ttft, tpot, e2e []float64) *Samples {
 	return &Samples{TTFT: reservoir(ttft), TPOT: reservoir(tpot), E2E: reservoir(e2e)}
 }
