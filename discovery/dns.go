@@ -104,12 +104,6 @@ func (d *dnsDiscoverer) refresh(ctx context.Context) Update {
 	)
 	for _, name := range d.names {
 		rs, err := d.resolve(ctx, name)
-		var de *net.DNSError
-		if d.server != "" && errors.As(err, &de) {
-			// The resolver names the server of resolv.conf, not the
-			// one it dialled.
-			de.Server = d.server
-		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -128,6 +122,7 @@ func (d *dnsDiscoverer) resolve(ctx context.Context, name string) ([]Replica, er
 	switch d.typ {
 	case config.DNSTypeSRV:
 		_, srvs, err := d.resolver.LookupSRV(ctx, "", "", name)
+		err = d.asked(err)
 		if notFound(err) {
 			return nil, nil
 		}
@@ -137,7 +132,7 @@ func (d *dnsDiscoverer) resolve(ctx context.Context, name string) ([]Replica, er
 		var out []Replica
 		for _, s := range srvs {
 			ips, err := d.resolver.LookupNetIP(ctx, "ip", s.Target)
-			if err != nil {
+			if err = d.asked(err); err != nil {
 				return nil, fmt.Errorf("SRV %s: target %s: %w", name, s.Target, err)
 			}
 			out = append(out, replicasOf(preferIPv4(ips), int(s.Port))...)
@@ -149,6 +144,7 @@ func (d *dnsDiscoverer) resolve(ctx context.Context, name string) ([]Replica, er
 			network = "ip6"
 		}
 		ips, err := d.resolver.LookupNetIP(ctx, network, name)
+		err = d.asked(err)
 		if notFound(err) {
 			return nil, nil
 		}
@@ -157,6 +153,18 @@ func (d *dnsDiscoverer) resolve(ctx context.Context, name string) ([]Replica, er
 		}
 		return replicasOf(ips, d.port), nil
 	}
+}
+
+// asked makes a resolver's error name the server that was asked: Go's
+// resolver names the server of resolv.conf even when it dialled the
+// configured one. It must run before the error is wrapped (fmt.Errorf
+// renders its message at once).
+func (d *dnsDiscoverer) asked(err error) error {
+	var de *net.DNSError
+	if d.server != "" && errors.As(err, &de) {
+		de.Server = d.server
+	}
+	return err
 }
 
 // notFound: the name does not exist or has no records of the type (an

@@ -201,3 +201,35 @@ func TestDNSNewRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestDNSMalformedAnswerNamesServer: an answer of the configured server
+// that cannot be parsed fails the refresh with an error that names that
+// server, never the system's resolver (resolv.conf), for A records, SRV
+// records and an SRV record's target.
+func TestDNSMalformedAnswerNamesServer(t *testing.T) {
+	s := dnstest.Start(t)
+	s.SetA("pool.test.", "127.0.0.1")
+	s.SetA("r1.test.", "127.0.0.1")
+	s.SetSRV("_http._tcp.pool.test.", dnsmessage.SRVResource{Port: 8001, Target: dnsmessage.MustNewName("r1.test.")})
+	s.SetMalformed(true)
+	for _, c := range []struct {
+		typ, name string
+		port      int
+	}{{"A", "pool.test.", 8000}, {"SRV", "_http._tcp.pool.test.", 0}} {
+		d, err := New(&config.Discovery{DNS: &config.DNSSD{
+			Names: []string{c.name}, Type: c.typ, Port: c.port,
+			RefreshInterval: model.Duration(time.Hour), Server: s.Addr,
+		}}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := next(t, updates(t, d))
+		if u.Err == nil {
+			t.Fatalf("%s: a malformed answer gave %+v, want an error", c.typ, u)
+		}
+		msg := u.Err.Error()
+		if !strings.Contains(msg, "on "+s.Addr+":") || !strings.Contains(msg, c.name) || !strings.Contains(msg, "cannot unmarshal") {
+			t.Errorf("%s: error %q, want the name, the configured server %s and what is wrong", c.typ, msg, s.Addr)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -32,13 +33,22 @@ import (
 
 // Bounds of file discovery.
 const (
-	// MaxFileSDSize bounds each file_sd file read.
-	MaxFileSDSize = 16 << 20
+	// MaxFileSDSize bounds the files of one refresh, together: a glob
+	// may match many files.
+	MaxFileSDSize = 4 << 20
+	// MaxFileSDFiles bounds the files of one refresh.
+	MaxFileSDFiles = 4096
 	// MaxLabelValue bounds a label value of a file_sd group.
 	MaxLabelValue = 256
-	// fileDebounce coalesces the events of one write (truncate, write,
-	// chmod; an editor's temporary file and rename).
+	// fileDebounce is the most a change waits before it is read: the
+	// events of one write (truncate, write; an editor's temporary file
+	// and rename) are read together, and writes that never pause are
+	// read at this pace.
 	fileDebounce = 100 * time.Millisecond
+	// fileRefreshTimeout bounds one refresh, far above what reading
+	// and parsing MaxFileSDSize takes (at most a few seconds for YAML;
+	// BenchmarkFileSDRefreshAtBound).
+	fileRefreshTimeout = 30 * time.Second
 )
 
 // LabelReplica in a file_sd group names its replicas (else pod, else the
@@ -50,7 +60,12 @@ const LabelReplica = "replica"
 type fileDiscoverer struct {
 	patterns []string
 	interval time.Duration
+	timeout  time.Duration // of one refresh
 	log      *slog.Logger
+	// links are the names in the watched directories that the files
+	// last matched are symbolic links through (a ConfigMap volume's
+	// ..data): their events are the files' changes too.
+	links map[string]bool
 }
 
 func newFile(c *config.FileSD, opts Options) (*fileDiscoverer, error) {
@@ -66,7 +81,7 @@ func newFile(c *config.FileSD, opts Options) (*fileDiscoverer, error) {
 	if interval <= 0 {
 		interval = config.DefaultFileSDRefresh
 	}
-	return &fileDiscoverer{patterns: append([]string(nil), c.Files...), interval: interval, log: opts.Logger}, nil
+	return &fileDiscoverer{patterns: append([]string(nil), c.Files...), interval: interval, timeout: fileRefreshTimeout, log: opts.Logger}, nil
 }
 
 func (f *fileDiscoverer) Mechanism() string { return config.DiscoveryMechanismFile }
@@ -106,11 +121,23 @@ func (f *fileDiscoverer) Run(ctx context.Context, ch chan<- Update) {
 	}
 	tick := time.NewTicker(f.interval)
 	defer tick.Stop()
+	// The first event of a change arms the debounce, which later events
+	// leave alone: a refresh comes at most fileDebounce after the first
+	// event, however fast the writes go on.
 	debounce := time.NewTimer(time.Hour)
 	debounce.Stop()
 	defer debounce.Stop()
+	armed := false
+	arm := func() {
+		if !armed {
+			debounce.Reset(fileDebounce)
+			armed = true
+		}
+	}
 	for {
 		watch()
+		debounce.Stop()
+		armed = false
 		if !send(ctx, ch, f.refresh(ctx)) {
 			return
 		}
@@ -128,11 +155,10 @@ func (f *fileDiscoverer) Run(ctx context.Context, ch chan<- Update) {
 					events = nil
 					continue
 				}
-				// Every change but a chmod, of any name in the
-				// directories, as Prometheus' file_sd: a ConfigMap volume
-				// swaps its ..data symlink, not the file's name.
-				if ev.Name != "" && ev.Op&^fsnotify.Chmod != 0 {
-					debounce.Reset(fileDebounce)
+				// Every change but a chmod of a file the patterns match,
+				// or of a link it is read through.
+				if ev.Op&^fsnotify.Chmod != 0 && f.matters(ev.Name) {
+					arm()
 				}
 			case err, ok := <-watchErrs:
 				if !ok {
@@ -140,55 +166,182 @@ func (f *fileDiscoverer) Run(ctx context.Context, ch chan<- Update) {
 					continue
 				}
 				f.log.Warn("file discovery watch error; re-reading", "err", err)
-				debounce.Reset(fileDebounce)
+				arm()
 			}
 		}
 	}
 }
 
+// matters says whether an event on name (a path in a watched directory)
+// may change what the files say: name matches a pattern, or the files
+// last read are symbolic links through it.
+func (f *fileDiscoverer) matters(name string) bool {
+	name = filepath.Clean(name)
+	if f.links[name] {
+		return true
+	}
+	dir, base := filepath.Split(name)
+	dir = filepath.Clean(dir)
+	for _, p := range f.patterns {
+		if filepath.Dir(p) != dir {
+			continue
+		}
+		if ok, _ := filepath.Match(filepath.Base(p), base); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// linkThrough is the name in file's directory that file, a symbolic link,
+// points through (pool.json -> ..data/pool.json: ..data), or "".
+func linkThrough(file string) string {
+	target, err := os.Readlink(file)
+	if err != nil {
+		return "" // not a link
+	}
+	dir := filepath.Dir(file)
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(dir, target)
+	}
+	rel, err := filepath.Rel(dir, target)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "" // outside the directory: no event of it comes here
+	}
+	first, _, _ := strings.Cut(rel, string(filepath.Separator))
+	return filepath.Join(dir, first)
+}
+
 // refresh reads every file. A pattern with a glob stands for the files
 // it matches now (a deleted file's replicas are gone, as in Prometheus);
 // a file named without a glob must exist. Any file that cannot be read
-// or parsed fails the refresh.
+// or parsed fails the refresh; so do more than MaxFileSDFiles files or
+// MaxFileSDSize bytes in all (refused before any is read), a file that
+// is not a regular one (a FIFO would block the read), and a refresh that
+// takes longer than its time bound.
 func (f *fileDiscoverer) refresh(ctx context.Context) Update {
-	var (
-		out  []Replica
-		errs []error
-	)
-	seen := map[string]bool{}
-	for _, p := range f.patterns {
-		files := []string{p}
-		glob := hasMeta(filepath.Base(p))
-		if glob {
-			var err error
-			if files, err = filepath.Glob(p); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", p, err))
-				continue
-			}
-			slices.Sort(files)
-		}
-		for _, file := range files {
-			if seen[file] {
-				continue
-			}
-			seen[file] = true
-			rs, err := readFileSD(ctx, file)
-			if glob && errors.Is(err, fs.ErrNotExist) {
-				continue // deleted since the glob
-			}
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			out = append(out, rs...)
-		}
-	}
-	if len(errs) > 0 {
-		err := mechanismError(f.Mechanism(), errors.Join(errs...))
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	u, err := f.read(ctx)
+	if err != nil {
+		err = mechanismError(f.Mechanism(), err)
 		f.log.Warn("replica discovery failed; keeping the last set", "mechanism", f.Mechanism(), "err", err)
 		return failed(err)
 	}
-	return Update{Replicas: normalize(out)}
+	return u
+}
+
+// matched is a file to read, and whether a glob found it.
+type matched struct {
+	file string
+	glob bool
+	size int64
+}
+
+func (f *fileDiscoverer) read(ctx context.Context) (Update, error) {
+	var (
+		names []matched
+		files []matched
+		errs  []error
+		total int64
+	)
+	seen := map[string]bool{}
+	for _, p := range f.patterns {
+		found := []string{p}
+		glob := hasMeta(filepath.Base(p))
+		if glob {
+			var err error
+			if found, err = filepath.Glob(p); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", p, err))
+				continue
+			}
+			slices.Sort(found)
+		}
+		for _, file := range found {
+			if !seen[file] {
+				seen[file] = true
+				names = append(names, matched{file: file, glob: glob})
+			}
+		}
+	}
+	if len(names) > MaxFileSDFiles {
+		return Update{}, fmt.Errorf("%s: %d files, more than %d", strings.Join(f.patterns, ", "), len(names), MaxFileSDFiles)
+	}
+	links := map[string]bool{}
+	for _, m := range names {
+		if ctx.Err() != nil {
+			return Update{}, f.late(ctx, "")
+		}
+		if l := linkThrough(m.file); l != "" {
+			links[l] = true
+		}
+		fi, err := bounded.Stat(m.file, MaxFileSDSize)
+		if m.glob && errors.Is(err, fs.ErrNotExist) {
+			continue // deleted since the glob
+		}
+		if err != nil {
+			errs = append(errs, err) // names the file
+			continue
+		}
+		m.size = fi.Size()
+		files = append(files, m)
+		total += m.size
+	}
+	f.links = links
+	if len(errs) > 0 {
+		return Update{}, errors.Join(errs...)
+	}
+	if total > MaxFileSDSize {
+		return Update{}, f.tooLarge(len(files), total)
+	}
+	var out []Replica
+	total = 0
+	for _, m := range files {
+		data, err := bounded.ReadFile(ctx, m.file, MaxFileSDSize)
+		switch {
+		case m.glob && errors.Is(err, fs.ErrNotExist):
+			continue // deleted since the glob
+		case ctx.Err() != nil:
+			return Update{}, f.late(ctx, m.file)
+		case err != nil:
+			errs = append(errs, err) // names the file
+			continue
+		}
+		if total += int64(len(data)); total > MaxFileSDSize {
+			return Update{}, f.tooLarge(len(files), total) // grown since
+		}
+		rs, err := parseFileSD(m.file, data)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, rs...)
+	}
+	if ctx.Err() != nil {
+		return Update{}, f.late(ctx, "")
+	}
+	if len(errs) > 0 {
+		return Update{}, errors.Join(errs...)
+	}
+	return Update{Replicas: normalize(out)}, nil
+}
+
+// tooLarge is the error of files that hold more than MaxFileSDSize
+// bytes together.
+func (f *fileDiscoverer) tooLarge(files int, total int64) error {
+	return fmt.Errorf("%s: the %d files matched hold %.1f MiB, more than %s together", strings.Join(f.patterns, ", "), files, float64(total)/(1<<20), bounded.Size(MaxFileSDSize))
+}
+
+// late is the error of a refresh that passed its time bound (at file, if
+// it was reading one), or of one whose discoverer stops.
+func (f *fileDiscoverer) late(ctx context.Context, file string) error {
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ctx.Err()
+	}
+	if file != "" {
+		return fmt.Errorf("%s: not read within %v, the time bound of a refresh", file, f.timeout)
+	}
+	return fmt.Errorf("%s: not read within %v, the time bound of a refresh", strings.Join(f.patterns, ", "), f.timeout)
 }
 
 func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }
@@ -199,13 +352,10 @@ type fileSDGroup struct {
 	Labels  map[string]string `json:"labels,omitempty" yaml:"labels,omitempty"`
 }
 
-// readFileSD reads the replicas of one file_sd file (JSON for .json,
-// else YAML). Errors name the file and, where the decoder says, the line.
-func readFileSD(ctx context.Context, file string) ([]Replica, error) {
-	data, err := bounded.ReadFile(ctx, file, MaxFileSDSize)
-	if err != nil {
-		return nil, err // names the file
-	}
+// parseFileSD parses the replicas of one file_sd file read whole (JSON
+// for .json, else YAML). Errors name the file and, where the decoder
+// says, the line.
+func parseFileSD(file string, data []byte) ([]Replica, error) {
 	var groups []fileSDGroup
 	switch strings.ToLower(filepath.Ext(file)) {
 	case ".json":

@@ -4,9 +4,14 @@
 package discovery
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -236,8 +241,8 @@ func TestFileSDTooLarge(t *testing.T) {
 	}
 	f.Close()
 	u := next(t, fileSD(t, path))
-	if u.Err == nil || !strings.Contains(u.Err.Error(), path) || !strings.Contains(u.Err.Error(), "16 MiB") {
-		t.Errorf("update %+v, want an error naming the file and the 16 MiB bound", u)
+	if u.Err == nil || !strings.Contains(u.Err.Error(), path) || !strings.Contains(u.Err.Error(), "4 MiB") {
+		t.Errorf("update %+v, want an error naming the file and the 4 MiB bound", u)
 	}
 }
 
@@ -271,4 +276,259 @@ func TestFileSDConfigMapVolume(t *testing.T) {
 	}
 	version("..2026_12_02_2", `[{"targets": ["127.0.0.2:8002"]}]`)
 	until(t, ch, "127.0.0.2:8002")
+}
+
+// storm calls f every 10 ms in a goroutine until the test ends; errors
+// of f are reported. It returns a func that stops the storm and waits
+// for it.
+func storm(t *testing.T, f func(i int) error) (stop func()) {
+	t.Helper()
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for i := 1; ; i++ {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			if err := f(i); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			close(quit)
+			<-done
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// renameWrite writes path by rename (an editor's or a config tool's
+// write), for a storm's goroutine.
+func renameWrite(path, data string) error {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// TestFileSDWriteStorm: a file rewritten every 10 ms, ten times faster
+// than the 100 ms debounce and without a pause, is still read while the
+// writes go on (a debounce that restarts at every event never fires):
+// the version written half a second into the storm is seen before the
+// storm ends.
+func TestFileSDWriteStorm(t *testing.T) {
+	pool := filepath.Join(t.TempDir(), "pool.json")
+	version := func(i int) string { return fmt.Sprintf(`[{"targets": ["127.0.0.1:%d"]}]`, 10000+i) }
+	write(t, pool, version(0))
+	ch := fileSD(t, pool)
+	until(t, ch, "127.0.0.1:10000")
+	start := time.Now()
+	stop := storm(t, func(i int) error { return renameWrite(pool, version(i)) })
+	defer stop()
+	deadline := time.After(20 * time.Second)
+	updates, seen := 0, 0
+	for seen < 50 {
+		select {
+		case u := <-ch:
+			updates++
+			if u.Err == nil && len(u.Replicas) == 1 {
+				_, port, _ := net.SplitHostPort(u.Replicas[0].Address)
+				n, _ := strconv.Atoi(port)
+				seen = max(seen, n-10000)
+			}
+		case <-deadline:
+			t.Fatalf("during 20 s of writes every 10 ms: %d updates, newest version seen %d; want version 50 seen while the writes go on", updates, seen)
+		}
+	}
+	t.Logf("version %d seen %v into the storm, after %d updates", seen, time.Since(start).Round(time.Millisecond), updates)
+}
+
+// TestFileSDIgnoresOtherFiles: events of files that no pattern matches
+// start no refresh: a log appended every 10 ms beside the watched file
+// leaves the discoverer quiet, and a change of the watched file is seen
+// while the appends go on.
+func TestFileSDIgnoresOtherFiles(t *testing.T) {
+	dir := t.TempDir()
+	pool := filepath.Join(dir, "pool.json")
+	write(t, pool, `[{"targets": ["127.0.0.1:8001"]}]`)
+	ch := fileSD(t, filepath.Join(dir, "*.json"))
+	until(t, ch, "127.0.0.1:8001")
+	log, err := os.Create(filepath.Join(dir, "other.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	storm(t, func(int) error {
+		_, err := log.WriteString("a line\n")
+		return err
+	})
+	select {
+	case u := <-ch:
+		t.Errorf("an unrelated file's writes started a refresh: %+v", u)
+	case <-time.After(time.Second):
+	}
+	replace(t, pool, `[{"targets": ["127.0.0.2:8002"]}]`)
+	start := time.Now()
+	select {
+	case u := <-ch:
+		if u.Err != nil || names(u.Replicas) != "127.0.0.2:8002" {
+			t.Errorf("update %+v, want the new set", u)
+		}
+		t.Logf("change seen %v after the write, beside a file appended every 10 ms", time.Since(start).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("a change of the watched file not seen within 10 s while another file is appended")
+	}
+}
+
+// nextWithin is the next update, failing the test unless it comes within
+// d (a discoverer that must not hang).
+func nextWithin(t *testing.T, ch <-chan Update, d time.Duration) Update {
+	t.Helper()
+	select {
+	case u := <-ch:
+		return u
+	case <-time.After(d):
+		t.Fatalf("no update within %v: the refresh hangs", d)
+		return Update{}
+	}
+}
+
+// TestFileSDNotRegular: a glob that matches a FIFO (which no one writes:
+// opening it to read would wait for a writer for ever), a directory or a
+// device fails the refresh at once, with an error that names it; the
+// discoverer goes on and reads the files once the odd one is gone.
+func TestFileSDNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "a.json"), `[{"targets": ["127.0.0.1:8001"]}]`)
+	fifo := filepath.Join(dir, "fifo.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "sub.json")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dev := filepath.Join(dir, "dev.json")
+	if err := os.Symlink(os.DevNull, dev); err != nil {
+		t.Fatal(err)
+	}
+	ch := fileSD(t, filepath.Join(dir, "*.json"))
+	start := time.Now()
+	u := nextWithin(t, ch, 5*time.Second)
+	took := time.Since(start)
+	if u.Err == nil {
+		t.Fatalf("update %+v, want an error", u)
+	}
+	for _, p := range []string{fifo, sub, dev} {
+		if msg := u.Err.Error(); !strings.Contains(msg, p+": ") || !strings.Contains(msg, "not a regular file") {
+			t.Errorf("error %q, want %s named as not a regular file", msg, p)
+		}
+	}
+	t.Logf("refused in %v: %v", took.Round(time.Microsecond), u.Err)
+	for _, p := range []string{fifo, sub, dev} {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until(t, ch, "127.0.0.1:8001")
+}
+
+// padded is a file_sd file of one replica, padded with spaces to size
+// bytes.
+func padded(t *testing.T, path string, size int) {
+	t.Helper()
+	data := `[{"targets": ["127.0.0.1:8001"]}]`
+	write(t, path, data+strings.Repeat(" ", size-len(data)))
+}
+
+// TestFileSDTotalBound: the files of one refresh hold at most
+// MaxFileSDSize bytes together: three valid files of 1.5 MiB matched by a
+// glob are refused before any is read, with an error that names the
+// pattern and the bound; two are read.
+func TestFileSDTotalBound(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"a", "b", "c"} {
+		padded(t, filepath.Join(dir, n+".json"), 3<<19)
+	}
+	glob := filepath.Join(dir, "*.json")
+	ch := fileSD(t, glob)
+	start := time.Now()
+	u := nextWithin(t, ch, 5*time.Second)
+	if u.Err == nil || !strings.Contains(u.Err.Error(), glob) || !strings.Contains(u.Err.Error(), "4.5 MiB") || !strings.Contains(u.Err.Error(), "4 MiB") {
+		t.Fatalf("update %+v, want an error naming the pattern, the 4.5 MiB matched and the 4 MiB bound", u)
+	}
+	t.Logf("refused in %v: %v", time.Since(start).Round(time.Microsecond), u.Err)
+	if err := os.Remove(filepath.Join(dir, "c.json")); err != nil {
+		t.Fatal(err)
+	}
+	until(t, ch, "127.0.0.1:8001")
+}
+
+// TestFileSDTooManyFiles: a glob may match at most MaxFileSDFiles files;
+// one more is refused before any is read, with an error that names the
+// pattern and the bound.
+func TestFileSDTooManyFiles(t *testing.T) {
+	dir := t.TempDir()
+	for i := range MaxFileSDFiles + 1 {
+		write(t, filepath.Join(dir, fmt.Sprintf("r%04d.json", i)), fmt.Sprintf(`[{"targets": ["127.0.0.1:%d"]}]`, 10000+i))
+	}
+	glob := filepath.Join(dir, "*.json")
+	ch := fileSD(t, glob)
+	start := time.Now()
+	u := nextWithin(t, ch, 5*time.Second)
+	want := fmt.Sprintf("%d files, more than %d", MaxFileSDFiles+1, MaxFileSDFiles)
+	if u.Err == nil || !strings.Contains(u.Err.Error(), glob) || !strings.Contains(u.Err.Error(), want) {
+		t.Fatalf("update with %d replicas, error %v; want an error naming the pattern and %q", len(u.Replicas), u.Err, want)
+	}
+	t.Logf("refused in %v: %v", time.Since(start).Round(time.Microsecond), u.Err)
+	if err := os.Remove(filepath.Join(dir, "r0000.json")); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.After(30 * time.Second); ; {
+		select {
+		case u := <-ch:
+			if u.Err != nil {
+				continue // the event of the removal may come before the directory is read whole
+			}
+			if len(u.Replicas) != MaxFileSDFiles {
+				t.Fatalf("%d replicas from %d files, want one each", len(u.Replicas), MaxFileSDFiles)
+			}
+			return
+		case <-deadline:
+			t.Fatal("no set within 30 s once a file was removed")
+		}
+	}
+}
+
+// TestFileSDRefreshTimeBound: a refresh that takes longer than its time
+// bound fails, with an error that names the bound, and the discoverer
+// goes on refreshing (here a bound of 1 ms, which reading 2000 files
+// passes, stands for a file system that stalls).
+func TestFileSDRefreshTimeBound(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 2000 {
+		write(t, filepath.Join(dir, fmt.Sprintf("r%04d.json", i)), fmt.Sprintf(`[{"targets": ["127.0.0.1:%d"]}]`, 10000+i))
+	}
+	d, err := New(&config.Discovery{File: &config.FileSD{Files: []string{filepath.Join(dir, "*.json")}, RefreshInterval: model.Duration(time.Second)}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.(*fileDiscoverer).timeout = time.Millisecond
+	ch := updates(t, d)
+	for range 2 {
+		u := nextWithin(t, ch, 5*time.Second)
+		if u.Err == nil || !strings.Contains(u.Err.Error(), "not read within 1ms, the time bound of a refresh") {
+			t.Fatalf("update with %d replicas, error %v; want the time bound passed", len(u.Replicas), u.Err)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/wire"
 )
@@ -22,11 +23,12 @@ import (
 const labelReplica = "replica"
 
 // MaxReplicaSeries bounds the replicas of one target that get series of
-// their own: the largest max_replicas a configuration may set. The engine
-// keeps a target's replicas within its max_replicas; should events of more
-// arrive anyway, those of the replicas beyond the bound count in the
-// target-level families only, and in llmprobe_replica_series_over_limit_total.
-const MaxReplicaSeries = 4096
+// their own: twice the largest max_replicas a configuration may set (the
+// engine keeps at most max_replicas live and max_replicas retired). Should
+// events of more arrive anyway, those of the replicas beyond the bound
+// count in the target-level families only, and in
+// llmprobe_replica_series_over_limit_total.
+const MaxReplicaSeries = 2 * config.MaxMaxReplicas
 
 var (
 	replicaLabels        = []string{labelTarget, labelReplica}
@@ -64,7 +66,7 @@ func newReplicaMetrics() *replicaMetrics {
 		ttft:      prometheus.NewHistogramVec(histogramOpts("replica_ttft_seconds", "Time to first token of the replica's requests, as llmprobe_ttft_seconds (warm-up excluded), without a class label.", ttftBuckets), replicaLabels),
 		tpot:      prometheus.NewHistogramVec(histogramOpts("replica_tpot_seconds", "Time per output token of the replica's successful requests with at least 2 output tokens, as llmprobe_tpot_seconds (warm-up excluded).", tokenLatencyBuckets), replicaLabels),
 		e2e:       prometheus.NewHistogramVec(histogramOpts("replica_e2e_seconds", "End-to-end latency of the replica's successful requests, as llmprobe_e2e_seconds (warm-up excluded).", e2eBuckets), replicaLabels),
-		overLimit: prometheus.NewCounterVec(counterOpts("replica_series_over_limit_total", "Events of replicas beyond the 4096 a target may have series for (the largest max_replicas): counted in the target-level families only. Anything but 0 is a bug (the engine keeps a target within its max_replicas)."), targetLabels),
+		overLimit: prometheus.NewCounterVec(counterOpts("replica_series_over_limit_total", "Events of replicas beyond the 8192 a target may have series for (twice the largest max_replicas: live and retired): counted in the target-level families only. Anything but 0 is a bug (the engine keeps a target within 2 × its max_replicas)."), targetLabels),
 		limit:     MaxReplicaSeries,
 		byTgt:     map[string]map[string]*replicaSeries{},
 	}
@@ -206,7 +208,7 @@ var (
 	replicaInflightDesc = prometheus.NewDesc(namespace+"_replica_inflight_requests",
 		"Requests sent to the replica and not yet ended.", replicaLabels, nil)
 	replicaRateDesc = prometheus.NewDesc(namespace+"_replica_requested_rate",
-		"Requested mean arrival rate of the replica (its share of the target's rate with rate_per: target), in requests per second.", replicaLabels, nil)
+		"Requested mean rate of requests of the replica, in requests per second, as llmprobe_target_request_rate (arrivals × expected turns of the multi-turn classes), which is the sum over the replicas: the target's arrival rate with rate_per: replica, its even share with rate_per: target.", replicaLabels, nil)
 	replicaSaturatedDesc = prometheus.NewDesc(namespace+"_replica_harness_saturated",
 		"1 while the harness cannot deliver or time the replica's requested load, as llmprobe_harness_saturated.", replicaLabels, nil)
 	replicaWarmupDesc = prometheus.NewDesc(namespace+"_replica_warmup",
@@ -222,13 +224,14 @@ var (
 	discoveryFailuresDesc    = prometheus.NewDesc(namespace+"_discovery_refresh_failures_total", "Discovery refreshes that failed; the last known set of replicas was kept.", discoveryLabels, nil)
 	discoveryLastSuccessDesc = prometheus.NewDesc(namespace+"_discovery_last_success_timestamp_seconds", "When a discovery refresh last succeeded; 0 before the first success.", discoveryLabels, nil)
 	discoveryChangesDesc     = prometheus.NewDesc(namespace+"_discovery_replica_changes_total", "Replicas added to and removed from the probed set since start, by change (added, removed).", []string{labelTarget, "mechanism", "change"}, nil)
+	discoveryFoldedDesc      = prometheus.NewDesc(namespace+"_discovery_replicas_folded_total", "Retired replicas whose series were removed before their grace period was over, because more than max_replicas were retired: the replica label has at most 2 × max_replicas values.", discoveryLabels, nil)
 )
 
 func describeReplicas(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		replicaInfoDesc, replicaInflightDesc, replicaRateDesc, replicaSaturatedDesc, replicaWarmupDesc, replicaRetiredDesc,
 		discoveryReplicasDesc, discoveryDiscoveredDesc, discoveryOverLimitDesc, discoveryRefreshesDesc, discoveryFailuresDesc,
-		discoveryLastSuccessDesc, discoveryChangesDesc,
+		discoveryLastSuccessDesc, discoveryChangesDesc, discoveryFoldedDesc,
 	} {
 		ch <- d
 	}
@@ -252,6 +255,7 @@ func collectReplicas(ch chan<- prometheus.Metric, s *probe.TargetStatus) {
 		ch <- prometheus.MustNewConstMetric(discoveryLastSuccessDesc, prometheus.GaugeValue, ts, t, mech)
 		ch <- prometheus.MustNewConstMetric(discoveryChangesDesc, prometheus.CounterValue, float64(d.Added), t, mech, "added")
 		ch <- prometheus.MustNewConstMetric(discoveryChangesDesc, prometheus.CounterValue, float64(d.Removed), t, mech, "removed")
+		ch <- prometheus.MustNewConstMetric(discoveryFoldedDesc, prometheus.CounterValue, float64(d.Folded), t, mech)
 	}
 	seen := make(map[string]bool, len(s.Replicas))
 	for i := range s.Replicas {

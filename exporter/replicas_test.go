@@ -270,8 +270,8 @@ func TestReplicaRemoved(t *testing.T) {
 // counter, never in new replica series.
 func TestReplicaSeriesLimit(t *testing.T) {
 	m, reg := configuredMetrics(t)
-	if m.rep.limit != MaxReplicaSeries || MaxReplicaSeries != 4096 {
-		t.Fatalf("limit %d, MaxReplicaSeries %d; want both 4096 (the largest max_replicas)", m.rep.limit, MaxReplicaSeries)
+	if m.rep.limit != MaxReplicaSeries || MaxReplicaSeries != 8192 {
+		t.Fatalf("limit %d, MaxReplicaSeries %d; want both 8192 (twice the largest max_replicas: live and retired)", m.rep.limit, MaxReplicaSeries)
 	}
 	m.rep.limit = 3
 	for i := range 5 {
@@ -376,7 +376,7 @@ func testPoolStatus() probe.TargetStatus {
 		Discovery: &probe.DiscoveryStatus{
 			Mechanism: "kubernetes", Replicas: 2, Discovered: 5, OverLimit: 3, MaxReplicas: 2,
 			Refreshes: 12, Failures: 2, LastSuccess: time.Unix(1_700_000_100, 500_000_000),
-			LastError: "listing EndpointSlices: forbidden", Added: 3, Removed: 1,
+			LastError: "listing EndpointSlices: forbidden", Added: 3, Removed: 1, Folded: 4,
 		},
 		Replicas: []probe.ReplicaStatus{
 			{
@@ -416,7 +416,7 @@ llmprobe_replica_info{address="10.1.2.5:8000",namespace="prod",node="",pod="vllm
 llmprobe_replica_inflight_requests{replica="10.1.2.4:8000",target="pool"} 1
 llmprobe_replica_inflight_requests{replica="vllm-0",target="pool"} 2
 llmprobe_replica_inflight_requests{replica="vllm-2",target="pool"} 0
-# HELP llmprobe_replica_requested_rate Requested mean arrival rate of the replica (its share of the target's rate with rate_per: target), in requests per second.
+# HELP llmprobe_replica_requested_rate Requested mean rate of requests of the replica, in requests per second, as llmprobe_target_request_rate (arrivals × expected turns of the multi-turn classes), which is the sum over the replicas: the target's arrival rate with rate_per: replica, its even share with rate_per: target.
 # TYPE llmprobe_replica_requested_rate gauge
 llmprobe_replica_requested_rate{replica="10.1.2.4:8000",target="pool"} 0.2
 llmprobe_replica_requested_rate{replica="vllm-0",target="pool"} 0.2
@@ -458,12 +458,15 @@ llmprobe_discovery_last_success_timestamp_seconds{mechanism="kubernetes",target=
 # TYPE llmprobe_discovery_replica_changes_total counter
 llmprobe_discovery_replica_changes_total{change="added",mechanism="kubernetes",target="pool"} 3
 llmprobe_discovery_replica_changes_total{change="removed",mechanism="kubernetes",target="pool"} 1
+# HELP llmprobe_discovery_replicas_folded_total Retired replicas whose series were removed before their grace period was over, because more than max_replicas were retired: the replica label has at most 2 × max_replicas values.
+# TYPE llmprobe_discovery_replicas_folded_total counter
+llmprobe_discovery_replicas_folded_total{mechanism="kubernetes",target="pool"} 4
 `
 	families := []string{
 		"llmprobe_replica_info", "llmprobe_replica_inflight_requests", "llmprobe_replica_requested_rate", "llmprobe_replica_harness_saturated",
 		"llmprobe_replica_warmup", "llmprobe_replica_retired", "llmprobe_discovery_replicas", "llmprobe_discovery_discovered_replicas",
 		"llmprobe_discovery_replicas_over_limit", "llmprobe_discovery_refreshes_total", "llmprobe_discovery_refresh_failures_total",
-		"llmprobe_discovery_last_success_timestamp_seconds", "llmprobe_discovery_replica_changes_total",
+		"llmprobe_discovery_last_success_timestamp_seconds", "llmprobe_discovery_replica_changes_total", "llmprobe_discovery_replicas_folded_total",
 	}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), families...); err != nil {
 		t.Error(err)

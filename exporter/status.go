@@ -17,7 +17,7 @@ var (
 	inflightDesc = prometheus.NewDesc(namespace+"_inflight_requests",
 		"Requests sent and not yet ended.", targetLabels, nil)
 	targetRateDesc = prometheus.NewDesc(namespace+"_target_request_rate",
-		"Requested mean arrival rate of this process (its share when replicas split a target), in requests per second.", targetLabels, nil)
+		"Requested mean rate of requests of this process, in requests per second: arrivals × expected turns of the multi-turn classes (its share when replicas split a target; the sum over its replicas for a target with discovery).", targetLabels, nil)
 	saturatedDesc = prometheus.NewDesc(namespace+"_harness_saturated",
 		"1 while the harness cannot deliver or time the requested load (late sends, late drops, or timestamps inflated by CPU starvation, judged by counts over the saturation window): this target's numbers are not trustworthy. llmprobe_harness_saturation_reason says why.", targetLabels, nil)
 	saturationReasonDesc = prometheus.NewDesc(namespace+"_harness_saturation_reason",

@@ -34,7 +34,10 @@ func (r *runner) converse(ctx context.Context, first workload.Plan, planned time
 	turns := c.Turns.Draw(rng)
 
 	outcome := ConversationCompleted
-	defer func() { r.obs.ConversationEnded(r.name, r.replica, c.Name, outcome) }()
+	defer func() {
+		r.obs.ConversationEnded(r.name, r.beginEvent(), c.Name, outcome)
+		r.endEvent()
+	}()
 
 	res := r.exchange(r.builder.FirstTurn(&first, rng, conv), planned)
 	for turn := 2; ; turn++ {
@@ -81,7 +84,10 @@ func (r *runner) replaySession(ctx context.Context, first workload.Plan, planned
 	id := workload.NewConversation(rng).ID
 
 	outcome := ConversationCompleted
-	defer func() { r.obs.ConversationEnded(r.name, r.replica, c.Name, outcome) }()
+	defer func() {
+		r.obs.ConversationEnded(r.name, r.beginEvent(), c.Name, outcome)
+		r.endEvent()
+	}()
 
 	for i, rec := range recs {
 		p := r.builder.FromRecord(c, rec, c.Trace.BlockSize, rng)

@@ -53,6 +53,10 @@ type pool struct {
 	since    time.Time
 	lastErr  string // the last failure logged, so that a failing discovery logs once per message
 	lastOver int    // the over-limit count last logged
+	// foldLogged is when folding was last logged, and foldLoggedAt the
+	// Folded count then: folds are logged at most once a minute.
+	foldLogged   time.Time
+	foldLoggedAt uint64
 }
 
 type liveReplica struct {
@@ -264,6 +268,9 @@ func (e *Engine) reconcile(p *pool, now time.Time) {
 			e.retireReplica(p, lr, now)
 		}
 	}
+	// Before a new replica can have series: those that come back below
+	// leave the retired set, the rest of it is bounded.
+	e.foldRetired(p, wanted, now)
 	div := float64(p.template.Replicas)
 	if !p.ratePerReplica() {
 		div *= float64(max(len(want), 1))
@@ -337,6 +344,47 @@ func (e *Engine) retireReplica(p *pool, lr *liveReplica, now time.Time) {
 	rr := &retiredReplica{rep: lr.rep, r: lr.r, since: lr.since, gone: now}
 	p.retired[lr.rep.Name] = rr // none before: coming back removed it
 	rr.timer = time.AfterFunc(p.grace(), func() { e.forget(p, rr) })
+}
+
+// foldRetired bounds the retired replicas of p, but those in back (which
+// come back now), to max_replicas, so that the replica label has at most
+// 2 × max_replicas values (live and retired) however fast discovery
+// churns: past it, the replicas retired longest are folded. A folded
+// replica leaves the status at once, its series are removed
+// (ReplicaObserver) before its grace period is over, and its requests
+// still in flight end and count in the target-level families only. e.mu
+// is held.
+func (e *Engine) foldRetired(p *pool, back map[string]bool, now time.Time) {
+	var staying []*retiredReplica
+	for name, rr := range p.retired {
+		if !back[name] {
+			staying = append(staying, rr)
+		}
+	}
+	over := len(staying) - p.maxReplicas()
+	if over <= 0 {
+		return
+	}
+	slices.SortFunc(staying, func(a, b *retiredReplica) int {
+		return cmp.Or(a.gone.Compare(b.gone), strings.Compare(a.rep.Name, b.rep.Name))
+	})
+	for _, rr := range staying[:over] {
+		rr.timer.Stop()
+		delete(p.retired, rr.rep.Name)
+		if p.live[rr.rep.Name] == nil {
+			delete(p.budgets, rr.rep.Name)
+			delete(p.conns, rr.rep.Name)
+		}
+		// No event of it told after this brings its series back.
+		rr.r.fold()
+		e.replicaRemoved(p.name, rr.rep.Name)
+		p.status.Folded++
+	}
+	if now.Sub(p.foldLogged) >= time.Minute {
+		e.opts.Logger.Warn("more replicas retired than max_replicas within the grace period; the series of those retired longest are removed early",
+			"target", p.name, "max_replicas", p.maxReplicas(), "folded", p.status.Folded-p.foldLoggedAt, "grace_period", p.grace())
+		p.foldLogged, p.foldLoggedAt = now, p.status.Folded
+	}
 }
 
 // forget removes a retired replica's series once its grace period is over

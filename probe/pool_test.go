@@ -20,7 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/exporter"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/sim"
 )
@@ -465,5 +468,71 @@ targets:
 		if !r.Gone.IsZero() || !r.Started.Equal(before.Replicas[i].Started) {
 			t.Errorf("replica %s changed by a refused reload: %+v", r.Name, r)
 		}
+	}
+}
+
+// TestReplicaRequestedRateIsTargets: llmprobe_replica_requested_rate is
+// the quantity llmprobe_target_request_rate is, requests per second
+// (arrivals × expected turns of the multi-turn classes), and the target's
+// is the sum of its replicas': with two classes of one and three turns
+// (weights 2:1, 5/3 requests per arrival) and rate 2 split over two
+// replicas, each replica requests 1 × 5/3 and the target 2 × 5/3 = 3.33;
+// both families' help says so.
+func TestReplicaRequestedRateIsTargets(t *testing.T) {
+	_, addrs := replicaSims(t, 2, nil)
+	sd := filepath.Join(t.TempDir(), "pool.json")
+	writeFileSD(t, sd, addrs...)
+	cfg := loadConfig(t, `
+workloads:
+  w:
+    classes:
+      - {name: one, weight: 2, prompt_tokens: 20, output_tokens: 4}
+      - {name: three, weight: 1, prompt_tokens: 20, output_tokens: 4, turns: {count: 3, think_time: 0s, user_tokens: 8}}
+targets:
+  - name: pool
+    model: sim-model
+    workload: w
+    arrival: {rate: 2}
+    discovery:
+      file: {files: [%s], refresh_interval: 1s}
+`, sd)
+	e := applyEngine(t, cfg, probe.Options{})
+	waitPool(t, e, "pool", 5*time.Second, func(s probe.TargetStatus) bool { return s.Discovery.Replicas == 2 })
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(exporter.NewStatusCollector(e.Status))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const perArrival = 5.0 / 3
+	var target, sum float64
+	help := map[string]string{}
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "llmprobe_target_request_rate":
+			target = mf.GetMetric()[0].GetGauge().GetValue()
+		case "llmprobe_replica_requested_rate":
+			for _, m := range mf.GetMetric() {
+				v := m.GetGauge().GetValue()
+				if math.Abs(v-1*perArrival) > 1e-9 {
+					t.Errorf("replica %v requests %v req/s, want its 1 arrival/s × 5/3 requests per arrival", m.GetLabel(), v)
+				}
+				sum += v
+			}
+		default:
+			continue
+		}
+		help[mf.GetName()] = mf.GetHelp()
+	}
+	if math.Abs(target-2*perArrival) > 1e-9 || math.Abs(sum-target) > 1e-9 {
+		t.Errorf("target requests %v req/s, its replicas %v; want both 2 × 5/3", target, sum)
+	}
+	for name, h := range help {
+		if !strings.Contains(h, "arrivals × expected turns") {
+			t.Errorf("%s help %q does not say it counts requests, arrivals × expected turns", name, h)
+		}
+	}
+	if len(help) != 2 {
+		t.Errorf("families %v, want the target's and the replicas' requested rates", help)
 	}
 }

@@ -34,7 +34,9 @@ type ReplicaStatus struct {
 
 	// Gone is when discovery stopped listing it (zero while listed): it
 	// sends no more, its in-flight requests end and count, and its series
-	// go once the grace period has passed (ReplicaObserver).
+	// go once the grace period has passed (ReplicaObserver), or at once
+	// when more than max_replicas are retired (folded; see
+	// DiscoveryStatus.Folded).
 	Gone time.Time
 
 	RequestedRate float64 // this process' share, req/s
@@ -79,12 +81,18 @@ type DiscoveryStatus struct {
 	LastError   string
 	// Changes counts replicas added and removed since start.
 	Added, Removed uint64
+	// Folded counts retired replicas whose series were removed before
+	// their grace period was over, because more than MaxReplicas were
+	// retired (the replica label has at most 2 × MaxReplicas values).
+	Folded uint64
 }
 
-// ReplicaObserver is told when a vanished replica's grace period is over
-// and its series should go: an engine's Observer that implements it gets
-// ReplicaRemoved (Observers forwards it to those of its observers that
-// do). It must not block.
+// ReplicaObserver is told when a vanished replica's grace period is over,
+// or when it is folded before (more than max_replicas retired), and its
+// series should go (no later event of the runner that probed it carries
+// its name): an engine's Observer that implements it gets ReplicaRemoved
+// (Observers forwards it to those of its observers that do). It must not
+// block.
 type ReplicaObserver interface {
 	ReplicaRemoved(target, replica string)
 }

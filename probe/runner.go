@@ -85,6 +85,13 @@ type runner struct {
 	conns *httpclient.Conns
 	proto atomic.Pointer[string]
 
+	// evMu and folded: a retired replica folded early (pool.go) has its
+	// series removed, and its later events carry no replica label, so
+	// that they cannot bring the series back; fold takes evMu to wait
+	// for the events being observed (beginEvent, endEvent).
+	evMu   sync.RWMutex
+	folded bool
+
 	// arrivalHook, when set (tests), runs when an arrival's planned instant
 	// has come, before it is admitted: a stall of the arrival loop.
 	arrivalHook func(planned time.Time)
@@ -277,11 +284,41 @@ func (r *runner) admit(c *workload.Class, planned time.Time) bool {
 	}
 }
 
+// beginEvent starts telling the observers of an event: it returns the
+// replica label the event carries, r.replica, or "" once the replica is
+// folded. endEvent ends it, once the observers returned.
+func (r *runner) beginEvent() string {
+	if r.replica == "" {
+		return ""
+	}
+	r.evMu.RLock()
+	if r.folded {
+		return ""
+	}
+	return r.replica
+}
+
+func (r *runner) endEvent() {
+	if r.replica != "" {
+		r.evMu.RUnlock()
+	}
+}
+
+// fold makes the runner's later events carry no replica label, once the
+// events being told have been: what it does from now on counts in the
+// target-level families only.
+func (r *runner) fold() {
+	r.evMu.Lock()
+	r.folded = true
+	r.evMu.Unlock()
+}
+
 // schedule counts an arrival of class c whose planned instant has come.
 func (r *runner) schedule(c *workload.Class) {
 	r.scheduled.Add(1)
 	r.win.Scheduled(time.Now())
-	r.obs.Scheduled(r.name, r.replica, c.Name)
+	r.obs.Scheduled(r.name, r.beginEvent(), c.Name)
+	r.endEvent()
 }
 
 func (r *runner) drop(c *workload.Class, reason DropReason, now time.Time) {
@@ -291,7 +328,8 @@ func (r *runner) drop(c *workload.Class, reason DropReason, now time.Time) {
 		}
 	}
 	r.win.Dropped(now, reason.cause())
-	r.obs.Dropped(r.name, r.replica, c.Name, reason)
+	r.obs.Dropped(r.name, r.beginEvent(), c.Name, reason)
+	r.endEvent()
 }
 
 // cause is what a drop of this reason says to the judgement.
@@ -350,7 +388,8 @@ func (r *runner) exchange(p *workload.Prepared, planned time.Time) *wire.Result 
 	res.ScheduleLag = res.Dispatched.Sub(planned)
 	r.sent.Add(1)
 	r.win.Sent(res.Dispatched, res.ScheduleLag)
-	r.obs.Sent(r.name, r.replica, p.Class.Name)
+	r.obs.Sent(r.name, r.beginEvent(), p.Class.Name)
+	r.endEvent()
 
 	r.client.Do(r.reqCtx, p.Req, res)
 
@@ -364,7 +403,9 @@ func (r *runner) exchange(p *workload.Prepared, planned time.Time) *wire.Result 
 		}
 	}
 	p.Learn(res)
+	res.Replica = r.beginEvent()
 	r.obs.Observe(res)
+	r.endEvent()
 	r.bank.observe(r.detectors[p.Class.Name], res, r.saturated.Load())
 	return res
 }

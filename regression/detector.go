@@ -249,29 +249,45 @@ func (d *Detector) Evaluate(now time.Time) Result {
 	}
 	res := d.result()
 	if d.refN < d.o.MinBaseline || d.n < d.o.MinSamples {
-		d.maybePromote(now.UnixNano(), false)
+		d.maybePromote(now.UnixNano(), 0)
 		return res
 	}
 	s := d.scratch()
 	defer scratchPool.Put(s)
 	d.inflate = d.serialInflation()
 	var (
-		best       verdict
-		fire       verdict
-		suspicious bool
+		best verdict
+		fire verdict
+		// held is how many of the newest samples stay out of the
+		// baseline (maybePromote): all of them while a window that may
+		// alarm is suspicious; for one too short in time to alarm on,
+		// its own samples and those after the change point its test
+		// estimates (suspects).
+		held     int
+		suspects [2]string
 	)
 	best.p = 1
 	fire.p = 1
-	d.windows(func(w window) {
+	d.windows(func(w window, short bool) {
 		for _, v := range d.tests(w, s) {
+			if v.p < ExitLevel && v.gate >= 0.5 {
+				switch {
+				case !short:
+					held = d.n
+				case suspects[0] == "" || suspects[0] == v.test:
+					held, suspects[0] = max(held, w.c), v.test
+				default:
+					held, suspects[1] = max(held, w.c), v.test
+				}
+			}
+			if short {
+				continue
+			}
 			if v.p/d.level(v.test) < best.p/d.level(best.test) {
 				best = v
 			}
 			if v.p < d.level(v.test) && v.gate >= 1 && v.p/d.level(v.test) < fire.p/d.level(fire.test) {
 				fire = v
-			}
-			if v.p < ExitLevel && v.gate >= 0.5 {
-				suspicious = true
 			}
 		}
 	})
@@ -287,7 +303,13 @@ func (d *Detector) Evaluate(now time.Time) Result {
 	if best.test != "" {
 		res.Test, res.P, res.TestN, res.Threshold = best.test, best.p, best.w.c, d.level(best.test)
 	}
-	d.maybePromote(now.UnixNano(), suspicious)
+	for _, test := range suspects {
+		if test != "" && held < d.n {
+			k, _ := d.split(test)
+			held = max(held, d.n-k)
+		}
+	}
+	d.maybePromote(now.UnixNano(), held)
 	return res
 }
 
@@ -377,8 +399,15 @@ func (w *window) add(p uint16, decluster bool) {
 }
 
 // windows calls f for the last n current samples, n = MinSamples, 2×, 4×,
-// …, and for all of them.
-func (d *Detector) windows(f func(window)) {
+// …, and for all of them. A short window spans less than MinSpan: too
+// short in time to raise an alarm on (Options.MinSpan), it is still
+// judged for suspicion, which only holds samples back from the baseline
+// (its own, and those after the change point its test estimates): else,
+// after a step, the longer windows that mix it with the samples before
+// it may all be unsuspicious while the step's first seconds are old
+// enough to be promoted (a growing baseline takes all but the newest
+// quarter at each evaluation).
+func (d *Detector) windows(f func(w window, short bool)) {
 	var w window
 	next := d.o.MinSamples
 	decluster := d.kind == Latency
@@ -390,11 +419,7 @@ func (d *Detector) windows(f func(window)) {
 	for i := d.n - 1; i >= 0; i-- {
 		w.add(d.plc[d.idx(i)], decluster)
 		if w.c == next || i == 0 {
-			// A window too short in time is not tested (Options.MinSpan);
-			// the longer ones that hold it still are.
-			if newest-d.timeOf(i) >= span {
-				f(w)
-			}
+			f(w, newest-d.timeOf(i) < span)
 			for next <= w.c {
 				next *= 2
 			}
@@ -633,14 +658,33 @@ func (d *Detector) accept(since int) {
 
 // changePoint estimates when the distribution changed, for test: the
 // split of the current samples that maximises the log-likelihood ratio
-// of "the samples after it differ from the baseline" (a Gaussian mean
-// shift of the placements from the baseline's 1/2 for the median test, a
-// Bernoulli ratio above the baseline's for the others; at least
-// MinSamples samples after it). The baseline is the null, so the split
-// may be the first current sample; when the window began at a Cut and
-// splitting there is nearly as likely as the best split (within
-// cutLikelihood), the change point is the Cut.
+// of "the samples after it differ from the baseline", the baseline being
+// the known "before" (Hinkley's maximum-likelihood change point), with at
+// least MinSamples samples after it. For the median test the placements
+// after the split are Gaussian with a mean above the baseline's 1/2 and
+// a variance of their own, against the baseline's 1/12: a large step
+// puts them all near 1 with little spread, and a sample before it that
+// only ranks high (against a narrow baseline, a drift of 1% does) fits
+// that far worse than it fits the baseline. With the variance held at
+// 1/12, every stretch before the step whose placements averaged over
+// halfway to the step's was taken in, whatever its effect, and a
+// doubling of a server whose TTFT barely varies was dated seconds to
+// minutes early. The variance is not taken below 1/(12·refN²): a
+// placement locates a value only to within a gap of the baseline. For
+// the tail and errors tests, a Bernoulli ratio above the baseline's. The
+// baseline is the null, so the split may be the first current sample;
+// when the window began at a Cut and splitting there is nearly as likely
+// as the best split (within cutLikelihood), the change point is the Cut.
 func (d *Detector) changePoint(test string) int64 {
+	if k, atCut := d.split(test); !atCut {
+		return d.timeOf(k)
+	}
+	return d.cutNs
+}
+
+// split is changePoint's split: the logical index of the first current
+// sample after it, and whether the change point is the Cut instead.
+func (d *Detector) split(test string) (k int, atCut bool) {
 	mu := 0.5
 	switch test {
 	case TestTail:
@@ -648,12 +692,16 @@ func (d *Detector) changePoint(test string) int64 {
 	case TestErrors:
 		mu = max(float64(d.refK), 0.5) / float64(d.refN)
 	}
+	scale := 1 / float64(2*d.refN)
+	floor := 1 / (12 * float64(d.refN) * float64(d.refN))
 	bestK, best, atFirst := 0, -1.0, 0.0
-	var sum float64
+	var sum, sq float64
 	for i := d.n - 1; i >= 0; i-- {
 		p := d.plc[d.idx(i)]
 		if test == TestMedian {
-			sum += float64(p&placeMask)/float64(2*d.refN) - mu
+			u := float64(p&placeMask)*scale - mu
+			sum += u
+			sq += u * u
 		} else if p&exceedBit != 0 {
 			sum++
 		}
@@ -661,13 +709,15 @@ func (d *Detector) changePoint(test string) int64 {
 		if m < d.o.MinSamples {
 			continue
 		}
+		fm := float64(m)
 		var llr float64
 		if test == TestMedian {
 			if sum > 0 {
-				llr = 6 * sum * sum / float64(m) // placements have variance 1/12
+				v := max(sq/fm-(sum/fm)*(sum/fm), floor)
+				llr = fm/2*math.Log(1/(12*v)) - fm/2 + 6*sq
 			}
-		} else if r := sum / float64(m); r > mu {
-			llr = float64(m) * klBernoulli(r, mu)
+		} else if r := sum / fm; r > mu {
+			llr = fm * klBernoulli(r, mu)
 		}
 		if llr > best {
 			bestK, best = i, llr
@@ -677,9 +727,9 @@ func (d *Detector) changePoint(test string) int64 {
 		}
 	}
 	if d.fromCut && atFirst >= best-cutLikelihood {
-		return d.cutNs
+		return 0, true
 	}
-	return d.timeOf(bestK)
+	return bestK, false
 }
 
 // cutLikelihood is how much less likely (in log-likelihood) than the best
@@ -698,18 +748,16 @@ func klBernoulli(q, p float64) float64 {
 	return kl
 }
 
-// maybePromote moves current samples into the baseline unless a test is
-// suspicious: while the baseline is below BaselineCapacity, all but the
-// newest quarter (at least firstPromotion) of them once there are twice
-// firstPromotion, so that a fresh detector soon has a baseline worth
-// testing against; then, or when the current window began at a Cut with
-// a testable baseline before it (the new target is judged against the
-// old one on a full window), the older half whenever the window is full,
-// at most once per promotionGap.
-func (d *Detector) maybePromote(now int64, suspicious bool) {
-	if suspicious {
-		return
-	}
+// maybePromote moves current samples into the baseline, never the
+// newest held of them (those a suspicious test holds back): while the
+// baseline is below BaselineCapacity, all but the newest quarter (at
+// least firstPromotion) of them once there are twice firstPromotion, so
+// that a fresh detector soon has a baseline worth testing against; then,
+// or when the current window began at a Cut with a testable baseline
+// before it (the new target is judged against the old one on a full
+// window), the older half whenever the window is full, at most once per
+// promotionGap.
+func (d *Detector) maybePromote(now int64, held int) {
 	growing := d.refN < BaselineCapacity && !(d.fromCut && d.refN >= d.o.MinBaseline)
 	var h int
 	switch {
@@ -718,6 +766,9 @@ func (d *Detector) maybePromote(now int64, suspicious bool) {
 	case d.n >= CurrentCapacity && now-d.lastPromotion >= promotionGap:
 		h = d.n / 2
 	default:
+		return
+	}
+	if h = min(h, d.n-held); h <= 0 {
 		return
 	}
 	d.moveToBaseline(func(i int) bool { return i < h })

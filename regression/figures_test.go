@@ -302,3 +302,171 @@ func envInt(name string, def int) int {
 	}
 	return v
 }
+
+// TestFiguresChangePoint measures how the change point dates a step
+// (docs/design.md, "Change point"): at 5 req/s, fresh detectors with 3
+// minutes or 1 hour of history, the distribution of the change point
+// minus the step over LLMPROBE_FIGURES_DATING steps per row (default
+// 1000), and, where both distributions are known, that of an oracle: the
+// split of the same samples that maximises the true log-likelihood ratio
+// of after against before, the best any dating could do. It runs with
+// TestFigures (LLMPROBE_FIGURES=1, -run TestFigures).
+func TestFiguresChangePoint(t *testing.T) {
+	if os.Getenv("LLMPROBE_FIGURES") == "" {
+		t.Skip("set LLMPROBE_FIGURES=1 to measure the figures (minutes)")
+	}
+	steps := envInt("LLMPROBE_FIGURES_DATING", 1000)
+	both := []time.Duration{3 * time.Minute, time.Hour}
+	hour := []time.Duration{time.Hour}
+	p90, p99 := ttftQuantiles()
+	k := (2*p99 - p90) / (p99 - p90)
+	rows := []struct {
+		name     string
+		kind     Kind
+		mutate   func(*stream)
+		errAfter float64
+		hists    []time.Duration
+		oracle   func(v float64) float64 // one value's log-likelihood ratio; nil: none
+	}{
+		{"narrow TTFT ×2", Latency, narrowScale(2, false), 0, both, func(v float64) float64 {
+			y := (math.Log(v/0.04) - math.Log(2)/2) / 0.01
+			return y * math.Log(2) / 0.01
+		}},
+		{"narrow drifting TTFT ×2", Latency, narrowScale(2, true), 0, both, nil},
+		{"narrow drifting TTFT +25%", Latency, narrowScale(1.25, true), 0, both, nil},
+		{"TTFT ×2", Latency, scale(2), 0, both, changedLLR(func(v float64) (float64, float64) { return v / 2, 2 })},
+		{"TTFT +50%", Latency, scale(1.5), 0, both, changedLLR(func(v float64) (float64, float64) { return v / 1.5, 1.5 })},
+		{"TTFT +25%", Latency, scale(1.25), 0, both, changedLLR(func(v float64) (float64, float64) { return v / 1.25, 1.25 })},
+		{"p99 ×2, median unchanged", Latency, tail(), 0, hour, changedLLR(func(v float64) (float64, float64) {
+			if v <= p90 {
+				return v, 1
+			}
+			return p90 + (v-p90)/k, k
+		})},
+		{"errors 1% → 20%", Ratio, nil, 0.2, hour, errorsLLR(0.01, 0.2)},
+		{"errors 1% → 5%", Ratio, nil, 0.05, hour, errorsLLR(0.01, 0.05)},
+	}
+	var out strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&out, format+"\n", a...) }
+	p("Change point minus step, 5 req/s, %d steps per row (fresh detector, the history given; evaluations once a minute at a random phase, the daemon's options):", steps)
+	p("  %-28s %8s %9s %10s %7s %7s %7s %7s %7s %14s", "change", "history", "detected", "within 5s", "q01", "q05", "median", "q95", "q99", "oracle ≤5s")
+	for _, r := range rows {
+		for _, hist := range r.hists {
+			type res struct {
+				tr     trial
+				oracle time.Duration
+			}
+			runs := parallel(steps, func(i int) res {
+				var o time.Duration
+				step := epoch.Add(hist)
+				tr := stepTrialWith(r.kind, figureOptions, 5, hist, time.Hour, uint64(40000+i), r.mutate, r.errAfter, func(d *Detector) {
+					if r.oracle != nil {
+						o = time.Unix(0, oracleChangePoint(d, r.oracle)).Sub(step)
+					}
+				})
+				return res{tr, o}
+			})
+			var errs, orc []time.Duration
+			for _, x := range runs {
+				if x.tr.detected {
+					errs = append(errs, x.tr.cpErr)
+					orc = append(orc, x.oracle)
+				}
+				if x.tr.early {
+					t.Errorf("%s: an alarm before the step", r.name)
+				}
+			}
+			slices.Sort(errs)
+			q := func(f float64) string {
+				if len(errs) == 0 {
+					return "-"
+				}
+				return fmt.Sprintf("%+.1fs", errs[min(len(errs)-1, int(f*float64(len(errs))))].Seconds())
+			}
+			share := func(e []time.Duration) string {
+				if len(e) == 0 {
+					return "-"
+				}
+				return fmt.Sprintf("%.1f%%", 100*float64(within(e, 5*time.Second))/float64(len(e)))
+			}
+			oracle := "-"
+			if r.oracle != nil {
+				oracle = share(orc)
+			}
+			p("  %-28s %8s %9d %10s %7s %7s %7s %7s %7s %14s", r.name, dur(hist), len(errs), share(errs), q(0.01), q(0.05), q(0.5), q(0.95), q(0.99), oracle)
+		}
+	}
+	t.Log("\n" + out.String())
+}
+
+// oracleChangePoint is the split of d's current samples that maximises
+// the sum of llr over the samples after it (the first of them; on a tie,
+// the later split).
+func oracleChangePoint(d *Detector, llr func(v float64) float64) int64 {
+	best, bestK, sum := math.Inf(-1), 0, 0.0
+	for i := d.n - 1; i >= 0; i-- {
+		j := d.idx(i)
+		var v float64
+		if d.kind == Latency {
+			v = float64(d.val[j])
+		} else if d.plc[j]&exceedBit != 0 {
+			v = 1
+		}
+		sum += llr(v)
+		if sum > best {
+			best, bestK = sum, i
+		}
+	}
+	return d.timeOf(bestK)
+}
+
+// changedLLR is the log-likelihood ratio of a TTFT v of the wide stream
+// after a monotone change c against before it, given c's inverse: the
+// value x = c⁻¹(v) and c's slope there.
+func changedLLR(inv func(v float64) (x, slope float64)) func(v float64) float64 {
+	f := ttftLogDensity()
+	dens := func(x float64) float64 { return f(math.Log(x)) - math.Log(x) } // of TTFT, from that of its log
+	return func(v float64) float64 {
+		x, slope := inv(v)
+		return dens(x) - math.Log(slope) - dens(v)
+	}
+}
+
+// errorsLLR is the log-likelihood ratio of an outcome (1: an error) at
+// error ratio q against p.
+func errorsLLR(p, q float64) func(v float64) float64 {
+	return func(v float64) float64 {
+		if v != 0 {
+			return math.Log(q / p)
+		}
+		return math.Log((1 - q) / (1 - p))
+	}
+}
+
+// ttftLogDensity is the log density of the wide stream's log TTFT: a
+// histogram of 8 million draws in bins of 0.0025, smoothed with a
+// Gaussian of 3 bins, with a pseudo-count that keeps the sparse tails
+// finite.
+var ttftLogDensity = sync.OnceValue(func() func(y float64) float64 {
+	const lo, hi, bins, draws = -6.0, 4.0, 4000, 8000000
+	h := make([]float64, bins)
+	s := newStream(7, 1, 0)
+	for range draws {
+		if b := int((math.Log(s.ttft()) - lo) / (hi - lo) * bins); b >= 0 && b < bins {
+			h[b]++
+		}
+	}
+	logd := make([]float64, bins)
+	for i := range bins {
+		var a, w float64
+		for j := max(0, i-12); j <= min(bins-1, i+12); j++ {
+			g := math.Exp(-float64((j-i)*(j-i)) / 18)
+			a += g * h[j]
+			w += g
+		}
+		logd[i] = math.Log((a/w + 0.01) / draws / ((hi - lo) / bins))
+	}
+	return func(y float64) float64 {
+		return logd[min(max(int((y-lo)/(hi-lo)*bins), 0), bins-1)]
+	}
+})

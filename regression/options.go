@@ -94,12 +94,14 @@ type Options struct {
 	// as the new baseline (Result.Accepted). Default 24h.
 	AcceptAfter time.Duration
 	// MinSpan is the least time a window's samples must span for it to
-	// be tested (0: none). Requests that run together share the server's
-	// moment (one batch, one burst of load), so a few seconds of them are
-	// fewer independent observations than their count says: at 10 req/s
-	// against a continuous-batching server, 20 requests of 3 s once
-	// passed the median test at p = 5e-8 after a build change that
-	// changed nothing. The daemon sets 1m (config regression.min_span).
+	// be tested for an alarm (0: none). Requests that run together share
+	// the server's moment (one batch, one burst of load), so a few seconds
+	// of them are fewer independent observations than their count says:
+	// at 10 req/s against a continuous-batching server, 20 requests of 3 s
+	// once passed the median test at p = 5e-8 after a build change that
+	// changed nothing. A shorter window is still judged for suspicion,
+	// which only holds samples back from the baseline. The daemon sets 1m
+	// (config regression.min_span).
 	MinSpan time.Duration
 	// MedianLevel, TailLevel and ErrorLevel are the tests' per-test
 	// significance levels (defaults DefaultMedianLevel, DefaultTailLevel,

@@ -17,11 +17,20 @@ import (
 // 0.15; Poisson arrivals. With rho > 0 both normal scores follow an AR(1)
 // from request to request, so log TTFT is autocorrelated about rho (a
 // queueing server).
+//
+// A narrow stream (narrow > 0) is a server whose TTFT barely varies: 40 ms
+// times a log-normal of σ narrow, independent from request to request or,
+// with wander, half of its variance a slow drift (an AR(1) from request to
+// request with ρ 0.99, some 20 s at 5 req/s): such a server still follows
+// its load and batch state, and against a baseline that narrow the drift
+// moves a request's rank as much as its jitter does.
 type stream struct {
 	rng    *rand.Rand
 	rate   float64 // requests per second
 	rho    float64
 	z1, z2 float64
+	narrow float64
+	wander bool
 	// errRate is the error ratio of a Ratio stream.
 	errRate float64
 	// change maps a TTFT after the step (nil: none).
@@ -50,6 +59,14 @@ func (s *stream) score(z *float64) float64 {
 
 // ttft draws one TTFT in seconds.
 func (s *stream) ttft() float64 {
+	if s.narrow > 0 {
+		z := s.rng.NormFloat64()
+		if s.wander {
+			s.z1 = 0.99*s.z1 + math.Sqrt(1-0.99*0.99)*s.rng.NormFloat64()
+			z = (z + s.z1) / math.Sqrt2
+		}
+		return 0.04 * math.Exp(s.narrow*z)
+	}
 	tokens := max(1, math.Round(120*math.Exp(tokSigma*s.score(&s.z1))))
 	return (0.025 + 0.00012*tokens) * math.Exp(0.15*s.score(&s.z2))
 }
@@ -142,6 +159,13 @@ type trial struct {
 // errAfter errors), until an alarm or hist+horizon. The evaluations'
 // phase against the step is drawn from the seed.
 func stepTrial(kind Kind, o Options, rate float64, hist, horizon time.Duration, seed uint64, mutate func(*stream), errAfter float64) trial {
+	return stepTrialWith(kind, o, rate, hist, horizon, seed, mutate, errAfter, nil)
+}
+
+// stepTrialWith is stepTrial, calling atAlarm (when not nil) with the
+// detector as it is when the alarm rises at or after the step.
+func stepTrialWith(kind Kind, o Options, rate float64, hist, horizon time.Duration, seed uint64, mutate func(*stream), errAfter float64,
+	atAlarm func(*Detector)) trial {
 	d := NewDetector(kind, o)
 	s := newStream(seed, rate, 0)
 	s.errRate = 0.01
@@ -159,6 +183,9 @@ func stepTrial(kind Kind, o Options, rate float64, hist, horizon time.Duration, 
 			tr.early = true
 		} else {
 			tr.detected = true
+			if atAlarm != nil {
+				atAlarm(d)
+			}
 		}
 		tr.delay, tr.test, tr.cpErr, tr.res = now.Sub(step), r.Test, r.ChangePoint.Sub(step), r
 		return false
@@ -191,6 +218,14 @@ func nullRun(kind Kind, o Options, rate, rho float64, dur time.Duration, seed ui
 
 func scale(f float64) func(*stream) {
 	return func(s *stream) { s.change = func(v float64) float64 { return v * f } }
+}
+
+// narrowScale is scale(f) on a narrow stream of σ 0.01 (wandering or not).
+func narrowScale(f float64, wander bool) func(*stream) {
+	return func(s *stream) {
+		s.narrow, s.wander = 0.01, wander
+		scale(f)(s)
+	}
 }
 
 func tail() func(*stream) {

@@ -174,24 +174,44 @@ var scrapeClient = &http.Client{Timeout: 10 * time.Second}
 
 // scrape fetches and parses url (a /metrics endpoint) in the text format.
 func scrape(ctx context.Context, url string) (families, error) {
+	f, _, err := scrapeSized(ctx, url)
+	return f, err
+}
+
+// scrapeSized is scrape that also says how many bytes the exposition
+// had.
+func scrapeSized(ctx context.Context, url string) (families, int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
 	resp, err := scrapeClient.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
+		return nil, 0, fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
 	}
-	f, err := parseExposition(io.LimitReader(resp.Body, 64<<20))
+	body := &countingReader{r: io.LimitReader(resp.Body, 64<<20)}
+	f, err := parseExposition(body)
 	if err != nil {
-		return nil, fmt.Errorf("parsing %s: %w", url, err)
+		return nil, 0, fmt.Errorf("parsing %s: %w", url, err)
 	}
-	return f, nil
+	return f, body.n, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
 }
 
 // judgedSpan is the tail of a run whose drift is judged: the last 30

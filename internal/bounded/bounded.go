@@ -53,18 +53,25 @@ func Size(n int64) string {
 // exporter-toolkit web configuration). A pipe is refused too: whoever
 // reads it next would find it consumed.
 func Check(path string, limit int64) error {
+	_, err := Stat(path, limit)
+	return err
+}
+
+// Stat is Check that also returns what it found of path (its size), for
+// a caller that bounds several files together.
+func Stat(path string, limit int64) (fs.FileInfo, error) {
 	fi, err := os.Stat(path)
 	switch {
 	case err != nil:
-		return err // *PathError names the file
+		return nil, err // *PathError names the file
 	case fi.IsDir():
-		return fmt.Errorf("%s: is a directory, %w", path, ErrNotRegular)
+		return nil, fmt.Errorf("%s: is a directory, %w", path, ErrNotRegular)
 	case !fi.Mode().IsRegular():
-		return fmt.Errorf("%s: %w", path, ErrNotRegular)
+		return nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
 	case fi.Size() > limit:
-		return &TooLargeError{Name: path, Limit: limit}
+		return nil, &TooLargeError{Name: path, Limit: limit}
 	}
-	return nil
+	return fi, nil
 }
 
 // File is a file opened by Open.

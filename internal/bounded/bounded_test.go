@@ -66,6 +66,9 @@ func TestCheck(t *testing.T) {
 			t.Errorf("Check(%s, %d) = %v", tc.path, tc.limit, err)
 		}
 	}
+	if fi, err := Stat(small, 5); err != nil || fi.Size() != 5 {
+		t.Errorf("Stat(%s, 5) = %v, %v; want its size 5", small, fi, err)
+	}
 }
 
 // TestPipe: a named pipe is read (a shell's <(...)), within the bound,
