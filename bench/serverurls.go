@@ -18,6 +18,21 @@ import (
 // (Options.ServerMetricsInterval).
 const defaultServerMetricsInterval = 2 * time.Second
 
+// CheckServerMetrics reports what Run would find wrong with
+// opts.ServerMetrics for the targets opts selects (as resolveServerMetrics
+// reads them), so that a caller can refuse them before anything is sent.
+func CheckServerMetrics(opts Options) error {
+	if len(opts.ServerMetrics) == 0 {
+		return nil
+	}
+	targets, err := selectTargets(opts.Config, opts.Targets)
+	if err != nil {
+		return err
+	}
+	_, err = resolveServerMetrics(opts.ServerMetrics, targets)
+	return err
+}
+
 // resolveServerMetrics maps each target to the metrics URL it is
 // scraped at. Each spec is a URL or a comma-separated list of them, each
 // either http(s)://… or TARGET=http(s)://…. Plain URLs: one applies to

@@ -12,6 +12,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 	"github.com/llmprobe/llmprobe/examples"
 	"github.com/llmprobe/llmprobe/internal/bounded"
 	"github.com/llmprobe/llmprobe/internal/httpclient"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 	"github.com/llmprobe/llmprobe/slo"
 )
 
@@ -53,7 +55,7 @@ type benchOptions struct {
 	gpuSelector   string   // --gpu.selector
 	gpuPrice      float64  // --gpu.price-per-hour
 	gpuCount      int      // --gpu.count
-	noPreflight   bool     // --no-preflight
+	preflight     bool     // --preflight (--no-preflight)
 	maxErrorRatio float64  // --max-error-ratio
 	seed          uint64   // --seed
 	seedSet       bool
@@ -74,9 +76,9 @@ func registerBench(app *kingpin.Application) command {
 	cmd.Flag("stage", "A stage as RATE[:DURATION], e.g. 10:60s (repeatable, run in order; required but with compare).").StringsVar(&o.stages)
 	cmd.Flag("stage.duration", "Duration of stages given without one.").Default("60s").IsSetByUser(&o.stageDurationSet).DurationVar(&o.stageDuration)
 	cmd.Flag("stage.grace", "Wait at most this long after each stage for its requests still in flight (their results count for the stage; those still running then are cancelled, and the report says how many). 0: the longest request timeout of the targets.").Default("0s").DurationVar(&o.grace)
-	cmd.Flag("warmup", "Warm-up excluded from each stage's latency figures (negative: global.warmup).").Default("5s").DurationVar(&o.warmup)
+	cmd.Flag("warmup", "Warm-up at the start of each stage (inside its duration), excluded from its latency figures; 0: none.").Default("5s").DurationVar(&o.warmup)
 	cmd.Flag("output", "Also write the report to this file: FILE.json (what compare reads) or FILE.md (Markdown); repeatable. Every output file (and --plot, --requests) is checked before the first request.").PlaceHolder("FILE").StringsVar(&o.outputs)
-	cmd.Flag("no-preflight", "Do not send the one request per target that must succeed before the first stage.").BoolVar(&o.noPreflight)
+	cmd.Flag("preflight", "Send one request per target, which must succeed, before the first stage (--no-preflight: do not).").Default("true").BoolVar(&o.preflight)
 	cmd.Flag("max-error-ratio", "Exit non-zero (after writing the reports) when a stage's share of failed results is above this.").Default("0.5").Float64Var(&o.maxErrorRatio)
 	cmd.Flag("seed", "Seed of the workload's random draws (arrivals, classes, lengths, prompts): the same seed repeats them. Default: global.seed, else a random one; the report records it.").IsSetByUser(&o.seedSet).Uint64Var(&o.seed)
 	cmd.Flag("plot", "Also draw latency (TTFT, TPOT, E2E p50 and p99) and throughput against offered rate into this file: FILE.svg or FILE.png.").PlaceHolder("FILE").StringVar(&o.plot)
@@ -93,7 +95,7 @@ func registerBench(app *kingpin.Application) command {
 	o.replay.register(cmd)
 	cmd.Flag("stop-when-saturated", "Stop after the first stage whose load was not delivered.").BoolVar(&o.stopSaturated)
 	cmd.Flag("sim", "Start the built-in simulator in a child process on a loopback port; "+examples.DemoURLPlaceholder+" in the config stands for its base URL.").BoolVar(&o.sim)
-	cmd.Flag("sim.config.file", "Simulator configuration for --sim.").StringVar(&o.simConfig)
+	cmd.Flag("sim.config.file", "Simulator configuration for --sim.").PlaceHolder("FILE").StringVar(&o.simConfig)
 	cmd.Flag("sim.zero-latency", "Run the --sim simulator in zero-latency mode (measures the harness itself).").BoolVar(&o.simZero)
 	return command{
 		clause: cmd,
@@ -109,6 +111,20 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 			return usagef("unexpected %q: the only argument form is compare OLD.json NEW.json", strings.Join(o.args, " "))
 		}
 		return runBenchCompare(ctx, os.Stdout, o.args[1], o.args[2])
+	}
+	if o.stageDuration <= 0 {
+		return usagef("--stage.duration must be positive, got %v", o.stageDuration)
+	}
+	if o.warmup < 0 {
+		return usagef("--warmup must not be negative, got %v (0: no warm-up)", o.warmup)
+	}
+	if !o.sim {
+		switch {
+		case o.simConfig != "":
+			return usagef("--sim.config.file needs --sim")
+		case o.simZero:
+			return usagef("--sim.zero-latency needs --sim")
+		}
 	}
 	if err := o.find.check(len(o.stages) > 0); err != nil {
 		return err
@@ -135,7 +151,7 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	if o.grace < 0 {
 		return usagef("--stage.grace must not be negative, got %v", o.grace)
 	}
-	if err := checkGPUCostFlags(o); err != nil {
+	if err := checkGPUFlags(o); err != nil {
 		return err
 	}
 	var plotFormat report.Format
@@ -236,14 +252,11 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	} else {
 		bopts.Progress, bopts.ProgressInterval = plainProgress(os.Stderr, plan), plainProgressInterval
 	}
-	if o.find.active() && !o.noPreflight {
-		// A search's target count is checked before the preflight sends
-		// anything (bench.Find checks it again).
-		if n := countTargets(cfg, o.targets); n != 1 {
-			return usagef("%v", bench.ErrFindTargets)
-		}
+	// What needs the configuration is checked before anything is sent.
+	if err := checkBenchConfig(o, bopts); err != nil {
+		return err
 	}
-	if !o.noPreflight {
+	if o.preflight {
 		if err := preflight(ctx, logger, bopts); err != nil {
 			return err
 		}
@@ -372,7 +385,10 @@ func parseStages(specs []string, def time.Duration) ([]bench.Stage, error) {
 		}
 		d := def
 		if hasDur {
-			if d, err = time.ParseDuration(dur); err != nil || d <= 0 {
+			if d, err = time.ParseDuration(dur); err != nil {
+				return nil, usagef("--stage %q: %s (a duration is like 30s or 5m)", s, strings.TrimPrefix(err.Error(), "time: "))
+			}
+			if d <= 0 {
 				return nil, usagef("--stage %q: duration must be positive, like 30s or 5m", s)
 			}
 		}
@@ -454,10 +470,19 @@ func startSimChild(ctx context.Context, logger *slog.Logger, o *benchOptions) (s
 	return base, stop, cmd.Process.Pid, nil
 }
 
-// checkGPUCostFlags refuses a --gpu.price-per-hour or --gpu.count that
-// cannot give a cost per token, before anything starts.
-func checkGPUCostFlags(o *benchOptions) error {
+// checkGPUFlags refuses, before anything starts, a --prometheus.url that
+// is not a URL Prometheus can be asked at, a --gpu.selector without it,
+// and a --gpu.price-per-hour or --gpu.count that cannot give a cost per
+// token.
+func checkGPUFlags(o *benchOptions) error {
+	if o.promURL != "" {
+		if u, err := url.Parse(o.promURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usagef("--prometheus.url %q: want an http or https URL, like http://prometheus:9090", scrub.URL(o.promURL))
+		}
+	}
 	switch {
+	case o.gpuSelector != "" && o.promURL == "":
+		return usagef("--gpu.selector needs --prometheus.url: the selector picks the GPUs' series Prometheus is asked for")
 	case o.gpuPrice < 0 || math.IsNaN(o.gpuPrice) || math.IsInf(o.gpuPrice, 0):
 		return usagef("--gpu.price-per-hour must be 0 (none) or positive, got %g", o.gpuPrice)
 	case o.gpuCount < 0:

@@ -376,6 +376,29 @@ func (o *benchOptions) progressPlan(stages []bench.Stage) progressPlan {
 	return progressPlan{total: o.find.maxStages + levels}
 }
 
+// checkBenchConfig checks, once the configuration is loaded and before
+// anything is sent, what the command line asks of it: the targets
+// --target names, the --server-metrics URLs, and a search's one target
+// and SLO.
+func checkBenchConfig(o *benchOptions, opts bench.Options) error {
+	for _, name := range opts.Targets {
+		if opts.Config.Target(name) == nil {
+			names := make([]string, 0, len(opts.Config.Targets))
+			for _, t := range opts.Config.Targets {
+				names = append(names, t.Name)
+			}
+			if len(names) > 10 {
+				names = append(names[:10], "...")
+			}
+			return usagef("--target %q: the configuration has no such target (its targets: %s)", name, strings.Join(names, ", "))
+		}
+	}
+	if err := bench.CheckServerMetrics(opts); err != nil {
+		return usagef("--server-metrics: %v", err)
+	}
+	return o.find.checkConfig(opts)
+}
+
 // countTargets is how many targets of cfg names selects (all when empty).
 func countTargets(cfg *config.Config, names []string) int {
 	n := 0
