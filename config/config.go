@@ -45,7 +45,7 @@ type Config struct {
 // UnmarshalYAML implements yaml.Unmarshaler: defaults apply to sections
 // the file leaves out.
 func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
-	*c = Config{Global: DefaultGlobal, Tracing: DefaultTracing}
+	*c = *New()
 	type plain Config
 	return decodePlain(unmarshal, (*plain)(c))
 }
@@ -277,7 +277,7 @@ func (im *Images) UnmarshalYAML(unmarshal func(any) error) error {
 // UnmarshalYAML implements yaml.Unmarshaler. Problems are kept, not
 // returned (see Config.takeDecodeErrors).
 func (c *Class) UnmarshalYAML(unmarshal func(any) error) error {
-	*c = Class{Weight: 1, Sampling: DefaultSampling}
+	*c = *NewClass()
 	type plain Class
 	c.decodeErrs = typeErrorLines(decodePlain(unmarshal, (*plain)(c)))
 	return nil
@@ -532,16 +532,7 @@ var DefaultTargetHTTPClientConfig = func() commoncfg.HTTPClientConfig {
 // UnmarshalYAML implements yaml.Unmarshaler. Problems are kept, not
 // returned (see Config.takeDecodeErrors).
 func (t *Target) UnmarshalYAML(unmarshal func(any) error) error {
-	*t = Target{
-		API:              APIChat,
-		Tokenize:         TokenizeAuto,
-		PromptFormat:     PromptFormatText,
-		Arrival:          Arrival{Process: ProcessPoisson, Burstiness: 1},
-		MaxInflight:      DefaultMaxInflight,
-		IdleTimeout:      model.Duration(DefaultIdleConnTimeout),
-		HTTPClientConfig: DefaultTargetHTTPClientConfig,
-		Identity:         TargetIdentity{PollInterval: model.Duration(DefaultVersionPollInterval)},
-	}
+	*t = *NewTarget()
 	type plain Target
 	t.decodeErrs = typeErrorLines(decodePlain(unmarshal, (*plain)(t)))
 	// prometheus/common's UnmarshalYAML starts over from its own default,
