@@ -3,7 +3,14 @@
 
 package config
 
-import "github.com/prometheus/common/model"
+import (
+	"errors"
+	"io"
+	"strings"
+
+	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
+)
 
 // A configuration built in memory.
 //
@@ -50,4 +57,28 @@ func (c *Config) Validate() error {
 		return report(fe.errs, "")
 	}
 	return nil
+}
+
+// ParseDist reads a distribution written as a file writes one
+// (prompt_tokens: ...): a number, or a mapping such as YAML's flow form
+// {dist: lognormal, median: 512, p99: 4096}. Its errors are worded as a
+// file's, without file or line. Its parameters are checked with the
+// configuration that holds it (Validate).
+func ParseDist(spec string) (Dist, error) {
+	var d Dist
+	dec := yaml.NewDecoder(strings.NewReader(spec))
+	dec.KnownFields(true)
+	err := dec.Decode(&d)
+	switch {
+	case errors.Is(err, io.EOF) || err == nil && !d.IsSet():
+		return d, errors.New("empty: want a number or a distribution")
+	case err != nil:
+		errs := translate(typeErrorLines(err), "", nodeIndex{})
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			msgs[i] = e.Msg
+		}
+		return d, errors.New(strings.Join(msgs, "; "))
+	}
+	return d, nil
 }

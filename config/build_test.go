@@ -79,3 +79,26 @@ targets: [{name: t, url: "http://127.0.0.1:1/v1", model: m, workload: w, arrival
 		t.Errorf("no error %s: %s in:\n%v", path, msg, err)
 	}
 }
+
+// TestParseDist: a distribution of a flag is read as a file's, and its
+// errors are worded as a file's (no Go type).
+func TestParseDist(t *testing.T) {
+	d, err := ParseDist("12")
+	if err != nil || d.Kind != DistFixed || *d.Value != 12 {
+		t.Errorf("12: %+v, %v", d, err)
+	}
+	d, err = ParseDist("{dist: lognormal, median: 512, p99: 4096}")
+	if err != nil || d.Kind != DistLogNormal || *d.Median != 512 || *d.P99 != 4096 {
+		t.Errorf("lognormal: %+v, %v", d, err)
+	}
+	for spec, want := range map[string]string{
+		"many":                            `cannot use string "many" as a mapping`,
+		"{dist: lognormal, medain: 1}":    `unknown field "medain"`,
+		"{dist: uniform, min: x, max: 2}": `cannot use string "x" as a number`,
+		"":                                "empty",
+	} {
+		if _, err := ParseDist(spec); err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "config.") {
+			t.Errorf("%q: %v, want %q", spec, err, want)
+		}
+	}
+}
