@@ -61,6 +61,7 @@ type benchOptions struct {
 	seedSet       bool
 	childOut      io.Writer // the simulator child's output (nil: standard error)
 
+	quick  quickFlags  // --url, --model, ... (bench_quick.go)
 	find   findFlags   // --find, --levels, --capacity, --find.*
 	load   loadFlags   // --dataset, --max-requests, --percentiles, --concurrency (bench_load.go)
 	replay replayFlags // --replay, --replay.*, --time-scale (bench_replay.go)
@@ -73,6 +74,7 @@ func registerBench(app *kingpin.Application) command {
 	o := &benchOptions{}
 	cmd.Flag("config.file", "llmprobe configuration file (targets, workloads). With --sim and no file, the embedded demo configuration.").StringVar(&o.configFile)
 	cmd.Flag("target", "Only these targets (repeatable). Default: all.").StringsVar(&o.targets)
+	o.quick.register(cmd)
 	cmd.Flag("stage", "A stage as RATE[:DURATION], e.g. 10:60s (repeatable, run in order; required but with compare).").StringsVar(&o.stages)
 	cmd.Flag("stage.duration", "Duration of stages given without one.").Default("60s").IsSetByUser(&o.stageDurationSet).DurationVar(&o.stageDuration)
 	cmd.Flag("stage.grace", "Wait at most this long after each stage for its requests still in flight (their results count for the stage; those still running then are cancelled, and the report says how many). 0: the longest request timeout of the targets.").Default("0s").DurationVar(&o.grace)
@@ -135,18 +137,22 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	if err := o.replay.check(o); err != nil {
 		return err
 	}
+	if err := o.quick.check(o); err != nil {
+		return err
+	}
 	if o.stageDurationSet && o.find.active() {
 		o.find.opts.StageDuration = o.stageDuration // the search's measured window (bench-find.md)
-	}
-	if o.plot != "" && len(o.stages) == 0 && !o.find.active() && o.replay.path == "" {
-		return usagef("--plot draws open-loop stages against their offered rate; closed-loop levels (--concurrency) are not drawn: add --stage or leave out --plot")
-	}
-	if len(o.stages) == 0 && !o.find.active() && len(o.load.levels) == 0 && o.replay.path == "" {
-		return usagef("required flag(s) '--stage' not provided (or --concurrency for closed-loop levels, --replay for a trace)")
 	}
 	stages, err := parseStages(o.stages, o.stageDuration)
 	if err != nil {
 		return err
+	}
+	stages = append(stages, o.quick.stages(o, o.load.maxRequests)...)
+	if o.plot != "" && len(stages) == 0 && !o.find.active() && o.replay.path == "" {
+		return usagef("--plot draws open-loop stages against their offered rate; closed-loop levels (--concurrency) are not drawn: add --stage or leave out --plot")
+	}
+	if len(stages) == 0 && !o.find.active() && len(o.load.levels) == 0 && o.replay.path == "" {
+		return usagef("required flag(s) '--stage' not provided (or --concurrency for closed-loop levels, --replay for a trace)")
 	}
 	if o.grace < 0 {
 		return usagef("--stage.grace must not be negative, got %v", o.grace)
@@ -189,8 +195,8 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		logger = slog.New(consoleHandler{logger.Handler(), con})
 		o.childOut = &lineWriter{c: con, w: os.Stderr}
 	}
-	if o.configFile == "" && !o.sim {
-		return usagef("--config.file is required (or --sim for the embedded demo)")
+	if o.configFile == "" && !o.sim && !o.quick.active() {
+		return usagef("--config.file is required (or --url and --model for the quick start, --sim for the embedded demo)")
 	}
 	var data []byte
 	if o.configFile != "" && o.sim {
@@ -200,6 +206,10 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	}
 	var cfg *config.Config
 	switch {
+	case o.quick.active():
+		if cfg, err = o.quick.config(ctx, logger); err != nil {
+			return err
+		}
 	case o.sim:
 		base, stop, _, err := startSimChild(ctx, logger, o)
 		if err != nil {
