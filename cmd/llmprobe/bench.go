@@ -267,7 +267,7 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		return err
 	}
 	if o.preflight {
-		if err := preflight(ctx, logger, bopts); err != nil {
+		if err := preflight(ctx, logger, bopts, o.quick.active()); err != nil {
 			return err
 		}
 	}

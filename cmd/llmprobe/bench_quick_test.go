@@ -289,3 +289,42 @@ func TestBenchQuickStartUsage(t *testing.T) {
 		t.Errorf("the simulator was sent %d requests by command lines that are usage errors", n)
 	}
 }
+
+// TestBenchNotFoundHint: a base URL without /v1 that answers 404 fails the
+// preflight with the endpoint it asked and the URL to try (--url=URL/v1
+// for the quick start, the target's url for a configuration); a /v1 URL
+// answering 404 (a model the server does not serve) says where the
+// served models are listed.
+func TestBenchNotFoundHint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the preflight against the simulator")
+	}
+	bin := binary(t)
+	_, base := simtest.Listen(t, sim.DefaultConfig())
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--url=" + base, "--model=sim-model"},
+			"the server answered 404 for " + base + "/chat/completions; OpenAI-compatible servers serve under /v1: try --url=" + base + "/v1"},
+		{[]string{"--url=" + base + "/", "--model=sim-model", "--api=completions"},
+			"the server answered 404 for " + base + "/completions; OpenAI-compatible servers serve under /v1: try --url=" + base + "/v1"},
+		{[]string{"--url=" + base + "/v1", "--model=llama"},
+			"The model `llama` does not exist.; the server answered 404 for " + base + "/v1/chat/completions; GET " + base + "/v1/models lists the models the server serves"},
+		{[]string{"--config.file=" + benchConfig(t, base+"/openai")},
+			"the server answered 404 for " + base + "/openai/v1/chat/completions; GET " + base + "/openai/v1/models lists the models the server serves"},
+	} {
+		r := runBinary(t, bin, nil, append([]string{"bench", "--stage=1:1s", "--log.level=error"}, tt.args...)...)
+		if msg := lastLine(r.stderr); r.code != 1 || !strings.Contains(msg, "preflight request failed") || !strings.Contains(msg, tt.want) {
+			t.Errorf("%q: exit code %d, want 1 and %q in:\n%s", tt.args, r.code, tt.want, msg)
+		}
+	}
+	cfg := filepath.Join(t.TempDir(), "nov1.yml")
+	if err := os.WriteFile(cfg, []byte(strings.ReplaceAll(readTestFile(t, benchConfig(t, base)), base+"/v1", base)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runBinary(t, bin, nil, "bench", "--config.file="+cfg, "--stage=1:1s", "--log.level=error")
+	if want := "the server answered 404 for " + base + "/chat/completions; OpenAI-compatible servers serve under /v1: try url: " + base + "/v1 for target down"; r.code != 1 || !strings.Contains(r.stderr, want) {
+		t.Errorf("a configuration's url without /v1: exit code %d, want 1 and %q in:\n%s", r.code, want, r.stderr)
+	}
+}

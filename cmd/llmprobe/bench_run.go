@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -27,6 +29,7 @@ import (
 	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/scrub"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // What bench does around its stages: the output files checked before the
@@ -207,8 +210,9 @@ func redactURLArg(s string) string {
 }
 
 // preflight sends one request per selected target and fails the run,
-// naming each target that failed and why, unless every one succeeded.
-func preflight(ctx context.Context, logger *slog.Logger, opts bench.Options) error {
+// naming each target that failed and why (with what to try for a 404),
+// unless every one succeeded. quick says the target came from --url.
+func preflight(ctx context.Context, logger *slog.Logger, opts bench.Options, quick bool) error {
 	results, err := bench.Preflight(ctx, opts)
 	if err != nil && ctx.Err() != nil {
 		return errors.New("interrupted during the preflight requests: nothing was benchmarked")
@@ -222,7 +226,11 @@ func preflight(ctx context.Context, logger *slog.Logger, opts bench.Options) err
 			logger.Info("preflight request succeeded", "target", r.Target, "ttft", r.TTFT, "e2e", r.E2E)
 			continue
 		}
-		failed = append(failed, fmt.Sprintf("target %s (%s): %s", r.Target, r.URL, r.Cause()))
+		cause := r.Cause()
+		if t := opts.Config.Target(r.Target); t != nil && r.StatusCode == http.StatusNotFound {
+			cause += "; " + notFoundHint(r, t.API, quick)
+		}
+		failed = append(failed, fmt.Sprintf("target %s (%s): %s", r.Target, r.URL, cause))
 	}
 	switch len(failed) {
 	case 0:
@@ -231,6 +239,23 @@ func preflight(ctx context.Context, logger *slog.Logger, opts bench.Options) err
 		return fmt.Errorf("preflight request failed, nothing was benchmarked (--no-preflight skips the check): %s", failed[0])
 	}
 	return fmt.Errorf("preflight requests failed, nothing was benchmarked (--no-preflight skips the check):\n  %s", strings.Join(failed, "\n  "))
+}
+
+// notFoundHint is what to try when target r's preflight request was
+// answered 404: the endpoint it asked, and for a base URL without a /v1
+// segment (where OpenAI-compatible servers serve) that URL with /v1,
+// else where the served models are listed (vLLM and the simulator answer
+// 404 for a model they do not serve).
+func notFoundHint(r bench.PreflightResult, api string, quick bool) string {
+	base := strings.TrimSuffix(r.URL, "/")
+	s := fmt.Sprintf("the server answered 404 for %s%s", base, wire.API(api).Path())
+	if u, err := url.Parse(r.URL); err == nil && !slices.Contains(strings.Split(u.Path, "/"), "v1") {
+		if quick {
+			return s + "; OpenAI-compatible servers serve under /v1: try --url=" + base + "/v1"
+		}
+		return s + fmt.Sprintf("; OpenAI-compatible servers serve under /v1: try url: %s/v1 for target %s", base, r.Target)
+	}
+	return s + fmt.Sprintf("; GET %s/models lists the models the server serves", base)
 }
 
 // benchVerdict is the run's failure when a stage's error share is above
