@@ -76,6 +76,11 @@ type RunInfo struct {
 	// "random" (drawn for the run; give it as --seed to repeat the draws).
 	Seed       uint64 `json:"seed"`
 	SeedSource string `json:"seed_source,omitempty"`
+	// Warnings are what the run was warned of before (and while) it ran,
+	// each a sentence naming its stage where it has one: a stage asking
+	// for more than the harness' ceiling on this host, a stage the
+	// warm-up fills. The text and the Markdown print them.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // describe is the run in two lines of under 100 columns (for a host
@@ -408,6 +413,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	if err == nil && r.Run != nil {
 		d := r.Run.describe()
 		_, err = fmt.Fprintf(w, "run: %s\nrun: %s\n", d[0], d[1])
+		for _, warning := range r.Run.Warnings {
+			if err == nil {
+				_, err = fmt.Fprintf(w, "warning: %s\n", warning)
+			}
+		}
 	}
 	return err
 }

@@ -6,6 +6,8 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +58,46 @@ func TestReportRunAndOutcomes(t *testing.T) {
 		"command line: `bench --stage=1:2s --slo=ttft=1s,tpot=2s`", "host h, GOMAXPROCS 2, 4 CPUs", "seed 9 (flag)"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the Markdown has no %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestRunWarnings: the run's warnings are in the JSON (run.warnings, read
+// back), after the run lines of the text and in the Markdown's
+// parameters, one line each; a report without any writes none.
+func TestRunWarnings(t *testing.T) {
+	w := []string{"stage 1 asks for 10 req/s, above the 5 req/s this host drives", "stage 2: the warm-up (5s) is as long as the stage (1s)"}
+	r := &Report{Started: time.Unix(0, 0), Finished: time.Unix(10, 0), Run: &RunInfo{Version: "1.2.3", Warnings: w}}
+	var b bytes.Buffer
+	if err := r.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil || back.Run == nil || !slices.Equal(back.Run.Warnings, w) {
+		t.Errorf("read back: %+v, %v", back.Run, err)
+	}
+	b.Reset()
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(b.String(), "\nwarning: "+w[0]+"\nwarning: "+w[1]+"\n") {
+		t.Errorf("the text does not end with the warnings:\n%s", b.String())
+	}
+	b.Reset()
+	if err := r.WriteMarkdown(&b, MarkdownOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "repeats the workload's random draws\n- **warning**: "+w[0]+"\n- **warning**: "+w[1]+"\n\n") {
+		t.Errorf("the Markdown's parameters have no warnings:\n%s", b.String())
+	}
+	r.Run.Warnings = nil
+	for _, write := range []func(io.Writer) error{r.WriteJSON, r.WriteText, func(w io.Writer) error { return r.WriteMarkdown(w, MarkdownOptions{}) }} {
+		b.Reset()
+		if err := write(&b); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(b.String(), "warning") {
+			t.Errorf("a report without warnings has one:\n%s", b.String())
 		}
 	}
 }

@@ -59,6 +59,7 @@ type benchOptions struct {
 	maxErrorRatio float64  // --max-error-ratio
 	seed          uint64   // --seed
 	seedSet       bool
+	selftestFile  string    // --selftest.file
 	childOut      io.Writer // the simulator child's output (nil: standard error)
 
 	quick  quickFlags  // --url, --model, ... (bench_quick.go)
@@ -67,6 +68,7 @@ type benchOptions struct {
 	replay replayFlags // --replay, --replay.*, --time-scale (bench_replay.go)
 
 	stageDurationSet bool // --stage.duration was given
+	warmupSet        bool // --warmup was given
 }
 
 func registerBench(app *kingpin.Application) command {
@@ -78,7 +80,7 @@ func registerBench(app *kingpin.Application) command {
 	cmd.Flag("stage", "A stage as RATE[:DURATION], e.g. 10:60s (repeatable, run in order; required but with compare).").StringsVar(&o.stages)
 	cmd.Flag("stage.duration", "Duration of stages given without one.").Default("60s").IsSetByUser(&o.stageDurationSet).DurationVar(&o.stageDuration)
 	cmd.Flag("stage.grace", "Wait at most this long after each stage for its requests still in flight (their results count for the stage; those still running then are cancelled, and the report says how many). 0: the longest request timeout of the targets.").Default("0s").DurationVar(&o.grace)
-	cmd.Flag("warmup", "Warm-up at the start of each stage (inside its duration), excluded from its latency figures; 0: none.").Default("5s").DurationVar(&o.warmup)
+	cmd.Flag("warmup", "Warm-up at the start of each stage (inside its duration), excluded from its latency figures; 0: none.").Default("5s").IsSetByUser(&o.warmupSet).DurationVar(&o.warmup)
 	cmd.Flag("output", "Also write the report to this file: FILE.json (what compare reads) or FILE.md (Markdown); repeatable. Every output file (and --plot, --requests) is checked before the first request.").PlaceHolder("FILE").StringsVar(&o.outputs)
 	cmd.Flag("preflight", "Send one request per target, which must succeed, before the first stage (--no-preflight: do not).").Default("true").BoolVar(&o.preflight)
 	cmd.Flag("max-error-ratio", "Exit non-zero (after writing the reports) when a stage's share of failed results is above this.").Default("0.5").Float64Var(&o.maxErrorRatio)
@@ -95,6 +97,7 @@ func registerBench(app *kingpin.Application) command {
 	o.find.register(cmd)
 	o.load.register(cmd)
 	o.replay.register(cmd)
+	cmd.Flag("selftest.file", "Result of llmprobe selftest: a stage asking for more than the ceiling it measured on this host (without one, the documented ceiling per CPU) is warned of before the run and in the report.").Default(defaultSelftestFile()).StringVar(&o.selftestFile)
 	cmd.Flag("stop-when-saturated", "Stop after the first stage whose load was not delivered.").BoolVar(&o.stopSaturated)
 	cmd.Flag("sim", "Start the built-in simulator in a child process on a loopback port; "+examples.DemoURLPlaceholder+" in the config stands for its base URL.").BoolVar(&o.sim)
 	cmd.Flag("sim.config.file", "Simulator configuration for --sim.").PlaceHolder("FILE").StringVar(&o.simConfig)
@@ -266,6 +269,10 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	if err := checkBenchConfig(o, bopts); err != nil {
 		return err
 	}
+	warnings := stageWarnings(stages, countTargets(cfg, o.targets), o.warmup, o.selftestFile)
+	for _, w := range warnings {
+		logger.Warn(w)
+	}
 	if o.preflight {
 		if err := preflight(ctx, logger, bopts, o.quick.active()); err != nil {
 			return err
@@ -284,6 +291,14 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		return err
 	}
 	rep.SchemaVersion, rep.Run = report.ReportSchemaVersion, runInfo(os.Args[1:], seed, seedSource)
+	if len(stages) == 0 {
+		// A search's or a replay's stages are known once they ran.
+		for _, w := range ranAboveCeiling(rep, o.selftestFile) {
+			logger.Warn(w)
+			warnings = append(warnings, w)
+		}
+	}
+	rep.Run.Warnings = warnings
 	if reqFile != nil {
 		if err := bopts.Requests.Flush(); err != nil {
 			return fmt.Errorf("--requests: %w", err)

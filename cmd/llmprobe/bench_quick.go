@@ -146,7 +146,8 @@ func (q *quickFlags) check(o *benchOptions) error {
 // --concurrency, --replay) says what to run. It lasts --stage.duration
 // when given; else, with --num-prompts (maxRequests), long enough that
 // Poisson arrivals reach N before its end but once in about 30,000 runs
-// (it ends once N were sent); else quickDuration.
+// (it ends once N were sent); else quickDuration. With --num-prompts and
+// no --warmup, it sets the warm-up to 0.
 func (q *quickFlags) stages(o *benchOptions, maxRequests int) []bench.Stage {
 	if !q.active() {
 		return nil
@@ -164,6 +165,11 @@ func (q *quickFlags) stages(o *benchOptions, maxRequests int) []bench.Stage {
 		d = o.stageDuration
 	case maxRequests > 0:
 		d = numPromptsWindow(maxRequests, rate)
+	}
+	if maxRequests > 0 && !o.warmupSet {
+		// N prompts, every one measured, as vllm bench measures them: a
+		// warm-up would take the first of them (or all, in a short stage).
+		o.warmup = 0
 	}
 	return []bench.Stage{{Rate: rate, Duration: d}}
 }

@@ -141,7 +141,7 @@ func TestBenchQuickStart(t *testing.T) {
 // reach the wire: --api, --random-input-len/--random-output-len with
 // --random-range-ratio (uniform within ±ratio), --ignore-eos in the body,
 // --seed recorded, --request-rate with --num-prompts (the stage ends
-// once N were sent), and the API key of OPENAI_API_KEY as a bearer
+// once N were sent, every one measured: no warm-up), and the API key of OPENAI_API_KEY as a bearer
 // token; with --api=messages, --input-tokens/--output-tokens and
 // --api-key-file, the key as X-Api-Key. No key is written anywhere.
 func TestBenchQuickStartWorkload(t *testing.T) {
@@ -155,7 +155,7 @@ func TestBenchQuickStartWorkload(t *testing.T) {
 	out, reqs := filepath.Join(dir, "r.json"), filepath.Join(dir, "req.jsonl")
 	r := runBinary(t, bin, []string{"OPENAI_API_KEY=" + key}, "bench", "--url="+url+"/v1", "--model=sim-model", "--api=completions",
 		"--random-input-len=64", "--random-output-len=8", "--random-range-ratio=0.5", "--ignore-eos", "--seed=7",
-		"--request-rate=20", "--num-prompts=30", "--warmup=0s", "--output="+out, "--requests="+reqs)
+		"--request-rate=20", "--num-prompts=30", "--output="+out, "--requests="+reqs)
 	if r.code != 0 {
 		t.Fatalf("exit code %d\n%s", r.code, r.stderr)
 	}
@@ -184,8 +184,9 @@ func TestBenchQuickStartWorkload(t *testing.T) {
 	if rep.Run == nil || rep.Run.Seed != 7 || rep.Run.SeedSource != "flag" || len(rep.Stages) != 1 {
 		t.Fatalf("run %+v, %d stages", rep.Run, len(rep.Stages))
 	}
-	if s := rep.Stages[0]; s.RequestedRate != 20 || s.Sent < 30 || s.Sent > 32 || s.Interrupted {
-		t.Errorf("stage: rate %v, sent %d, interrupted %v", s.RequestedRate, s.Sent, s.Interrupted)
+	// With --num-prompts and no --warmup, every request is measured.
+	if s := rep.Stages[0]; s.RequestedRate != 20 || s.Sent < 30 || s.Sent > 32 || s.Interrupted || s.Warmup != 0 || s.TTFT.Count != s.Sent {
+		t.Errorf("stage: rate %v, sent %d, interrupted %v, warm-up %d, TTFT samples %d", s.RequestedRate, s.Sent, s.Interrupted, s.Warmup, s.TTFT.Count)
 	}
 	f, err := os.Open(reqs)
 	if err != nil {
@@ -326,5 +327,54 @@ func TestBenchNotFoundHint(t *testing.T) {
 	r := runBinary(t, bin, nil, "bench", "--config.file="+cfg, "--stage=1:1s", "--log.level=error")
 	if want := "the server answered 404 for " + base + "/chat/completions; OpenAI-compatible servers serve under /v1: try url: " + base + "/v1 for target down"; r.code != 1 || !strings.Contains(r.stderr, want) {
 		t.Errorf("a configuration's url without /v1: exit code %d, want 1 and %q in:\n%s", r.code, want, r.stderr)
+	}
+}
+
+// TestBenchWarnings: a stage asking for more than the ceiling llmprobe
+// selftest measured (--selftest.file), and a stage whose warm-up is as
+// long as the stage, are warned of on standard error before the first
+// stage, and the report carries the warnings (JSON run.warnings, the text
+// and the Markdown); a stage below the ceiling with a measured window
+// gets none.
+func TestBenchWarnings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two stages against the simulator")
+	}
+	bin := binary(t)
+	_, base := simtest.Listen(t, sim.DefaultConfig())
+	dir := t.TempDir()
+	ceiling := filepath.Join(dir, "selftest.json")
+	if err := os.WriteFile(ceiling, []byte(`{"ceiling_requests_per_second": 5, "measured_at": "2026-01-02T03:04:05Z"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	js, md := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.md")
+	r := runBinary(t, bin, nil, "bench", "--url="+base+"/v1", "--model=sim-model", "--random-input-len=16", "--random-output-len=4",
+		"--stage=10:2s", "--stage=2:1s", "--warmup=1500ms", "--selftest.file="+ceiling, "--output="+js, "--output="+md)
+	if r.code != 0 {
+		t.Fatalf("exit code %d\n%s", r.code, r.stderr)
+	}
+	above := "stage 1 asks for 10 req/s, above the 5 req/s this host drives with an honest verdict (llmprobe selftest on 2026-01-02 (" + ceiling + "))"
+	warmup := "stage 2: the warm-up (1.5s) is as long as the stage (1s): none of its requests is measured"
+	first := strings.Index(r.stderr, `msg="bench stage"`)
+	for _, w := range []string{above, warmup} {
+		if i := strings.Index(r.stderr, w); i < 0 || i > first {
+			t.Errorf("no warning %q on stderr before the first stage:\n%s", w, r.stderr)
+		}
+		if !strings.Contains(r.stdout, "warning: "+w) {
+			t.Errorf("the text report has no %q:\n%s", "warning: "+w, r.stdout)
+		}
+		if !strings.Contains(readTestFile(t, md), "**warning**: "+w) {
+			t.Errorf("the Markdown has no warning %q", w)
+		}
+	}
+	rep, err := report.ReadReport(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Run == nil || len(rep.Run.Warnings) != 2 || !strings.HasPrefix(rep.Run.Warnings[0], above) || !strings.HasPrefix(rep.Run.Warnings[1], warmup) {
+		t.Errorf("run.warnings: %q", rep.Run.Warnings)
+	}
+	if strings.Contains(r.stdout, "stage 2 asks") || strings.Contains(r.stdout, "stage 1: the warm-up") {
+		t.Errorf("a warning of a stage below the ceiling, or with a measured window:\n%s", r.stdout)
 	}
 }

@@ -159,6 +159,59 @@ func runInfo(args []string, seed uint64, source string) *report.RunInfo {
 	return ri
 }
 
+// stageWarnings are the warnings of the planned open-loop stages, given
+// before the run: a stage asking for more than this host's ceiling
+// (harnessCeiling; the targets share the process, so their rates add
+// up), and a stage the warm-up fills (it is inside the stage's duration).
+func stageWarnings(stages []bench.Stage, targets int, warmup time.Duration, selftestFile string) []string {
+	ceiling, source := harnessCeiling(selftestFile)
+	var out []string
+	for i, st := range stages {
+		if w := aboveCeiling(i+1, st.Rate*float64(targets), targets, ceiling, source); w != "" {
+			out = append(out, w)
+		}
+		if warmup >= st.Duration {
+			out = append(out, fmt.Sprintf("stage %d: the warm-up (%v) is as long as the stage (%v): none of its requests is measured; give a shorter --warmup or a longer stage", i+1, warmup, st.Duration))
+		}
+	}
+	return out
+}
+
+// ranAboveCeiling are the ceiling's warnings of the stages of rep (a
+// search's, a replay's), once they ran.
+func ranAboveCeiling(rep *report.Report, selftestFile string) []string {
+	ceiling, source := harnessCeiling(selftestFile)
+	var out []string
+	for i := 0; i < len(rep.Stages); {
+		total, targets := 0.0, 0
+		for _, s := range rep.Stages[i:] {
+			if s.Stage != rep.Stages[i].Stage {
+				break
+			}
+			total, targets = total+s.RequestedRate, targets+1
+		}
+		if w := aboveCeiling(rep.Stages[i].Stage, total, targets, ceiling, source); w != "" {
+			out = append(out, w)
+		}
+		i += targets
+	}
+	return out
+}
+
+// aboveCeiling is the warning of a stage asking for total req/s of its
+// targets together, when that is above ceiling ("" otherwise).
+func aboveCeiling(stage int, total float64, targets int, ceiling float64, source string) string {
+	if !(total > ceiling) {
+		return ""
+	}
+	rate := fmtRate(total) + " req/s"
+	if targets > 1 {
+		rate += fmt.Sprintf(" (%d targets together)", targets)
+	}
+	return fmt.Sprintf("stage %d asks for %s, above the %s req/s this host drives with an honest verdict (%s): expect it NOT TRUSTED (harness saturated); give llmprobe more CPU, or split the load over several hosts",
+		stage, rate, fmtRate(ceiling), source)
+}
+
 // secretFlag matches the flags whose value is a secret, should one exist.
 var secretFlag = regexp.MustCompile(`(?i)(key|token|secret|password|passwd|credential|auth|bearer)`)
 
