@@ -140,6 +140,9 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	if err := o.replay.check(o); err != nil {
 		return err
 	}
+	if o.stopSaturated && (o.find.active() || o.replay.path != "") {
+		return usagef("--stop-when-saturated stops a list of --stage; a search stops by its own rules, a replay is one stage")
+	}
 	if err := o.quick.check(o); err != nil {
 		return err
 	}

@@ -121,6 +121,13 @@ func (q *quickFlags) check(o *benchOptions) error {
 	case q.set("random-range-ratio") && q.set("input-tokens") && q.set("output-tokens"):
 		return usagef("--random-range-ratio applies to --random-input-len and --random-output-len; --input-tokens and --output-tokens give distributions of their own")
 	}
+	if q.api == config.APIEmbeddings {
+		for _, name := range []string{"random-output-len", "output-tokens", "ignore-eos"} {
+			if q.set(name) {
+				return usagef("--%s does not apply to --api=embeddings: it generates no tokens", name)
+			}
+		}
+	}
 	if !q.set("request-rate") {
 		return nil
 	}

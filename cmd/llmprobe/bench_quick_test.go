@@ -285,6 +285,9 @@ func TestBenchQuickStartUsage(t *testing.T) {
 		{[]string{u, m, "--api-key-file=" + missing}, "--api-key-file: open " + missing},
 		{[]string{u, m, "--stage=1:5"}, `--stage "1:5": missing unit in duration "5"`},
 		{[]string{u, m, "--warmup=-1s"}, "--warmup must not be negative"},
+		{[]string{u, m, "--api=embeddings", "--ignore-eos"}, "--ignore-eos does not apply to --api=embeddings: it generates no tokens"},
+		{[]string{u, m, "--api=embeddings", "--random-output-len=8"}, "--random-output-len does not apply to --api=embeddings: it generates no tokens"},
+		{[]string{u, m, "--api=embeddings", "--output-tokens=8"}, "--output-tokens does not apply to --api=embeddings"},
 	})
 	if n := requests.Load(); n != 0 {
 		t.Errorf("the simulator was sent %d requests by command lines that are usage errors", n)

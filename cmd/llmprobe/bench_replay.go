@@ -58,6 +58,8 @@ func (r *replayFlags) check(o *benchOptions) error {
 		return usagef("--replay cannot be combined with --concurrency: a replay is open-loop, each record sent at its offset")
 	case o.load.dataset != "":
 		return usagef("--replay cannot be combined with --dataset: the trace's records make the requests")
+	case o.stageDurationSet:
+		return usagef("--stage.duration does not apply to --replay: the trace gives the stage its length (--replay.duration, --time-scale)")
 	case !(r.timeScale > 0) || r.timeScale > 1e9:
 		return usagef("--time-scale must be a positive factor (2 replays twice as fast), got %v", r.timeScale)
 	case r.blockSize < 0:

@@ -20,6 +20,7 @@ func TestBenchUsageBeforeSending(t *testing.T) {
 	url, requests := countingSim(t)
 	cfg := "--config.file=" + benchConfig(t, url)
 	missing := filepath.Join(t.TempDir(), "missing.yml")
+	trace := filepath.Join(moduleRoot(t), "tracefile", "testdata", "mooncake.jsonl")
 	expectUsageErrors(t, bin, []string{"bench", cfg}, []usageCase{
 		{[]string{"--stage=1", "--stage.duration=-1s"}, "--stage.duration must be positive, got -1s"},
 		{[]string{"--concurrency=2", "--stage.duration=0s"}, "--stage.duration must be positive, got 0s"},
@@ -40,6 +41,9 @@ func TestBenchUsageBeforeSending(t *testing.T) {
 		{[]string{"--stage=1:1s", "--sim.config.file=" + missing}, "--sim.config.file needs --sim"},
 		{[]string{"--stage=1:1s", "--gpu.selector=Hostname=\"a\""}, "--gpu.selector needs --prometheus.url"},
 		{[]string{"--stage=1:1s", "--prometheus.url=localhost:9090"}, `--prometheus.url "localhost:9090": want an http or https URL`},
+		{[]string{"--replay=" + trace, "--stage.duration=10s"}, "--stage.duration does not apply to --replay"},
+		{[]string{"--find=capacity", "--stop-when-saturated"}, "--stop-when-saturated stops a list of --stage; a search stops by its own rules"},
+		{[]string{"--replay=" + trace, "--stop-when-saturated"}, "--stop-when-saturated stops a list of --stage"},
 	})
 	if n := requests.Load(); n != 0 {
 		t.Errorf("the simulator was sent %d requests by command lines that are usage errors", n)
