@@ -149,6 +149,9 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	if o.stageDurationSet && o.find.active() {
 		o.find.opts.StageDuration = o.stageDuration // the search's measured window (bench-find.md)
 	}
+	if o.configFile == "" && !o.sim && !o.quick.active() {
+		return usagef("--config.file is required (or --url and --model for the quick start, --sim for the embedded demo)")
+	}
 	stages, err := parseStages(o.stages, o.stageDuration)
 	if err != nil {
 		return err
@@ -200,9 +203,6 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		con = &console{out: os.Stdout, width: termWidth(os.Stdout)}
 		logger = slog.New(consoleHandler{logger.Handler(), con})
 		o.childOut = &lineWriter{c: con, w: os.Stderr}
-	}
-	if o.configFile == "" && !o.sim && !o.quick.active() {
-		return usagef("--config.file is required (or --url and --model for the quick start, --sim for the embedded demo)")
 	}
 	var data []byte
 	if o.configFile != "" && o.sim {

@@ -133,6 +133,7 @@ func TestBadCommandLine(t *testing.T) {
 		{args: []string{"sim", "--sim.max-num-seqs=lots"}, want: "lots"},
 		{args: []string{"sim", "--sim.timing-step=soon"}, want: "--sim.timing-step"},
 
+		{args: []string{"bench"}, want: "--config.file is required (or --url and --model for the quick start, --sim for the embedded demo)"},
 		{args: []string{"bench", "--sim"}, want: "required flag(s) '--stage' not provided"},
 		{args: []string{"bench", "--bogus"}, want: "unknown long flag '--bogus'"},
 		{args: []string{"bench", "--sim", "--stage=fast"}, want: `--stage "fast": rate must be a positive number`},
