@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -330,6 +331,36 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		logger.Info("report written", "file", out.path)
 	}
 	return benchVerdict(ctx, rep, o.maxErrorRatio)
+}
+
+// givenFlags registers a group of flags and records which of them the
+// command line sets, in the order they were registered.
+type givenFlags struct {
+	names []string
+	set   map[string]*bool
+}
+
+// flag registers flag name of cmd in the group.
+func (g *givenFlags) flag(cmd *kingpin.CmdClause, name, help string) *kingpin.FlagClause {
+	if g.set == nil {
+		g.set = map[string]*bool{}
+	}
+	g.names, g.set[name] = append(g.names, name), new(bool)
+	return cmd.Flag(name, help).IsSetByUser(g.set[name])
+}
+
+// given says whether the command line sets flag name.
+func (g *givenFlags) given(name string) bool { return *g.set[name] }
+
+// first is the first flag of the group the command line sets, but for
+// those named in except ("" for none).
+func (g *givenFlags) first(except ...string) string {
+	for _, name := range g.names {
+		if g.given(name) && !slices.Contains(except, name) {
+			return name
+		}
+	}
+	return ""
 }
 
 // writeFile writes path with write, which writes to memory first: a

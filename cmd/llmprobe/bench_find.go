@@ -34,17 +34,12 @@ type findFlags struct {
 	precision    float64
 	maxStages    int
 
-	rules []string          // the --find.* flags, in their order
-	given map[string]*bool  // which of them the command line sets
+	rules givenFlags        // the --find.* flags
 	opts  bench.FindOptions // set by check
 }
 
 func (f *findFlags) register(cmd *kingpin.CmdClause) {
-	f.given = map[string]*bool{}
-	rule := func(name, help string) *kingpin.FlagClause {
-		f.rules, f.given[name] = append(f.rules, name), new(bool)
-		return cmd.Flag(name, help).IsSetByUser(f.given[name])
-	}
+	rule := func(name, help string) *kingpin.FlagClause { return f.rules.flag(cmd, name, help) }
 	cmd.Flag("find", "Search instead of running --stage: capacity (ramp the rate until the served throughput stops growing or the queue runs away) or slo (bisect the highest rate that meets --slo, or the targets' slo blocks). One target.").EnumVar(&f.mode, bench.FindCapacity, bench.FindSLO)
 	cmd.Flag("levels", "Run one stage at each of these fractions of the capacity (found by --find=capacity, or --capacity), e.g. 0.7,0.85,0.95.").PlaceHolder("F,F,...").StringVar(&f.levels)
 	cmd.Flag("capacity", "The target's capacity in requests/s, for --levels and --find=slo instead of measuring it.").PlaceHolder("RATE").Float64Var(&f.capacity)
@@ -68,14 +63,12 @@ func (f *findFlags) check(stages bool) error {
 		if capacitySet {
 			return usagef("--capacity is only used by --levels and --find=slo")
 		}
-		for _, name := range f.rules {
-			if *f.given[name] {
-				return usagef("--%s applies only to --find or --levels", name)
-			}
+		if name := f.rules.first(); name != "" {
+			return usagef("--%s applies only to --find or --levels", name)
 		}
 		return nil
 	}
-	f.startRateSet = *f.given["find.start-rate"]
+	f.startRateSet = f.rules.given("find.start-rate")
 	if stages {
 		return usagef("--stage cannot be combined with --find or --levels: a search sizes its own stages")
 	}

@@ -56,19 +56,11 @@ type quickFlags struct {
 	burstiness  float64
 	ignoreEOS   bool
 
-	flags []string         // the flags that need --url, in their order
-	given map[string]*bool // which flags the command line sets
+	flags givenFlags // all of them
 }
 
 func (q *quickFlags) register(cmd *kingpin.CmdClause) {
-	q.given = map[string]*bool{}
-	flag := func(name, help string) *kingpin.FlagClause {
-		q.given[name] = new(bool)
-		if name != "url" {
-			q.flags = append(q.flags, name)
-		}
-		return cmd.Flag(name, help).IsSetByUser(q.given[name])
-	}
+	flag := func(name, help string) *kingpin.FlagClause { return q.flags.flag(cmd, name, help) }
 	flag("url", "Quick start: benchmark this OpenAI-compatible base URL (usually ending in /v1) without a configuration file; with --model. Not with --config.file or --sim.").PlaceHolder("URL").StringVar(&q.url)
 	flag("model", "Quick start: the model to name in the requests (GET URL/models lists those the server serves).").StringVar(&q.model)
 	flag("api", "Quick start: the API: chat (URL/chat/completions), completions, responses, messages (Anthropic) or embeddings.").Default(config.APIChat).EnumVar(&q.api, config.APIs...)
@@ -87,7 +79,7 @@ func (q *quickFlags) register(cmd *kingpin.CmdClause) {
 func (q *quickFlags) active() bool { return q.url != "" }
 
 // set says whether the command line gives flag name.
-func (q *quickFlags) set(name string) bool { return *q.given[name] }
+func (q *quickFlags) set(name string) bool { return q.flags.given(name) }
 
 // check validates the quick start's flags against the rest of the
 // command line, before anything is read or sent.
@@ -96,10 +88,8 @@ func (q *quickFlags) check(o *benchOptions) error {
 		if q.set("url") {
 			return usagef("--url must not be empty")
 		}
-		for _, name := range q.flags {
-			if q.set(name) {
-				return usagef("--%s needs --url (the quick start); with --config.file or --sim the configuration gives the targets and their workloads, and --stage the rates", name)
-			}
+		if name := q.flags.first("url"); name != "" {
+			return usagef("--%s needs --url (the quick start); with --config.file or --sim the configuration gives the targets and their workloads, and --stage the rates", name)
 		}
 		return nil
 	}
