@@ -24,6 +24,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,7 @@ import (
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/harness"
 	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/servermetrics"
 	"github.com/llmprobe/llmprobe/slo"
@@ -297,13 +299,18 @@ func stageConfig(base *config.Config, targets []*config.Target, rate float64, du
 
 // judge takes the engine's verdicts on the stage (judged over the whole
 // stage: stageConfig sets the saturation window to its duration), so that
-// bench and the daemon flag the same numbers for the same reasons.
+// bench and the daemon flag the same numbers for the same reasons. A
+// reason that counts drops gives the stage's own counts, those of the
+// report, not those of the verdict's sliding window (which, judged once a
+// second over whole seconds, misses the stage's first and last arrivals):
+// a report has one count of its drops.
 func judge(s *report.StageReport, ts probe.TargetStatus) {
 	if ts.Saturated {
-		s.Reasons = append(s.Reasons, "harness saturated: "+ts.SaturationReason)
+		s.Reasons = append(s.Reasons, "harness saturated: "+stageDropCounts(s, ts))
 	}
 	if ts.Overloaded {
-		s.Reasons = append(s.Reasons, "target overloaded: "+ts.OverloadReason)
+		s.Reasons = append(s.Reasons, fmt.Sprintf("target overloaded: %d of %d scheduled requests were dropped because max_inflight (%d) requests were still running: the target does not absorb the offered load",
+			s.Dropped[probe.DropInflightLimit], s.Scheduled, ts.MaxInflight))
 	}
 	if s.Sent == 0 {
 		s.Reasons = append(s.Reasons, "no request was sent")
@@ -338,6 +345,21 @@ func warn(s *report.StageReport, ps []float64) {
 		add("%d requests still running when the grace (%s) after the stage ran out were cancelled (%s): they are in no figure, which leaves out the slowest requests; a longer --stage.grace waits for them",
 			s.CutAtGrace, s.Grace, report.OutcomeCancelledAtGrace)
 	}
+}
+
+// stageDropCounts is the harness' saturation reasons in words, its
+// reason for late drops restated with the stage's counts (judge).
+func stageDropCounts(s *report.StageReport, ts probe.TargetStatus) string {
+	parts := strings.Split(ts.SaturationReason, "; ")
+	if len(parts) != len(ts.SaturationReasons) {
+		return ts.SaturationReason
+	}
+	for i, r := range ts.SaturationReasons {
+		if r == harness.ReasonLateDrops {
+			parts[i] = fmt.Sprintf("%d of %d scheduled requests could not be sent in time (late_after)", s.Dropped[probe.DropLate], s.Scheduled)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 func modelDuration(d time.Duration) model.Duration { return model.Duration(d) }
