@@ -657,7 +657,9 @@ func (c *collector) Observe(r *wire.Result) {
 		d.reqs.Add(t)
 	}
 	if r.Warmup {
-		d.warmup++
+		if r.ErrorType != wire.ErrorTypeCancelled { // counted as cancelled
+			d.warmup++
+		}
 		return
 	}
 	if r.Outcome != wire.OutcomeSuccess {

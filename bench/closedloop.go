@@ -169,7 +169,7 @@ wait:
 		l := &report.ClosedLoopStage{Target: ct.t.Name, Model: ct.t.Model, Concurrency: spec.concurrency, Duration: elapsed,
 			Sent: sr.Sent, Outcomes: sr.Outcomes, Warmup: sr.Warmup, Served: sr.Served, Throughput: sr.ServedRate,
 			OutputTokensPerSec: sr.ServedOutputTokensPerSec, TTFT: sr.TTFT, TPOT: sr.TPOT, ITL: sr.ITL, E2E: sr.E2E,
-			InFlightAtEnd: inFlight[ct.t.Name], CutAtGrace: sr.CutAtGrace, Note: report.ClosedLoopNote}
+			InFlightAtEnd: inFlight[ct.t.Name], CutAtGrace: sr.CutAtGrace, Note: report.ClosedLoopNote, Serving: sr.Serving}
 		if sr.E2E.Count > 0 && sr.E2E.Mean > 0 {
 			l.LittleRate = float64(spec.concurrency) / sr.E2E.Mean
 		}

@@ -25,18 +25,14 @@ func TestOneDropCount(t *testing.T) {
 `, listenSim(t)))
 	run := runFigures(t, cfg, bench.Options{Stages: []bench.Stage{{Rate: 120, Duration: 3 * time.Second}}, Warmup: 0, Grace: 10 * time.Second})
 	s := run.rep.Stages[0]
-	dropped := s.Dropped["inflight_limit"]
-	total := 0
-	for _, n := range s.Dropped {
-		total += n
-	}
+	overload, total := s.Dropped["inflight_limit"], dropped(s)
 	re := regexp.MustCompile(`target overloaded: (\d+) of (\d+) scheduled requests`)
 	m := re.FindStringSubmatch(run.text)
 	if m == nil {
 		t.Fatalf("no overload verdict in the text (dropped %v of %d scheduled)", s.Dropped, s.Scheduled)
 	}
-	if m[1] != strconv.Itoa(dropped) || m[2] != strconv.Itoa(s.Scheduled) {
-		t.Errorf("the verdict says %s of %s scheduled were dropped; the stage dropped %d of %d", m[1], m[2], dropped, s.Scheduled)
+	if m[1] != strconv.Itoa(overload) || m[2] != strconv.Itoa(s.Scheduled) {
+		t.Errorf("the verdict says %s of %s scheduled were dropped; the stage dropped %d of %d", m[1], m[2], overload, s.Scheduled)
 	}
 	row := regexp.MustCompile(`(?m)^\s+1\s+sim\s+\S+\s+\S+\s+(\d+)\s+(\d+)\s`).FindStringSubmatch(run.text)
 	if row == nil || row[2] != strconv.Itoa(total) || row[1] != strconv.Itoa(s.Sent) {

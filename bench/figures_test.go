@@ -371,6 +371,10 @@ targets:
 			t.Fatalf("%s: %d completed, %d failed: the run shows too little", name, f.completed, f.failed)
 		}
 		checkVLLMKeys(t, name, js, f.expected(ps))
+		if f.completed+f.failed+s.Warmup+s.CutAtGrace != s.Sent || s.Scheduled != s.Sent+dropped(s) {
+			t.Errorf("%s: sent %d = completed %d + failed %d + warm-up %d + cancelled %d? scheduled %d = sent + dropped %v?",
+				name, s.Sent, f.completed, f.failed, s.Warmup, s.CutAtGrace, s.Scheduled, s.Dropped)
+		}
 		if v, ok := js["request_goodput"]; !ok || v != nil {
 			t.Errorf("%s: request_goodput %v, want null without an SLO", name, v)
 		}
@@ -447,8 +451,8 @@ targets:
 	}
 	completed, _ := js["completed"].(float64)
 	failed, _ := js["failed"].(float64)
-	if int(completed)+int(failed)+cancelled != s.Sent || completed == 0 {
-		t.Errorf("sent %d: completed %v + failed %v + cancelled %d", s.Sent, completed, failed, cancelled)
+	if int(completed)+int(failed)+cancelled+s.Warmup != s.Sent || completed == 0 || s.Scheduled != s.Sent+dropped(s) {
+		t.Errorf("sent %d: completed %v + failed %v + cancelled %d + warm-up %d; scheduled %d, dropped %v", s.Sent, completed, failed, cancelled, s.Warmup, s.Scheduled, s.Dropped)
 	}
 	if errs, _, _ := s.ErrorShare(); errs != int(failed) {
 		t.Errorf("the error share counts %d failures, vLLM's failed %v", errs, failed)

@@ -126,8 +126,8 @@ func (r *Report) WriteMarkdown(w io.Writer, o MarkdownOptions) error {
 			verdict = "**NOT TRUSTED**"
 		}
 		dropped, errs := s.counts()
-		fmt.Fprintf(b, "Verdict: %s. %s; achieved %.2f req/s; %d sent, %d dropped, %d errors, %d warm-up.\n\n",
-			verdict, mdEscape(s.describeWall()), s.AchievedRate, s.Sent, dropped, errs, s.Warmup)
+		fmt.Fprintf(b, "Verdict: %s. Requested %.2f req/s, achieved %.2f req/s over %s (then a drain of %s: wall %s); %d sent, %d dropped, %d errors, %d warm-up.\n\n",
+			verdict, s.RequestedRate, s.AchievedRate, s.Duration.Round(1e6), s.Drain.Round(1e6), (s.Duration + s.Drain).Round(1e6), s.Sent, dropped, errs, s.Warmup)
 		for _, why := range s.Reasons {
 			fmt.Fprintf(b, "- %s\n", mdEscape(why))
 		}
@@ -151,6 +151,9 @@ func (r *Report) WriteMarkdown(w io.Writer, o MarkdownOptions) error {
 		}
 		if ri := s.Replay; ri != nil {
 			fmt.Fprintf(b, "Replay: %s.\n\n", mdEscape(ri.describe()))
+		}
+		if f := s.describeFigures(); f != "" {
+			fmt.Fprintf(b, "As vllm bench serve reports it (%s):\n\n", mdEscape(f))
 		}
 		fmt.Fprintf(b, "```text\n%s```\n\n", s.servingBlock(r.SchemaVersion)) // serving_text.go
 		writeQuantileTable(b, s.metrics(), r.Percentiles)                     // percentiles.go

@@ -148,9 +148,12 @@ type StageReport struct {
 	Outcomes  map[wire.Outcome]int     `json:"outcomes"`
 	// Conversations counts multi-turn conversations by outcome.
 	Conversations map[probe.ConversationOutcome]int `json:"conversations,omitempty"`
-	Warmup        int                               `json:"warmup_requests"`
+	// Warmup counts the requests planned in the warm-up (but those
+	// cancelled at the grace's end, CutAtGrace): Sent is Warmup +
+	// CutAtGrace + Serving's Completed + Failed.
+	Warmup int `json:"warmup_requests"`
 	// WarmupDuration is the stage's warm-up: the requests planned in it
-	// (Warmup) are counted, but in no figure.
+	// are counted, but in no figure.
 	WarmupDuration time.Duration `json:"warmup_ns,omitempty"`
 	// InFlightAtEnd counts the requests still running when the stage
 	// ended; they were waited for, at most Grace (Drain is how long the
@@ -340,18 +343,31 @@ func (s *StageReport) describeDrain() string {
 	return d
 }
 
-// describeWall is the stage's time: the requested rate, how long it sent,
-// the drain after it and its wall time; then which requests its figures
-// are of.
+// describeWall is the stage's time: the requested rate, how long it
+// sent, the drain after it and its wall time.
 func (s *StageReport) describeWall() string {
-	d := fmt.Sprintf("%s req/s requested for %s, drain %s, wall %s", strconv.FormatFloat(s.RequestedRate, 'g', 4, 64),
+	return fmt.Sprintf("%s req/s requested for %s, drain %s, wall %s", strconv.FormatFloat(s.RequestedRate, 'g', 4, 64),
 		s.Duration.Round(time.Millisecond), s.Drain.Round(time.Millisecond), (s.Duration + s.Drain).Round(time.Millisecond))
-	if f := s.Serving; f != nil {
-		d += fmt.Sprintf("; figures of the %d requests planned after the %s warm-up (%d in it", f.Completed+f.Failed, s.WarmupDuration, s.Warmup)
-		if s.CutAtGrace > 0 {
-			d += fmt.Sprintf(", %d cancelled at the grace", s.CutAtGrace)
-		}
-		d += ")"
+}
+
+// describeFigures says which of the requests sent the Serving figures
+// are of ("" without figures).
+func (s *StageReport) describeFigures() string {
+	f := s.Serving
+	if f == nil {
+		return ""
+	}
+	measured := f.Completed + f.Failed
+	d := fmt.Sprintf("figures of %d of the %d requests sent", measured, s.Sent)
+	var not []string
+	if s.CutAtGrace > 0 {
+		not = append(not, fmt.Sprintf("the %d cancelled at the grace", s.CutAtGrace))
+	}
+	if s.Warmup > 0 {
+		not = append(not, fmt.Sprintf("the %d planned in the %s warm-up", s.Warmup, s.WarmupDuration))
+	}
+	if len(not) > 0 {
+		d += ": not " + strings.Join(not, " nor ")
 	}
 	return d
 }

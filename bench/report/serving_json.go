@@ -136,34 +136,70 @@ func servingFromJSON(m map[string]json.RawMessage) (*Serving, error) {
 	return s, err
 }
 
-// stageJSON is StageReport without its methods, for its own JSON.
-type stageJSON StageReport
-
-// MarshalJSON writes the stage's keys, then its Serving figures under
-// vLLM's names (above).
-func (s *StageReport) MarshalJSON() ([]byte, error) {
-	b, err := json.Marshal((*stageJSON)(s))
-	if err != nil || s.Serving == nil {
+// marshalWithServing is v's JSON object (v without methods), then the
+// keys of fig, if any (above).
+func marshalWithServing(v any, fig *Serving) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil || fig == nil {
 		return b, err
 	}
-	b = bytes.TrimSuffix(b, []byte("}"))
-	if b, err = s.Serving.appendJSON(b); err != nil {
-		return nil, fmt.Errorf("stage %d %s: %w", s.Stage, s.Target, err)
+	if b, err = fig.appendJSON(bytes.TrimSuffix(b, []byte("}"))); err != nil {
+		return nil, err
 	}
 	return append(b, '}'), nil
 }
 
-// UnmarshalJSON reads what MarshalJSON wrote, and the stages of reports
-// written before the Serving figures were kept (Serving nil).
-func (s *StageReport) UnmarshalJSON(b []byte) error {
-	if err := json.Unmarshal(b, (*stageJSON)(s)); err != nil {
-		return err
+// unmarshalWithServing reads into v (without methods) what
+// marshalWithServing wrote, and returns its figures (nil in a report
+// written before they were kept).
+func unmarshalWithServing(b []byte, v any) (*Serving, error) {
+	if err := json.Unmarshal(b, v); err != nil {
+		return nil, err
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(b, &m); err != nil {
-		return err
+		return nil, err
 	}
-	sv, err := servingFromJSON(m)
-	s.Serving = sv
+	return servingFromJSON(m)
+}
+
+// stageJSON and closedJSON are StageReport and ClosedLoopStage without
+// their methods, for their own JSON.
+type (
+	stageJSON  StageReport
+	closedJSON ClosedLoopStage
+)
+
+// MarshalJSON writes the stage's keys, then its Serving figures under
+// vLLM's names (above).
+func (s *StageReport) MarshalJSON() ([]byte, error) {
+	b, err := marshalWithServing((*stageJSON)(s), s.Serving)
+	if err != nil {
+		return nil, fmt.Errorf("stage %d %s: %w", s.Stage, s.Target, err)
+	}
+	return b, nil
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote, and the stages of reports
+// written before the Serving figures were kept (Serving nil).
+func (s *StageReport) UnmarshalJSON(b []byte) (err error) {
+	s.Serving, err = unmarshalWithServing(b, (*stageJSON)(s))
+	return err
+}
+
+// MarshalJSON writes the level's keys, then its Serving figures under
+// vLLM's names (above).
+func (l *ClosedLoopStage) MarshalJSON() ([]byte, error) {
+	b, err := marshalWithServing((*closedJSON)(l), l.Serving)
+	if err != nil {
+		return nil, fmt.Errorf("closed-loop level %d %s: %w", l.Level, l.Target, err)
+	}
+	return b, nil
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote, and the levels of reports
+// written before the Serving figures were kept (Serving nil).
+func (l *ClosedLoopStage) UnmarshalJSON(b []byte) (err error) {
+	l.Serving, err = unmarshalWithServing(b, (*closedJSON)(l))
 	return err
 }

@@ -9,10 +9,14 @@ import (
 	"strings"
 )
 
-// writeServing writes the stage's head line (stage, target and its time,
-// describeWall), then servingBlock.
+// writeServing writes the stage's head line (stage, target, its time and
+// which requests its figures are of), then servingBlock.
 func (s *StageReport) writeServing(w io.Writer, schema int) {
-	fmt.Fprintf(w, "stage %d %s: %s\n", s.Stage, s.Target, s.describeWall())
+	head := s.describeWall()
+	if f := s.describeFigures(); f != "" {
+		head += "; " + f
+	}
+	fmt.Fprintf(w, "stage %d %s: %s\n", s.Stage, s.Target, head)
 	io.WriteString(w, s.servingBlock(schema))
 }
 
@@ -20,15 +24,21 @@ func (s *StageReport) writeServing(w io.Writer, schema int) {
 // a line saying why it has none (schema is the report's: one written
 // before they were kept has none).
 func (s *StageReport) servingBlock(schema int) string {
+	return servingBlock(s.Serving, s.RequestedRate, 0, schema)
+}
+
+// servingBlock is fig as vLLM's summary block (writeBlock), or why there
+// is none.
+func servingBlock(fig *Serving, rate float64, concurrency, schema int) string {
 	switch {
-	case s.Serving != nil:
+	case fig != nil:
 		var b strings.Builder
-		s.Serving.writeBlock(&b, s.RequestedRate, 0)
+		fig.writeBlock(&b, rate, concurrency)
 		return b.String()
 	case schema > 0 && schema < 3:
 		return fmt.Sprintf("no figures of vllm bench serve's definitions: the report is of schema %d, older than they are\n", schema)
 	}
-	return "no figures: no measured request ended (the warnings say why)\n"
+	return "no figures: no request planned after the warm-up ended by itself\n"
 }
 
 // blockWidth is the width of the block's headings.
