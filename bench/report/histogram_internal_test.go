@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/llmprobe/llmprobe/dist"
 )
@@ -69,4 +70,12 @@ func TestDurationHistogramError(t *testing.T) {
 		t.Errorf("%d buckets for values up to an hour", len(h.counts))
 	}
 	t.Logf("largest error of a percentile: %.4f%%; %d buckets (%d KiB) for values up to an hour", 100*worst, len(h.counts), len(h.counts)*8>>10)
+}
+
+// TestRequestSize: what a stage keeps of a request is the 40 bytes
+// docs/bench.md states ("Bounded memory").
+func TestRequestSize(t *testing.T) {
+	if n := unsafe.Sizeof(Request{}); n != 40 {
+		t.Errorf("a Request is %d bytes, docs/bench.md says 40", n)
+	}
 }
