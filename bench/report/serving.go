@@ -264,7 +264,6 @@ func (rs *Requests) Figures(ps []float64, goodput bool) *Serving {
 	first, last := time.Duration(math.MaxInt64), time.Duration(math.MinInt64)
 	firstDone := time.Duration(math.MaxInt64)
 	good := 0
-	var ttft, tpot, e2e []float64
 	for _, r := range rs.reqs {
 		if r.Warmup() {
 			continue
@@ -280,13 +279,6 @@ func (rs *Requests) Figures(ps []float64, goodput bool) *Serving {
 		firstDone = min(firstDone, r.Start)
 		if r.Good() {
 			good++
-		}
-		e2e = append(e2e, float64(r.E2E))
-		if r.flags&reqFirstToken != 0 {
-			ttft = append(ttft, float64(r.TTFT))
-			if r.OutputTokens >= 2 {
-				tpot = append(tpot, float64(r.TPOT))
-			}
 		}
 	}
 	if s.Completed+s.Failed == 0 {
@@ -305,6 +297,7 @@ func (rs *Requests) Figures(ps []float64, goodput bool) *Serving {
 		}
 		s.RequestGoodput = &g
 	}
+	ttft, tpot, e2e := rs.Values()
 	s.TTFT, s.TPOT, s.E2EL = latency(ttft, ps), latency(tpot, ps), latency(e2e, ps)
 	s.ITL = rs.itl.latency(ps)
 	if s.Completed > 0 {
