@@ -21,7 +21,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +38,7 @@ import (
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/harness"
 	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/servermetrics"
 	"github.com/llmprobe/llmprobe/slo"
@@ -204,7 +208,11 @@ func Run(ctx context.Context, opts Options) (*report.Report, error) {
 		}
 		opts.serverURLs = urls
 	}
-	rep := &report.Report{Started: time.Now(), SLOBounds: sloBounds(base, targets, opts.SLO), Percentiles: opts.Percentiles}
+	if len(opts.Percentiles) == 0 {
+		opts.Percentiles = report.DefaultPercentiles
+	}
+	rep := &report.Report{Started: time.Now(), SLOBounds: sloBounds(base, targets, opts.SLO), Percentiles: opts.Percentiles,
+		SchemaVersion: report.ReportSchemaVersion}
 	for _, t := range targets {
 		for _, c := range base.Workload(t).Classes {
 			rep.Sampling = append(rep.Sampling, report.SamplingInfo{
@@ -289,21 +297,20 @@ func stageConfig(base *config.Config, targets []*config.Target, rate float64, du
 	return &cfg
 }
 
-// judge fills the throughput figures and takes the engine's verdicts on
-// the stage (judged over the whole stage: stageConfig sets the saturation
-// window to its duration), so that bench and the daemon flag the same
-// numbers for the same reasons.
-func judge(s *report.StageReport, ts probe.TargetStatus, tok tokens) {
-	secs := s.Duration.Seconds()
-	if secs > 0 {
-		s.OutputTokensPerSec = float64(tok.output) / secs
-		s.PromptTokensPerSec = float64(tok.prompt) / secs
-	}
+// judge takes the engine's verdicts on the stage (judged over the whole
+// stage: stageConfig sets the saturation window to its duration), so that
+// bench and the daemon flag the same numbers for the same reasons. A
+// reason that counts drops gives the stage's own counts, those of the
+// report, not those of the verdict's sliding window (which, judged once a
+// second over whole seconds, misses the stage's first and last arrivals):
+// a report has one count of its drops.
+func judge(s *report.StageReport, ts probe.TargetStatus) {
 	if ts.Saturated {
-		s.Reasons = append(s.Reasons, "harness saturated: "+ts.SaturationReason)
+		s.Reasons = append(s.Reasons, "harness saturated: "+stageDropCounts(s, ts))
 	}
 	if ts.Overloaded {
-		s.Reasons = append(s.Reasons, "target overloaded: "+ts.OverloadReason)
+		s.Reasons = append(s.Reasons, fmt.Sprintf("target overloaded: %d of %d scheduled requests were dropped because max_inflight (%d) requests were still running: the target does not absorb the offered load",
+			s.Dropped[probe.DropInflightLimit], s.Scheduled, ts.MaxInflight))
 	}
 	if s.Sent == 0 {
 		s.Reasons = append(s.Reasons, "no request was sent")
@@ -312,6 +319,47 @@ func judge(s *report.StageReport, ts probe.TargetStatus, tok tokens) {
 		s.Reasons = append(s.Reasons, "the replay stopped early: "+ri.Error)
 	}
 	s.Trusted = len(s.Reasons) == 0
+}
+
+// warn adds to the stage's warnings what makes its figures weaker than
+// they look; ps are the percentiles reported.
+func warn(s *report.StageReport, ps []float64) {
+	add := func(format string, args ...any) { s.Warnings = append(s.Warnings, fmt.Sprintf(format, args...)) }
+	switch f := s.Serving; {
+	case s.Sent == 0:
+	case s.WarmupDuration >= s.PlannedDuration:
+		add("the stage (%s) is no longer than its warm-up (%s): every request was planned in the warm-up, so none is in the figures; make the stage longer than --warmup",
+			s.PlannedDuration, s.WarmupDuration)
+	case f == nil:
+		add("no request planned after the %s warm-up ended by itself: the stage has no figures", s.WarmupDuration)
+	case f.Completed == 0:
+		add("none of the %d requests planned after the warm-up succeeded: the stage's latencies and throughputs are 0", f.Failed)
+	case len(ps) > 0:
+		top := slices.Max(ps)
+		if need := int(math.Ceil(100/(100-top) - 1e-9)); top < 100 && f.Completed < need {
+			add("P%s of %d completed requests is the top of the sample, not a tail: a percentile P needs at least 100/(100 − P) of them (%d); run the stage longer",
+				strconv.FormatFloat(top, 'g', -1, 64), f.Completed, need)
+		}
+	}
+	if s.CutAtGrace > 0 {
+		add("%d requests still running when the grace (%s) after the stage ran out were cancelled (%s): they are in no figure, which leaves out the slowest requests; a longer --stage.grace waits for them",
+			s.CutAtGrace, s.Grace, report.OutcomeCancelledAtGrace)
+	}
+}
+
+// stageDropCounts is the harness' saturation reasons in words, its
+// reason for late drops restated with the stage's counts (judge).
+func stageDropCounts(s *report.StageReport, ts probe.TargetStatus) string {
+	parts := strings.Split(ts.SaturationReason, "; ")
+	if len(parts) != len(ts.SaturationReasons) {
+		return ts.SaturationReason
+	}
+	for i, r := range ts.SaturationReasons {
+		if r == harness.ReasonLateDrops {
+			parts[i] = fmt.Sprintf("%d of %d scheduled requests could not be sent in time (late_after)", s.Dropped[probe.DropLate], s.Scheduled)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 func modelDuration(d time.Duration) model.Duration { return model.Duration(d) }
@@ -432,13 +480,11 @@ wait:
 	sctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = eng.Shutdown(sctx); close(shut) }()
-	var cut map[string]int
 	graceTimer := time.NewTimer(grace)
 	select {
 	case <-shut:
 	case <-graceTimer.C:
-		cut = col.inFlight()
-		cancel()
+		cancel() // what is cancelled is counted as such (report.OutcomeCancelledAtGrace)
 		<-shut
 	}
 	graceTimer.Stop()
@@ -461,7 +507,7 @@ wait:
 
 	var out []*report.StageReport
 	for _, ts := range status {
-		sr, tok := col.report(ts.Name, elapsed)
+		sr := col.report(ts.Name, elapsed)
 		if ss := servers[opts.serverURLs[ts.Name]]; ss != nil {
 			sr.Server = ss
 			if ss.TTFT != nil && ss.TTFT.Count > 0 && sr.TTFT.Count > 0 {
@@ -470,10 +516,7 @@ wait:
 		}
 		sr.GPU = gpu
 		sr.Interrupted, sr.PlannedDuration = interrupted, st.Duration
-		sr.InFlightAtEnd, sr.CutAtGrace, sr.Grace = inflight[ts.Name], cut[ts.Name], grace
-		if sr.InFlightAtEnd > 0 {
-			sr.Drain = drain
-		}
+		sr.InFlightAtEnd, sr.Grace, sr.Drain = inflight[ts.Name], grace, drain
 		sr.Model = ts.Model
 		sr.RequestedRate = ts.RequestedRate
 		sr.Duration = elapsed
@@ -493,7 +536,8 @@ wait:
 		if replay != nil {
 			sr.Replay = replay.info(ts.Name, elapsed, sr.Sent)
 		}
-		judge(sr, ts, tok)
+		judge(sr, ts)
+		warn(sr, opts.Percentiles)
 		out = append(out, sr)
 	}
 	costs := make([]servermetrics.CostTarget, len(out))
@@ -529,20 +573,19 @@ type targetData struct {
 	ended           atomic.Int64 // results observed
 	dropped         [len(probe.DropReasons)]atomic.Int64
 
-	mu                   sync.Mutex // guards the rest
-	outcomes             map[wire.Outcome]int
-	conversations        map[probe.ConversationOutcome]int
-	ttft, tpot, itl, e2e []float64
-	lag                  []float64
-	done                 []completion // successes, for the served figures
-	promptTokens         int
-	outputTokens         int
-	cachedTokens         int
-	cachedReported       int
-	estimated            int
-	warmup               int
-	slo                  *sloJudge // nil: no SLO to judge by
-	sloCounts            sloCounts
+	mu            sync.Mutex // guards the rest
+	outcomes      map[wire.Outcome]int
+	conversations map[probe.ConversationOutcome]int
+	// reqs are the ended requests but those cut at the grace's end
+	// (warm-up included, for the served figures): the figures' source.
+	reqs           *report.Requests
+	lag            []float64
+	cachedTokens   int
+	cachedReported int
+	estimated      int
+	warmup         int
+	slo            *sloJudge // nil: no SLO to judge by
+	sloCounts      sloCounts
 }
 
 // newCollector prepares for the targets of cfg, with room for about
@@ -554,20 +597,11 @@ func newCollector(cfg *config.Config, expected int, spec *slo.Spec) *collector {
 			slo:           newSLOJudge(cfg, t, spec),
 			outcomes:      map[wire.Outcome]int{},
 			conversations: map[probe.ConversationOutcome]int{},
-			ttft:          make([]float64, 0, expected),
-			e2e:           make([]float64, 0, expected),
-			tpot:          make([]float64, 0, expected),
+			reqs:          report.NewRequests(expected),
 			lag:           make([]float64, 0, expected),
 		}
 	}
 	return c
-}
-
-// completion is when a successful request ended (after the stage's
-// start) and the tokens it generated.
-type completion struct {
-	at     time.Duration
-	tokens int
 }
 
 func (c *collector) Scheduled(target, _, _ string) {
@@ -607,37 +641,30 @@ func (c *collector) Observe(r *wire.Result) {
 	}
 	defer d.ended.Add(1)
 	if c.requests != nil {
-		c.requests.Write(c.stage, r)
+		c.requests.Write(c.stage, c.start, r)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.outcomes[r.Outcome]++
+	d.outcomes[report.OutcomeOf(r)]++
 	d.lag = append(d.lag, r.ScheduleLag.Seconds())
-	if r.Outcome == wire.OutcomeSuccess && !c.start.IsZero() {
-		d.done = append(d.done, completion{at: r.Start.Add(r.E2E).Sub(c.start), tokens: r.OutputTokens})
+	good := false
+	if !r.Warmup && d.slo != nil {
+		good = d.sloCounts.observe(d.slo, r)
+	}
+	if !c.start.IsZero() { // a stage's (not the capacity estimate's, which counts only)
+		t := report.NewTiming(r, c.start)
+		t.Good = good
+		d.reqs.Add(t)
 	}
 	if r.Warmup {
-		d.warmup++
-		return
-	}
-	if d.slo != nil {
-		d.sloCounts.observe(d.slo, r)
-	}
-	if r.FirstToken {
-		d.ttft = append(d.ttft, r.TTFT.Seconds())
-		for _, g := range r.ITLs {
-			d.itl = append(d.itl, g.Seconds())
+		if r.ErrorType != wire.ErrorTypeCancelled { // counted as cancelled
+			d.warmup++
 		}
+		return
 	}
 	if r.Outcome != wire.OutcomeSuccess {
 		return
 	}
-	d.e2e = append(d.e2e, r.E2E.Seconds())
-	if r.OutputTokens >= 2 {
-		d.tpot = append(d.tpot, r.TPOT.Seconds())
-	}
-	d.promptTokens += r.PromptTokens
-	d.outputTokens += r.OutputTokens
 	if r.CachedTokensReported {
 		d.cachedTokens += r.CachedTokens
 		d.cachedReported += r.PromptTokens
@@ -667,11 +694,10 @@ func (c *collector) totalSent() int {
 	return n
 }
 
-// tokens are a target's prompt and output tokens of a stage, for its
-// throughput (judge).
-type tokens struct{ prompt, output int }
-
-func (c *collector) report(target string, elapsed time.Duration) (*report.StageReport, tokens) {
+// report is the target's StageReport of a stage that ran for elapsed:
+// its counts, its figures (report.Requests: vLLM's, the tables'
+// quantiles and the served ones), its SLO.
+func (c *collector) report(target string, elapsed time.Duration) *report.StageReport {
 	d := c.targets[target]
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -681,34 +707,35 @@ func (c *collector) report(target string, elapsed time.Duration) (*report.StageR
 			dropped[r] = int(n)
 		}
 	}
+	ps := c.limits.ps
 	sr := &report.StageReport{
-		Target:        target,
-		Scheduled:     int(d.scheduled.Load()),
-		Sent:          int(d.sent.Load()),
-		Dropped:       dropped,
-		Outcomes:      maps.Clone(d.outcomes),
-		Conversations: maps.Clone(d.conversations),
-		Warmup:        d.warmup,
-		TTFT:          report.Summarize(d.ttft),
-		TPOT:          report.Summarize(d.tpot),
-		ITL:           report.Summarize(d.itl),
-		E2E:           report.Summarize(d.e2e),
-		Lag:           report.Summarize(d.lag),
-		Estimated:     d.estimated,
-		Samples:       report.NewSamples(d.ttft, d.tpot, d.e2e),
+		Target:         target,
+		Scheduled:      int(d.scheduled.Load()),
+		Sent:           int(d.sent.Load()),
+		Dropped:        dropped,
+		Outcomes:       maps.Clone(d.outcomes),
+		Conversations:  maps.Clone(d.conversations),
+		Warmup:         d.warmup,
+		WarmupDuration: c.warmup,
+		Lag:            report.Summarize(d.lag),
+		Estimated:      d.estimated,
+		Serving:        d.reqs.Figures(ps, d.slo != nil && d.slo.perRequest()),
 	}
+	sr.CutAtGrace = sr.Outcomes[report.OutcomeCancelledAtGrace]
+	sr.TTFT, sr.TPOT, sr.ITL, sr.E2E = d.reqs.Quantiles(ps)
+	report.AddPercentiles(&sr.Lag, d.lag, ps)
+	sr.Samples = report.NewSamples(d.reqs.Values())
 	if d.slo != nil {
-		sr.SLO = d.slo.report(&d.sloCounts, elapsed, map[string][]float64{"ttft": d.ttft, "tpot": d.tpot, "itl": d.itl, "e2e": d.e2e})
+		sr.SLO = d.slo.report(&d.sloCounts, sr.Serving, d.reqs.Quantile)
 	}
-	c.limits.percentiles(sr, d)
 	// Served: successes that ended inside [warm-up, stage end], whatever
 	// they started, so the grace period's completions are not counted.
 	if window := elapsed - c.warmup; window > 0 {
 		tokens := 0
-		for _, x := range d.done {
-			if x.at >= c.warmup && x.at <= elapsed {
+		for _, x := range d.reqs.All() {
+			if x.Success() && x.End >= c.warmup && x.End <= elapsed {
 				sr.Served++
-				tokens += x.tokens
+				tokens += int(x.OutputTokens)
 			}
 		}
 		sr.ServedRate = float64(sr.Served) / window.Seconds()
@@ -717,7 +744,7 @@ func (c *collector) report(target string, elapsed time.Duration) (*report.StageR
 	if d.cachedReported > 0 {
 		sr.CacheHitRatio = float64(d.cachedTokens) / float64(d.cachedReported)
 	}
-	return sr, tokens{prompt: d.promptTokens, output: d.outputTokens}
+	return sr
 }
 
 // progressWindow bounds the first tokens a progress report's quantiles
@@ -738,11 +765,11 @@ func (c *collector) progress(stage, stages int, elapsed, duration time.Duration,
 		}
 		d.mu.Lock()
 		for o, n := range d.outcomes {
-			if o != wire.OutcomeSuccess {
+			if o != wire.OutcomeSuccess && o != report.OutcomeCancelledAtGrace {
 				tp.Errors += n
 			}
 		}
-		own := slices.Clone(d.ttft[max(0, len(d.ttft)-progressWindow):])
+		own := d.reqs.LatestTTFT(nil, progressWindow)
 		d.mu.Unlock()
 		ttft = append(ttft, own...)
 		if secs > 0 {

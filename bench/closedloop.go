@@ -155,23 +155,21 @@ wait:
 	}
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
-	var cut map[string]int
 	gt := time.NewTimer(grace)
 	select {
 	case <-finished:
 	case <-gt.C:
-		cut = col.inFlight()
-		cancelReqs()
+		cancelReqs() // what is cancelled is counted as such (report.OutcomeCancelledAtGrace)
 		<-finished
 	}
 	gt.Stop()
 	var out []*report.ClosedLoopStage
 	for _, ct := range cts {
-		sr, _ := col.report(ct.t.Name, elapsed)
+		sr := col.report(ct.t.Name, elapsed)
 		l := &report.ClosedLoopStage{Target: ct.t.Name, Model: ct.t.Model, Concurrency: spec.concurrency, Duration: elapsed,
 			Sent: sr.Sent, Outcomes: sr.Outcomes, Warmup: sr.Warmup, Served: sr.Served, Throughput: sr.ServedRate,
 			OutputTokensPerSec: sr.ServedOutputTokensPerSec, TTFT: sr.TTFT, TPOT: sr.TPOT, ITL: sr.ITL, E2E: sr.E2E,
-			InFlightAtEnd: inFlight[ct.t.Name], CutAtGrace: cut[ct.t.Name], Note: report.ClosedLoopNote}
+			InFlightAtEnd: inFlight[ct.t.Name], CutAtGrace: sr.CutAtGrace, Note: report.ClosedLoopNote, Serving: sr.Serving}
 		if sr.E2E.Count > 0 && sr.E2E.Mean > 0 {
 			l.LittleRate = float64(spec.concurrency) / sr.E2E.Mean
 		}

@@ -429,4 +429,18 @@ func TestClosedLoopLevels(t *testing.T) {
 			t.Error("an open-loop stage has a concurrency")
 		}
 	}
+	// Each level has vllm bench serve's figures, as a run of its with
+	// --max-concurrency: every request it sent, at most that many at once.
+	for i, l := range back.ClosedLoop {
+		c := rep.ClosedLoop[i].Concurrency
+		completed, _ := l["completed"].(float64)
+		failed, _ := l["failed"].(float64)
+		peak, _ := l["max_concurrent_requests"].(float64)
+		if completed+failed != 9 || peak < 1 || int(peak) > c {
+			t.Errorf("level %d: completed %v, failed %v, peak concurrency %v (concurrency %d)", i+1, completed, failed, peak, c)
+		}
+		if want := fmt.Sprintf("Maximum request concurrency:             %-10d\n", c); !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q", want)
+		}
+	}
 }

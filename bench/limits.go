@@ -6,8 +6,6 @@ package bench
 import (
 	"sync"
 	"sync/atomic"
-
-	"github.com/llmprobe/llmprobe/bench/report"
 )
 
 // collectorLimits are a collector's request bound (Options.MaxRequests)
@@ -36,17 +34,4 @@ func (l *collectorLimits) sent(n int64, targets int) {
 	if l.maxRequests > 0 && n == l.maxRequests && l.reached.Add(1) == int64(targets) {
 		l.once.Do(func() { close(l.done) })
 	}
-}
-
-// percentiles adds the percentiles asked for to every metric of sr
-// (called with d locked).
-func (l *collectorLimits) percentiles(sr *report.StageReport, d *targetData) {
-	if len(l.ps) == 0 {
-		return
-	}
-	report.AddPercentiles(&sr.TTFT, d.ttft, l.ps)
-	report.AddPercentiles(&sr.TPOT, d.tpot, l.ps)
-	report.AddPercentiles(&sr.ITL, d.itl, l.ps)
-	report.AddPercentiles(&sr.E2E, d.e2e, l.ps)
-	report.AddPercentiles(&sr.Lag, d.lag, l.ps)
 }

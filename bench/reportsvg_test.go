@@ -91,7 +91,7 @@ func trustedCopy(t *testing.T, rep *report.Report) *report.Report {
 }
 
 // TestPlotSVG: the picture of a real run is XML with, for each of TTFT,
-// TPOT and E2E p50 and p99, the achieved rate and the output tokens/s, one point per stage and
+// TPOT and E2E p50 and p99, the achieved rate and the output throughput, one point per stage and
 // a line through them; markers of trusted stages are filled, of an
 // untrusted one hollow and named in a note; the SLO's bounds are lines
 // with labels; axes have units; and the same report draws the same bytes.
@@ -127,7 +127,7 @@ func TestPlotSVG(t *testing.T) {
 	for _, m := range []string{"TTFT", "TPOT", "E2E"} {
 		want = append(want, "sim "+m+" p50", "sim "+m+" p99")
 	}
-	want = append(want, "sim achieved", "sim output tokens/s")
+	want = append(want, "sim achieved", "sim output tok/s")
 	if len(points) != len(want) {
 		t.Errorf("series %v, want %v", keys(points), want)
 	}
@@ -202,10 +202,10 @@ func axisReport() *report.Report {
 		for j, target := range []string{"alpha", "beta"} {
 			f := 1 + 0.3*float64(i) + 0.1*float64(j)
 			s := &report.StageReport{Stage: i + 1, Target: target, RequestedRate: rate, AchievedRate: rate * (1 - 0.05*float64(i)), Trusted: true,
-				TTFT:               report.Quantiles{Count: 100, P50: 0.040 * f, P99: 0.120 * f},
-				TPOT:               report.Quantiles{Count: 100, P50: 0.012 * f, P99: 0.020 * f},
-				E2E:                report.Quantiles{Count: 100, P50: 0.9 * f, P99: 1.6 * f},
-				OutputTokensPerSec: 1000 * rate * (1 + 0.2*float64(j)),
+				TTFT:    report.Quantiles{Count: 100, P50: 0.040 * f, P99: 0.120 * f},
+				TPOT:    report.Quantiles{Count: 100, P50: 0.012 * f, P99: 0.020 * f},
+				E2E:     report.Quantiles{Count: 100, P50: 0.9 * f, P99: 1.6 * f},
+				Serving: &report.Serving{OutputThroughput: 1000 * rate * (1 + 0.2*float64(j))},
 			}
 			r.Stages = append(r.Stages, s)
 		}
@@ -331,7 +331,7 @@ func TestPlotAxesAndNotes(t *testing.T) {
 		t.Errorf("the note names a reason of its own:\n%s", strings.Join(note, "\n"))
 	}
 	for _, target := range []string{"alpha", "beta"} {
-		ps := points[target+" output tokens/s"]
+		ps := points[target+" output tok/s"]
 		if len(ps) != 3 {
 			t.Fatalf("%s: %d tokens/s points, want 3", target, len(ps))
 		}
@@ -344,7 +344,7 @@ func TestPlotAxesAndNotes(t *testing.T) {
 			prev = cy
 		}
 	}
-	if !bytes.Contains(buf.Bytes(), []byte("Output tokens/s")) {
+	if !bytes.Contains(buf.Bytes(), []byte("Output token throughput")) {
 		t.Error("no tokens/s panel title")
 	}
 }
@@ -356,10 +356,10 @@ func TestPlotOddReports(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
 	for name, stages := range map[string][]*report.StageReport{
 		"one stage": {{Stage: 1, Target: "t", RequestedRate: 5, AchievedRate: 5, Trusted: true,
-			TTFT: report.Quantiles{Count: 3, P50: 0.1, P99: 0.1}, OutputTokensPerSec: 300}},
+			TTFT: report.Quantiles{Count: 3, P50: 0.1, P99: 0.1}, Serving: &report.Serving{OutputThroughput: 300}}},
 		"no answers": {{Stage: 1, Target: "t", RequestedRate: 5, Reasons: []string{"no request was sent"}}},
 		"odd figures": {
-			{Stage: 1, Target: "t", RequestedRate: 0, AchievedRate: nan, Trusted: true, TTFT: report.Quantiles{Count: 3, P50: 0, P99: inf}, OutputTokensPerSec: nan},
+			{Stage: 1, Target: "t", RequestedRate: 0, AchievedRate: nan, Trusted: true, TTFT: report.Quantiles{Count: 3, P50: 0, P99: inf}, Serving: &report.Serving{OutputThroughput: nan}},
 			{Stage: 2, Target: "t", RequestedRate: 10, AchievedRate: inf, Trusted: true, E2E: report.Quantiles{Count: 3, P50: nan, P99: 2}},
 		},
 	} {

@@ -109,7 +109,7 @@ func TestRequestLog(t *testing.T) {
 	if want == 0 || sw.lines != want {
 		t.Fatalf("%d lines written, the report counts %d results", sw.lines, want)
 	}
-	allowed := []string{"stage", "target", "class", "conversation", "turn", "warmup", "planned", "sent", "schedule_lag_seconds",
+	allowed := []string{"stage", "target", "class", "conversation", "turn", "warmup", "planned", "sent", "schedule_lag_seconds", "client_wait_seconds", "sent_offset_seconds",
 		"ttft_seconds", "itl_seconds", "e2e_seconds", "prompt_tokens", "output_tokens", "cached_tokens", "usage_reported",
 		"outcome", "error_type", "status_code"}
 	perStage := map[int]int{}

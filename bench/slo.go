@@ -4,12 +4,12 @@
 package bench
 
 import (
+	"fmt"
 	"slices"
-	"time"
+	"strings"
 
 	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
-	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/slo"
 )
@@ -44,22 +44,39 @@ func newSLOJudge(cfg *config.Config, t *config.Target, spec *slo.Spec) *sloJudge
 	return j
 }
 
+// perRequest is whether a class has an objective: requests are judged
+// one by one (the stage has a goodput).
+func (j *sloJudge) perRequest() bool {
+	for _, obj := range j.classes {
+		if obj != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // sloCounts are a target's judged requests in a stage.
 type sloCounts struct {
 	good, bad  int
 	judged     map[string]int // per class
 	violations [len(slo.Bounds)]int
+	// measured counts the requests after the warm-up, cancelled those
+	// of them cut at the grace's end (judged by no SLO).
+	measured, cancelled int
 }
 
-// observe judges one request (after warm-up) of class.
-func (c *sloCounts) observe(j *sloJudge, r *wire.Result) {
+// observe judges one request (after warm-up) of class, and says whether
+// it was good.
+func (c *sloCounts) observe(j *sloJudge, r *wire.Result) bool {
+	c.measured++
 	obj := j.classes[r.Class]
-	if obj == nil {
-		return
-	}
 	req, ok := r.SLORequest()
 	if !ok {
-		return
+		c.cancelled++
+		return false
+	}
+	if obj == nil {
+		return false
 	}
 	if c.judged == nil {
 		c.judged = map[string]int{}
@@ -68,7 +85,7 @@ func (c *sloCounts) observe(j *sloJudge, r *wire.Result) {
 	v := obj.Judge(req)
 	if v.Good {
 		c.good++
-		return
+		return true
 	}
 	c.bad++
 	for i, b := range v.Broke {
@@ -76,11 +93,35 @@ func (c *sloCounts) observe(j *sloJudge, r *wire.Result) {
 			c.violations[i]++
 		}
 	}
+	return false
 }
 
-// report builds the stage's report.SLOReport from the counts and the stage's
-// latency samples (seconds, any order; copied before sorting).
-func (j *sloJudge) report(c *sloCounts, elapsed time.Duration, samples map[string][]float64) *report.SLOReport {
+// notJudged says why no request was judged ("" when some were).
+func (j *sloJudge) notJudged(c *sloCounts) string {
+	switch {
+	case c.good+c.bad > 0:
+		return ""
+	case c.measured == 0:
+		return "none was planned after the warm-up"
+	case c.cancelled == c.measured:
+		return "every one planned after the warm-up was cancelled at the grace's end"
+	case !j.perRequest():
+		return "none planned after the warm-up completed, for the quantile bounds"
+	}
+	var judged []string
+	for class, obj := range j.classes {
+		if obj != nil {
+			judged = append(judged, class)
+		}
+	}
+	slices.Sort(judged)
+	return fmt.Sprintf("none planned after the warm-up was of a class with an objective (%s)", strings.Join(judged, ", "))
+}
+
+// report builds the stage's report.SLOReport from the counts, the stage's
+// figures (its goodput is theirs) and quantile, the stage's quantiles of a
+// metric (ttft, tpot, itl, e2e) and the number of values they rest on.
+func (j *sloJudge) report(c *sloCounts, fig *report.Serving, quantile func(metric string, q float64) (float64, int)) *report.SLOReport {
 	rep := &report.SLOReport{Good: c.good, Bad: c.bad, Met: true}
 	for class, obj := range j.classes {
 		if obj != nil {
@@ -100,8 +141,8 @@ func (j *sloJudge) report(c *sloCounts, elapsed time.Duration, samples map[strin
 	} else if len(rep.Objectives) > 0 {
 		rep.Met = false // nothing was judged: nothing says it held
 	}
-	if secs := elapsed.Seconds(); secs > 0 {
-		rep.Goodput = float64(c.good) / secs
+	if fig != nil && fig.RequestGoodput != nil {
+		rep.Goodput = *fig.RequestGoodput
 	}
 	for i, n := range c.violations {
 		if n > 0 {
@@ -111,16 +152,19 @@ func (j *sloJudge) report(c *sloCounts, elapsed time.Duration, samples map[strin
 			rep.Violations[slo.Bounds[i]] = n
 		}
 	}
+	sampled := false
 	for _, q := range j.quantiles {
-		v := slices.Clone(samples[q.Metric])
-		slices.Sort(v)
-		qc := report.QuantileCheck{Bound: q.String(), Count: len(v)}
-		if len(v) > 0 {
-			qc.Value = dist.Quantile(v, q.Quantile)
+		qc := report.QuantileCheck{Bound: q.String()}
+		qc.Value, qc.Count = quantile(q.Metric, q.Quantile)
+		if qc.Count > 0 {
 			qc.Met = qc.Value <= q.Max.Seconds()
+			sampled = true
 		}
 		rep.Met = rep.Met && qc.Met
 		rep.Quantiles = append(rep.Quantiles, qc)
+	}
+	if why := j.notJudged(c); why != "" && !sampled {
+		rep.NotJudged, rep.Met = why, false
 	}
 	return rep
 }

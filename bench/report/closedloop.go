@@ -36,7 +36,8 @@ type ClosedLoopStage struct {
 	Warmup   int                  `json:"warmup_requests"`
 	// Served counts the successes that ended in the measured window
 	// (after the warm-up); Throughput and OutputTokensPerSec are per
-	// second of it.
+	// second of it (the drain is not in it: not vLLM's figures, which are
+	// Serving's).
 	Served             int     `json:"served_requests"`
 	Throughput         float64 `json:"requests_per_second"`
 	OutputTokensPerSec float64 `json:"output_tokens_per_second"`
@@ -51,10 +52,18 @@ type ClosedLoopStage struct {
 	E2E  Quantiles `json:"e2e_seconds"`
 
 	// InFlightAtEnd were running when the level ended (waited for at
-	// most the grace; CutAtGrace of them were cancelled).
+	// most the grace; CutAtGrace of them were cancelled:
+	// OutcomeCancelledAtGrace).
 	InFlightAtEnd int    `json:"in_flight_at_end"`
 	CutAtGrace    int    `json:"cut_at_grace"`
 	Note          string `json:"note"`
+
+	// Serving are the level's figures as vllm bench serve defines them
+	// (as a stage's: serving.go), which a run of vLLM's with
+	// --max-concurrency gives; in the JSON beside the other keys under
+	// vLLM's names. Nil when no measured request ended, and in reports
+	// written before schema 3.
+	Serving *Serving `json:"-"`
 }
 
 // writeClosedLoop writes the closed-loop levels after the open-loop
@@ -65,7 +74,7 @@ func writeClosedLoop(w io.Writer, r *Report) {
 	}
 	fmt.Fprintf(w, "\nCLOSED-LOOP levels (concurrency sweep), not open-loop stages: %s\n", ClosedLoopNote)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "level\ttarget\tconcurrency\tsent\terr\treq/s\tLittle\ttok/s\t")
+	fmt.Fprintln(tw, "level\ttarget\tconcurrency\tsent\terr\tserved/s\tLittle\tserved tok/s\t")
 	for _, l := range r.ClosedLoop {
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%.2f\t%.2f\t%.0f\t\n", l.Level, l.Target, l.Concurrency, l.Sent, l.errors(),
 			l.Throughput, l.LittleRate, l.OutputTokensPerSec)
@@ -81,6 +90,11 @@ func writeClosedLoop(w io.Writer, r *Report) {
 		}
 	}
 	_ = tw.Flush()
+	for _, l := range r.ClosedLoop {
+		fmt.Fprintf(w, "\nclosed-loop level %d %s: concurrency %d for %s\n", l.Level, l.Target, l.Concurrency, l.Duration.Round(time.Millisecond))
+		io.WriteString(w, l.servingBlock(r.SchemaVersion))
+	}
+	fmt.Fprintln(w)
 	for _, l := range r.ClosedLoop {
 		if l.InFlightAtEnd > 0 {
 			fmt.Fprintf(w, "closed-loop level %d %s: %d requests in flight at the end were waited for (%d cancelled at the grace)\n",
@@ -104,6 +118,13 @@ func (r *Report) writeClosedLoopOnly(w io.Writer) error {
 
 func (l *ClosedLoopStage) errors() int { return failed(l.Outcomes) }
 
+// servingBlock is the level's Serving figures as vLLM's summary block
+// (with its concurrency, as vLLM's --max-concurrency prints it), or why
+// it has none.
+func (l *ClosedLoopStage) servingBlock(schema int) string {
+	return servingBlock(l.Serving, 0, l.Concurrency, schema)
+}
+
 func (l *ClosedLoopStage) metrics() []namedQuantiles {
 	return []namedQuantiles{{"TTFT", l.TTFT}, {"TPOT", l.TPOT}, {"ITL", l.ITL}, {"E2E", l.E2E}}
 }
@@ -125,7 +146,7 @@ func writeClosedLoopMarkdown(b *strings.Builder, r *Report) {
 		return
 	}
 	fmt.Fprintf(b, "## Closed-loop levels (not open-loop stages)\n\n**Closed loop.** %s.\n\n", mdEscape(ClosedLoopNote))
-	b.WriteString("| level | target | concurrency | sent | errors | req/s | Little's law req/s | output tok/s |\n|--:|---|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| level | target | concurrency | sent | errors | served req/s | Little's law req/s | served output tok/s |\n|--:|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, l := range r.ClosedLoop {
 		fmt.Fprintf(b, "| %d | %s | %d | %d | %d | %.2f | %.2f | %.0f |\n", l.Level, mdEscape(l.Target), l.Concurrency, l.Sent, l.errors(),
 			l.Throughput, l.LittleRate, l.OutputTokensPerSec)
@@ -133,6 +154,7 @@ func writeClosedLoopMarkdown(b *strings.Builder, r *Report) {
 	b.WriteString("\n")
 	for _, l := range r.ClosedLoop {
 		fmt.Fprintf(b, "### Closed-loop level %d: %s at concurrency %d\n\n", l.Level, mdEscape(l.Target), l.Concurrency)
+		fmt.Fprintf(b, "```text\n%s```\n\n", l.servingBlock(r.SchemaVersion))
 		writeQuantileTable(b, l.metrics(), r.Percentiles)
 		b.WriteString("\n")
 	}

@@ -24,8 +24,11 @@ var updateReports = flag.Bool("update-reports", false, "rewrite testdata/golden/
 // where a run could not show a case (sweep: a llama.cpp-like server with
 // a failed scrape, a family left out and a NaN, GPU figures with nulls,
 // cost notes, an untrusted, interrupted stage with failed requests; find:
-// the capacity estimate and an untrusted stage).
-var goldenReports = []string{"sweep", "find", "findslo", "replay", "closed"}
+// the capacity estimate and an untrusted stage), all but vllm written
+// before schema 3 (without the figures of vllm bench serve's definitions);
+// vllm is a run of schema 3 with them: a stage the simulator absorbs, one
+// past it whose requests the grace cut, an SLO and a closed-loop level.
+var goldenReports = []string{"sweep", "find", "findslo", "replay", "closed", "vllm"}
 
 // TestReportGolden pins every rendering of saved reports byte for byte:
 // the text report, the JSON written back (the saved file itself), the

@@ -130,10 +130,13 @@ func (r *Report) WriteMarkdown(w io.Writer, o MarkdownOptions) error {
 			verdict = "**NOT TRUSTED**"
 		}
 		dropped, errs := s.counts()
-		fmt.Fprintf(b, "Verdict: %s. Requested %.2f req/s, achieved %.2f req/s over %s; %d sent, %d dropped, %d errors, %d warm-up.\n\n",
-			verdict, s.RequestedRate, s.AchievedRate, s.Duration.Round(1e6), s.Sent, dropped, errs, s.Warmup)
+		fmt.Fprintf(b, "Verdict: %s. Requested %.2f req/s, achieved %.2f req/s over %s (then a drain of %s: wall %s); %d sent, %d dropped, %d errors, %d warm-up.\n\n",
+			verdict, s.RequestedRate, s.AchievedRate, s.Duration.Round(1e6), s.Drain.Round(1e6), (s.Duration + s.Drain).Round(1e6), s.Sent, dropped, errs, s.Warmup)
 		for _, why := range s.Reasons {
 			fmt.Fprintf(b, "- %s\n", mdEscape(why))
+		}
+		for _, warning := range s.Warnings {
+			fmt.Fprintf(b, "- **WARNING**: %s\n", mdEscape(warning))
 		}
 		if short := s.Shortfall(); short != "" {
 			fmt.Fprintf(b, "- %s\n", mdEscape(short))
@@ -147,22 +150,27 @@ func (r *Report) WriteMarkdown(w io.Writer, o MarkdownOptions) error {
 		if d := s.describeInterrupted(); d != "" {
 			fmt.Fprintf(b, "- **INTERRUPTED**: %s\n", mdEscape(d))
 		}
-		if len(s.Reasons) > 0 || s.Shortfall() != "" || s.describeDrain() != "" || s.describeOutcomes() != "" || s.Interrupted {
+		if len(s.Reasons) > 0 || len(s.Warnings) > 0 || s.Shortfall() != "" || s.describeDrain() != "" || s.describeOutcomes() != "" || s.Interrupted {
 			b.WriteString("\n")
 		}
 		if ri := s.Replay; ri != nil {
 			fmt.Fprintf(b, "Replay: %s.\n\n", mdEscape(ri.describe()))
 		}
-		writeQuantileTable(b, s.metrics(), r.Percentiles) // percentiles.go
+		if f := s.describeFigures(); f != "" {
+			fmt.Fprintf(b, "As vllm bench serve reports it (%s):\n\n", mdEscape(f))
+		}
+		fmt.Fprintf(b, "```text\n%s```\n\n", s.servingBlock(r.SchemaVersion)) // serving_text.go
+		writeQuantileTable(b, s.metrics(), r.Percentiles)                     // percentiles.go
 		b.WriteString("\n")
 		cache := "not reported by the server"
 		if s.CacheHitRatio > 0 || s.ReuseIntent > 0 {
 			cache = fmt.Sprintf("%.1f%% of prompt tokens (the workload aims at %.1f%%)", 100*s.CacheHitRatio, 100*s.ReuseIntent)
 		}
-		fmt.Fprintf(b, "Prefix-cache hit rate: %s. Output %.0f tok/s, prompt %.0f tok/s; client CPU %.3f s per 1000 requests.\n\n",
-			cache, s.OutputTokensPerSec, s.PromptTokensPerSec, s.ClientCPUPer1000)
+		fmt.Fprintf(b, "Prefix-cache hit rate: %s; client CPU %.3f s per 1000 requests.\n\n", cache, s.ClientCPUPer1000)
 		writeServerMarkdown(b, s)
-		if sr := s.SLO; sr != nil {
+		if sr := s.SLO; sr != nil && sr.NotJudged != "" {
+			fmt.Fprintf(b, "SLO not judged: no request was judged (%s).\n\n", mdEscape(sr.NotJudged))
+		} else if sr != nil {
 			met := "met"
 			if !sr.Met {
 				met = "**NOT MET**"

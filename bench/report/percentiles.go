@@ -58,32 +58,44 @@ func ParsePercentiles(s string) ([]float64, error) {
 	return out, nil
 }
 
-// quantileHeader names the quantile columns of the tables: the
-// percentiles asked for, else p50, p95 and p99.
-func quantileHeader(ps []float64) []string {
+// tableQuantiles are the percentiles the tables show: the median, then
+// those asked for (ps), or p50, p95 and p99 for a report without them
+// (written before schema 3 without --percentiles).
+func tableQuantiles(ps []float64) []float64 {
 	if len(ps) == 0 {
-		return []string{"p50", "p95", "p99"}
+		return []float64{50, 95, 99}
 	}
-	out := make([]string, len(ps))
-	for i, p := range ps {
-		out[i] = PercentileName(p)
+	return append([]float64{50}, slices.DeleteFunc(slices.Clone(ps), func(p float64) bool { return p == 50 })...)
+}
+
+// quantileHeader names the quantile columns of the tables
+// (tableQuantiles).
+func quantileHeader(ps []float64) []string {
+	var out []string
+	for _, p := range tableQuantiles(ps) {
+		out = append(out, PercentileName(p))
 	}
 	return out
 }
 
 // quantileCells are q's values under quantileHeader(ps), formatted.
 func quantileCells(q Quantiles, ps []float64) []string {
-	if len(ps) == 0 {
-		return []string{fmtQ(q, q.P50), fmtQ(q, q.P95), fmtQ(q, q.P99)}
-	}
-	out := make([]string, len(ps))
-	for i, p := range ps {
+	var out []string
+	for _, p := range tableQuantiles(ps) {
 		v, ok := q.Percentiles[PercentileName(p)]
-		if !ok {
-			out[i] = "-"
+		switch {
+		case ok:
+		case p == 50:
+			v = q.P50
+		case p == 95:
+			v = q.P95
+		case p == 99:
+			v = q.P99
+		default:
+			out = append(out, "-")
 			continue
 		}
-		out[i] = fmtQ(q, v)
+		out = append(out, fmtQ(q, v))
 	}
 	return out
 }

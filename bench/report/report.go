@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -52,9 +53,14 @@ type Report struct {
 }
 
 // ReportSchemaVersion is the version of the JSON report written: 2 added
-// schema_version, run and the stages' interrupted and planned duration.
-// Reports without schema_version are version 1 and read the same.
-const ReportSchemaVersion = 2
+// schema_version, run and the stages' interrupted and planned duration;
+// 3 each stage's figures under vllm bench serve's keys (Serving), its
+// warnings and warm-up (warmup_ns), the outcome cancelled_at_grace, and
+// left out output_tokens_per_second and prompt_tokens_per_second (their
+// tokens and their time were not of the same requests: see
+// output_throughput and total_token_throughput). Reports without
+// schema_version are version 1 and read the same.
+const ReportSchemaVersion = 3
 
 // RunInfo is what it takes to reproduce a report: the program, the
 // command line, the machine and the workload's seed.
@@ -147,12 +153,19 @@ type StageReport struct {
 	Outcomes  map[wire.Outcome]int     `json:"outcomes"`
 	// Conversations counts multi-turn conversations by outcome.
 	Conversations map[probe.ConversationOutcome]int `json:"conversations,omitempty"`
-	Warmup        int                               `json:"warmup_requests"`
+	// Warmup counts the requests planned in the warm-up (but those
+	// cancelled at the grace's end, CutAtGrace): Sent is Warmup +
+	// CutAtGrace + Serving's Completed + Failed.
+	Warmup int `json:"warmup_requests"`
+	// WarmupDuration is the stage's warm-up: the requests planned in it
+	// are counted, but in no figure.
+	WarmupDuration time.Duration `json:"warmup_ns,omitempty"`
 	// InFlightAtEnd counts the requests still running when the stage
-	// ended; they were waited for, at most Grace (Drain is how long), and
-	// their results count for the stage. CutAtGrace of them were still
-	// running when the grace ran out and were cancelled. The stage's wall
-	// time is Duration + Drain.
+	// ended; they were waited for, at most Grace (Drain is how long the
+	// wait took), and their results count for the stage. CutAtGrace of
+	// them were still running when the grace ran out and were cancelled:
+	// their outcome is OutcomeCancelledAtGrace, and they are in no figure.
+	// The stage's wall time is Duration + Drain.
 	InFlightAtEnd int           `json:"in_flight_at_end"`
 	Drain         time.Duration `json:"drain_ns"`
 	Grace         time.Duration `json:"grace_ns"`
@@ -165,18 +178,28 @@ type StageReport struct {
 	E2E  Quantiles `json:"e2e_seconds"`
 	Lag  Quantiles `json:"schedule_lag_seconds"`
 
-	OutputTokensPerSec float64 `json:"output_tokens_per_second"`
-	PromptTokensPerSec float64 `json:"prompt_tokens_per_second"`
-	CacheHitRatio      float64 `json:"prefix_cache_hit_ratio"`
-	ReuseIntent        float64 `json:"prefix_reuse_target_ratio"`
-	ClientCPUPer1000   float64 `json:"client_cpu_seconds_per_1000_requests"`
+	CacheHitRatio    float64 `json:"prefix_cache_hit_ratio"`
+	ReuseIntent      float64 `json:"prefix_reuse_target_ratio"`
+	ClientCPUPer1000 float64 `json:"client_cpu_seconds_per_1000_requests"`
+
+	// Serving are the stage's figures as vllm bench serve defines them
+	// (serving.go), over its measured requests; the JSON has them beside
+	// the other keys under vLLM's names (serving_json.go). Nil when no
+	// measured request ended (Warnings says why), and in reports written
+	// before schema 3.
+	Serving *Serving `json:"-"`
+	// Warnings say what makes the stage's figures weaker than they look:
+	// a stage no longer than its warm-up, too few completed requests for
+	// the percentiles shown, requests cut at the grace's end.
+	Warnings []string `json:"warnings,omitempty"`
 
 	// Served counts the successful requests that ended inside the measured
 	// window (after warm-up, before the stage ended: those that finish in
 	// the grace period do not count), whenever they started; ServedRate
 	// and ServedOutputTokensPerSec are per second of that window. It is
 	// what the target served, where AchievedRate is what was sent: past
-	// capacity the two part.
+	// capacity the two part. The searches judge by it (a stage's served
+	// rate does not wait for its drain); it is not vLLM's figure (Serving).
 	Served                   int     `json:"served_requests"`
 	ServedRate               float64 `json:"served_rate"`
 	ServedOutputTokensPerSec float64 `json:"served_output_tokens_per_second"`
@@ -250,11 +273,14 @@ func (s *StageReport) Shortfall() string {
 		s.Sent, want, s.AchievedRate, s.RequestedRate, math.Ceil(low))
 }
 
-// ErrorShare is the stage's results other than success (errs), all its
-// results, and the share of the first in the second (0 without results).
+// ErrorShare is the stage's failed results (errs: other than success,
+// and not cancelled at the grace's end), its results other than those
+// cancelled, and the share of the first in the second (0 without results).
 func (s *StageReport) ErrorShare() (errs, results int, share float64) {
-	for _, n := range s.Outcomes {
-		results += n
+	for o, n := range s.Outcomes {
+		if o != OutcomeCancelledAtGrace {
+			results += n
+		}
 	}
 	errs = failed(s.Outcomes)
 	if results > 0 {
@@ -263,10 +289,11 @@ func (s *StageReport) ErrorShare() (errs, results int, share float64) {
 	return errs, results, share
 }
 
-// failed counts the results other than success.
+// failed counts the results other than success: the failures (a request
+// cancelled at the grace's end is none).
 func failed(outcomes map[wire.Outcome]int) (n int) {
 	for o, c := range outcomes {
-		if o != wire.OutcomeSuccess {
+		if o != wire.OutcomeSuccess && o != OutcomeCancelledAtGrace {
 			n += c
 		}
 	}
@@ -281,7 +308,9 @@ func (s *StageReport) describeOutcomes() string {
 	if errs == 0 {
 		return ""
 	}
-	outcomes := slices.Collect(maps.Keys(s.Outcomes))
+	// Those cancelled at the grace's end are not results of the server
+	// (describeDrain says how many).
+	outcomes := slices.DeleteFunc(slices.Collect(maps.Keys(s.Outcomes)), func(o wire.Outcome) bool { return o == OutcomeCancelledAtGrace })
 	slices.SortFunc(outcomes, func(a, b wire.Outcome) int {
 		if d := s.Outcomes[b] - s.Outcomes[a]; d != 0 {
 			return d
@@ -314,7 +343,36 @@ func (s *StageReport) describeDrain() string {
 	d := fmt.Sprintf("%d requests in flight at the stage's end, waited for %s (grace %s); their results count for the stage",
 		s.InFlightAtEnd, s.Drain.Round(time.Millisecond), s.Grace)
 	if s.CutAtGrace > 0 {
-		d += fmt.Sprintf("; %d still running at the grace's end were cancelled", s.CutAtGrace)
+		d += fmt.Sprintf("; %d still running at the grace's end were cancelled (%s: in no figure)", s.CutAtGrace, OutcomeCancelledAtGrace)
+	}
+	return d
+}
+
+// describeWall is the stage's time: the requested rate, how long it
+// sent, the drain after it and its wall time.
+func (s *StageReport) describeWall() string {
+	return fmt.Sprintf("%s req/s requested for %s, drain %s, wall %s", strconv.FormatFloat(s.RequestedRate, 'g', 4, 64),
+		s.Duration.Round(time.Millisecond), s.Drain.Round(time.Millisecond), (s.Duration + s.Drain).Round(time.Millisecond))
+}
+
+// describeFigures says which of the requests sent the Serving figures
+// are of ("" without figures).
+func (s *StageReport) describeFigures() string {
+	f := s.Serving
+	if f == nil {
+		return ""
+	}
+	measured := f.Completed + f.Failed
+	d := fmt.Sprintf("figures of %d of the %d requests sent", measured, s.Sent)
+	var not []string
+	if s.CutAtGrace > 0 {
+		not = append(not, fmt.Sprintf("the %d cancelled at the grace", s.CutAtGrace))
+	}
+	if s.Warmup > 0 {
+		not = append(not, fmt.Sprintf("the %d planned in the %s warm-up", s.Warmup, s.WarmupDuration))
+	}
+	if len(not) > 0 {
+		d += ": not " + strings.Join(not, " nor ")
 	}
 	return d
 }
@@ -342,16 +400,16 @@ func (r *Report) WriteText(w io.Writer) error {
 		return r.writeClosedLoopOnly(w) // closedloop.go
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "stage\ttarget\treq/s\tachieved\tsent\tdrop\terr\ttok/s\tcache\tCPU/1k\ttrusted\t")
+	fmt.Fprintln(tw, "stage\ttarget\treq/s\tachieved\tsent\tdrop\terr\twall\tcache\tCPU/1k\ttrusted\t")
 	for _, s := range r.Stages {
 		dropped, errs := s.counts()
 		trusted := "yes"
 		if !s.Trusted {
 			trusted = "NO"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%d\t%d\t%d\t%.0f\t%.1f%%\t%.3f\t%s\t\n",
+		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%d\t%d\t%d\t%.1fs\t%.1f%%\t%.3f\t%s\t\n",
 			s.Stage, s.Target, s.RequestedRate, s.AchievedRate, s.Sent, dropped, errs,
-			s.OutputTokensPerSec, 100*s.CacheHitRatio, s.ClientCPUPer1000, trusted)
+			(s.Duration + s.Drain).Seconds(), 100*s.CacheHitRatio, s.ClientCPUPer1000, trusted)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -369,8 +427,18 @@ func (r *Report) WriteText(w io.Writer) error {
 		return err
 	}
 	for _, s := range r.Stages {
+		fmt.Fprintln(w)
+		s.writeServing(w, r.SchemaVersion) // serving_text.go
+	}
+	fmt.Fprintln(w)
+	for _, s := range r.Stages {
 		for _, why := range s.Reasons {
 			fmt.Fprintf(w, "stage %d %s NOT TRUSTED: %s\n", s.Stage, s.Target, why)
+		}
+	}
+	for _, s := range r.Stages {
+		for _, warning := range s.Warnings {
+			fmt.Fprintf(w, "stage %d %s WARNING: %s\n", s.Stage, s.Target, warning)
 		}
 	}
 	for _, s := range r.Stages {

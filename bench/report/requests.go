@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"math"
 	"sync"
 	"time"
 
@@ -24,11 +25,21 @@ type RequestRecord struct {
 	Turn         int    `json:"turn,omitempty"`
 	// TraceLine is the line of the trace record a replay's request
 	// replays (--replay; absent otherwise).
-	TraceLine    int       `json:"trace_line,omitempty"`
-	Warmup       bool      `json:"warmup,omitempty"`
-	Planned      time.Time `json:"planned"`
-	Sent         time.Time `json:"sent"`
-	ScheduleLag  float64   `json:"schedule_lag_seconds"`
+	TraceLine int       `json:"trace_line,omitempty"`
+	Warmup    bool      `json:"warmup,omitempty"`
+	Planned   time.Time `json:"planned"`
+	Sent      time.Time `json:"sent"`
+	// SentOffset is Sent in seconds from the stage's start, on the run's
+	// own monotonic clock, which every other time of the record is
+	// measured on: Planned and Sent are wall-clock times, which the
+	// system may slew (a VM's ran 0.5% fast for minutes). Absent from
+	// lines written before it was kept.
+	SentOffset  *float64 `json:"sent_offset_seconds,omitempty"`
+	ScheduleLag float64  `json:"schedule_lag_seconds"`
+	// ClientWait is the time from Sent to the request's start (a
+	// connection in hand: design.md "start"), from which TTFT and E2E
+	// run; the request ended at Sent + ClientWait + E2E.
+	ClientWait   float64   `json:"client_wait_seconds"`
 	TTFT         *float64  `json:"ttft_seconds"`
 	ITLs         []float64 `json:"itl_seconds"`
 	E2E          float64   `json:"e2e_seconds"`
@@ -42,17 +53,20 @@ type RequestRecord struct {
 	StatusCode    int          `json:"status_code,omitempty"`
 }
 
-func newRequestRecord(stage int, r *wire.Result) RequestRecord {
+func newRequestRecord(stage int, start time.Time, r *wire.Result) RequestRecord {
+	offset := r.Dispatched.Sub(start).Seconds()
 	rec := RequestRecord{
-		Stage: stage, Target: r.Target, Class: r.Class,
+		SentOffset: &offset,
+		Stage:      stage, Target: r.Target, Class: r.Class,
 		Conversation: r.ConversationID, TraceLine: r.TraceLine, Warmup: r.Warmup,
 		Planned: r.Planned, Sent: r.Dispatched,
 		ScheduleLag:  r.ScheduleLag.Seconds(),
+		ClientWait:   r.ClientWait.Seconds(),
 		ITLs:         make([]float64, len(r.ITLs)),
 		E2E:          r.E2E.Seconds(),
 		PromptTokens: r.PromptTokens, OutputTokens: r.OutputTokens, CachedTokens: r.CachedTokens,
 		UsageReported: r.UsageReported,
-		Outcome:       r.Outcome, ErrorType: r.ErrorType, StatusCode: r.StatusCode,
+		Outcome:       OutcomeOf(r), ErrorType: r.ErrorType, StatusCode: r.StatusCode,
 	}
 	if r.ConversationID != "" {
 		rec.Turn = r.Turn
@@ -65,6 +79,48 @@ func newRequestRecord(stage int, r *wire.Result) RequestRecord {
 		rec.ITLs[i] = g.Seconds()
 	}
 	return rec
+}
+
+// OutcomeCancelledAtGrace is the outcome, in a report and its request
+// lines, of a request bench cancelled because it was still running when
+// the grace after its stage ran out: neither a success nor a failure of
+// the server, it is in no figure (wire's outcome for it is timeout, with
+// the error type cancelled).
+const OutcomeCancelledAtGrace wire.Outcome = "cancelled_at_grace"
+
+// OutcomeOf is r's outcome in a report: wire's, but
+// OutcomeCancelledAtGrace for a request llmprobe cancelled (bench does so
+// only at a grace's end).
+func OutcomeOf(r *wire.Result) wire.Outcome {
+	if r.ErrorType == wire.ErrorTypeCancelled {
+		return OutcomeCancelledAtGrace
+	}
+	return r.Outcome
+}
+
+// Timing is the record's Timing (NewTiming's, read back), its start
+// taken from the stage's start (SentOffset), or from origin by the
+// wall clock in a line without SentOffset. Whether the request was good
+// under an SLO is not in the record: Good is false.
+func (rec *RequestRecord) Timing(origin time.Time) Timing {
+	seconds := func(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }
+	sent := rec.Sent.Sub(origin)
+	if rec.SentOffset != nil {
+		sent = seconds(*rec.SentOffset)
+	}
+	t := Timing{
+		Start: sent + seconds(rec.ClientWait), E2E: seconds(rec.E2E),
+		FirstToken: rec.TTFT != nil, PromptTokens: rec.PromptTokens, OutputTokens: rec.OutputTokens,
+		Success: rec.Outcome == wire.OutcomeSuccess, Warmup: rec.Warmup, Cancelled: rec.Outcome == OutcomeCancelledAtGrace,
+	}
+	if rec.TTFT != nil {
+		t.TTFT = seconds(*rec.TTFT)
+	}
+	t.ITLs = make([]time.Duration, len(rec.ITLs))
+	for i, g := range rec.ITLs {
+		t.ITLs[i] = seconds(g)
+	}
+	return t
 }
 
 // RequestLog streams one JSON line per request (RequestRecord) to a
@@ -83,9 +139,10 @@ func NewRequestLog(w io.Writer) *RequestLog {
 	return &RequestLog{w: bufio.NewWriterSize(w, 64<<10)}
 }
 
-// Write writes r's line (a request of stage), unless a write failed.
-func (l *RequestLog) Write(stage int, r *wire.Result) {
-	b, err := json.Marshal(newRequestRecord(stage, r))
+// Write writes r's line (a request of stage, which started at start),
+// unless a write failed.
+func (l *RequestLog) Write(stage int, start time.Time, r *wire.Result) {
+	b, err := json.Marshal(newRequestRecord(stage, start, r))
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {

@@ -6,6 +6,7 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -54,7 +55,7 @@ func TestReportRunAndOutcomes(t *testing.T) {
 	if err := r.WriteMarkdown(&b, MarkdownOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"- errors: " + strings.ReplaceAll(outcomes, "_", `\_`), "- **INTERRUPTED**: ", "report schema 2",
+	for _, want := range []string{"- errors: " + strings.ReplaceAll(outcomes, "_", `\_`), "- **INTERRUPTED**: ", fmt.Sprintf("report schema %d", ReportSchemaVersion),
 		"command line: `bench --stage=1:2s --slo=ttft=1s,tpot=2s`", "host h, GOMAXPROCS 2, 4 CPUs", "seed 9 (flag)"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the Markdown has no %q:\n%s", want, b.String())

@@ -22,7 +22,8 @@ type SLOReport struct {
 	Good       int               `json:"good"`
 	Bad        int               `json:"bad"`
 	// GoodShare is Good / (Good + Bad); Goodput is good requests per
-	// second of the stage.
+	// second of the stage's duration as vLLM's (Serving.RequestGoodput:
+	// the same requests, over the same time).
 	GoodShare float64 `json:"good_share"`
 	Goodput   float64 `json:"goodput_per_second"`
 	// RequiredShare is the good share the objectives ask of the requests
@@ -33,6 +34,22 @@ type SLOReport struct {
 	// Met: the good share reached the required share (when requests were
 	// judged) and every quantile bound held.
 	Met bool `json:"met"`
+	// NotJudged says why nothing was judged (no request against an
+	// objective, no sample for a quantile bound): the SLO was neither met
+	// nor broken, and Met is false (nothing says it held). Empty when
+	// something was judged.
+	NotJudged string `json:"not_judged,omitempty"`
+}
+
+// verdict is the SLO's verdict in a word or two.
+func (r *SLOReport) verdict() string {
+	switch {
+	case r.NotJudged != "":
+		return "not judged"
+	case r.Met:
+		return "met"
+	}
+	return "NOT MET"
 }
 
 // QuantileCheck is one quantile bound over a stage.
@@ -51,6 +68,10 @@ func writeSLO(w io.Writer, stages []*StageReport) {
 	for _, s := range stages {
 		r := s.SLO
 		if r == nil {
+			continue
+		}
+		if r.NotJudged != "" {
+			fmt.Fprintf(w, "stage %d %s SLO not judged: no request was judged (%s)\n", s.Stage, s.Target, r.NotJudged)
 			continue
 		}
 		var parts []string
@@ -78,10 +99,6 @@ func writeSLO(w io.Writer, stages []*StageReport) {
 			}
 			parts = append(parts, fmt.Sprintf("%s: %s over %d (%s)", q.Bound, value, q.Count, verdict))
 		}
-		met := "met"
-		if !r.Met {
-			met = "NOT MET"
-		}
-		fmt.Fprintf(w, "stage %d %s SLO %s: %s\n", s.Stage, s.Target, met, strings.Join(parts, "; "))
+		fmt.Fprintf(w, "stage %d %s SLO %s: %s\n", s.Stage, s.Target, r.verdict(), strings.Join(parts, "; "))
 	}
 }

@@ -182,7 +182,12 @@ func (r *Report) panels() []panel {
 		latency("Time per output token", "tpot", func(s *StageReport) Quantiles { return s.TPOT }),
 		latency("End-to-end latency", "e2e", func(s *StageReport) Quantiles { return s.E2E }),
 		perStage("Achieved throughput", "rate", panelRate, "achieved", func(s *StageReport) float64 { return s.AchievedRate }),
-		perStage("Output tokens/s", "tokens", panelTokens, "output tokens/s", func(s *StageReport) float64 { return s.OutputTokensPerSec }),
+		perStage("Output token throughput", "tokens", panelTokens, "output tok/s", func(s *StageReport) float64 {
+			if s.Serving == nil {
+				return math.NaN() // a report of schema 2: not shown
+			}
+			return s.Serving.OutputThroughput
+		}),
 	}
 }
 

@@ -35,7 +35,7 @@ func (l *loadFlags) register(cmd *kingpin.CmdClause) {
 	cmd.Flag("dataset.output-lengths", "max_tokens of a dataset's requests: dataset (the reference answer's length by the workload's token estimate, or output_tokens; the workload's draw where there is none) or workload (the class's output_tokens).").Default(report.DatasetOutputsDataset).EnumVar(&l.outputLengths, report.DatasetOutputsDataset, report.DatasetOutputsWorkload)
 	cmd.Flag("max-requests", "End every stage (and closed-loop level) once each target was sent N requests, or at its duration if sooner.").PlaceHolder("N").IntVar(&l.maxRequests)
 	cmd.Flag("num-prompts", "Alias of --max-requests (as in vllm bench).").PlaceHolder("N").IntVar(&l.numPrompts)
-	cmd.Flag("percentiles", "Percentiles to report for every metric, in percent, e.g. 50,90,99,99.9 (stdout, JSON and Markdown). Default: 50,95,99.").PlaceHolder("P,P,...").StringVar(&l.percentiles)
+	cmd.Flag("percentiles", "Percentiles to report for every metric, in percent, e.g. 50,90,99,99.9, beside the mean and the median (stdout, JSON and Markdown; vllm bench's --metric-percentiles). Default: 90,99.").PlaceHolder("P,P,...").StringVar(&l.percentiles)
 	cmd.Flag("concurrency", "Closed-loop levels (saturation runs): N workers per target each send the next request when the previous ended, for --stage.duration (or --max-requests); a list, e.g. 1,4,16, is a concurrency sweep. Reported apart from the open-loop stages, as CLOSED-LOOP: it hides queueing, so its latencies are not those of any arrival rate.").PlaceHolder("N,N,...").StringVar(&l.concurrency)
 }
 

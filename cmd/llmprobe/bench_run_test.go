@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -257,7 +258,7 @@ func TestBenchReportRunInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"report schema 2", "command line: `bench --sim", "--seed=7", "host " + host, "GOMAXPROCS ", "seed 7 (flag)"} {
+	for _, want := range []string{fmt.Sprintf("report schema %d", report.ReportSchemaVersion), "command line: `bench --sim", "--seed=7", "host " + host, "GOMAXPROCS ", "seed 7 (flag)"} {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("the Markdown has no %q", want)
 		}
