@@ -112,6 +112,13 @@ func TestBenchQuickStart(t *testing.T) {
 	if len(rows) != 1 || rows[0][1] != name || rows[0][2] != "1.0" || rows[0][len(rows[0])-1] != "yes" {
 		t.Errorf("the stage table is not one trusted stage of %s at 1 req/s: %q\n%s", name, rows, r.stdout)
 	}
+	// vLLM's summary block, once, with its headline and the figures of
+	// the one stage.
+	if strings.Count(r.stdout, "============ Serving Benchmark Result ============") != 1 ||
+		strings.Count(r.stdout, "\nOutput token throughput (tok/s):") != 1 ||
+		!strings.Contains(r.stdout, "\nSuccessful requests:") || !strings.Contains(r.stdout, "\nMean TTFT (ms):") {
+		t.Errorf("no summary block (one, with its output token throughput, successes and TTFT) on stdout:\n%s", r.stdout)
+	}
 	rep, err := report.ReadReport(out)
 	if err != nil {
 		t.Fatal(err)
