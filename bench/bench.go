@@ -87,6 +87,11 @@ type Options struct {
 	// the request log and the progress (a search that runs one stage per
 	// Run sets it to the stages it already ran).
 	StageOffset int
+	// CommonRandomNumbers makes every stage reuse the same draws
+	// (arrival gaps, class picks, request plans), rescaled to its rate,
+	// for paired comparisons; by default each stage draws its own stream,
+	// derived from global.seed and the stage's number (probe.Options.Stream).
+	CommonRandomNumbers bool
 
 	// ServerMetrics are the targets' own Prometheus exposition URLs,
 	// scraped at each stage's start (after the warm-up), every
@@ -340,6 +345,9 @@ func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) (
 		Tracer: opts.Tracer, Propagator: opts.Propagator}
 	if opts.Dataset != nil {
 		popts.Prompts = opts.Dataset
+	}
+	if !opts.CommonRandomNumbers {
+		popts.Stream = uint64(opts.stage)
 	}
 	var replay *replayRun
 	var replayDone <-chan struct{}

@@ -69,7 +69,11 @@ func (r *Report) WriteMarkdown(w io.Writer, o MarkdownOptions) error {
 			mdEscape(orDash(ri.GoVersion)), cmp.Or(r.SchemaVersion, ReportSchemaVersion))
 		fmt.Fprintf(b, "- command line: `%s`\n", strings.ReplaceAll(strings.Join(args, " "), "`", "'"))
 		fmt.Fprintf(b, "- host %s, GOMAXPROCS %d, %d CPUs\n", mdEscape(orDash(ri.Host)), ri.GOMAXPROCS, ri.NumCPU)
-		fmt.Fprintf(b, "- seed %d (%s): `--seed=%d` repeats the workload's random draws\n\n", ri.Seed, mdEscape(orDash(ri.SeedSource)), ri.Seed)
+		fmt.Fprintf(b, "- seed %d (%s): `--seed=%d` repeats the workload's random draws\n", ri.Seed, mdEscape(orDash(ri.SeedSource)), ri.Seed)
+		if ri.CommonRandomNumbers {
+			fmt.Fprintf(b, "- %s\n", crnNote)
+		}
+		b.WriteString("\n")
 	}
 	if len(r.Workloads) > 0 {
 		b.WriteString("| target | model | API | URL | workload |\n|---|---|---|---|---|\n")

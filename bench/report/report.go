@@ -71,12 +71,22 @@ type RunInfo struct {
 	NumCPU      int      `json:"num_cpu"`
 	// Seed is global.seed as the run used it: the arrivals, class picks
 	// and request plans of every target are drawn from it (with the
-	// target's name), so the same seed gives the same draws. SeedSource
-	// says where it came from: "flag" (--seed), "config" (global.seed) or
-	// "random" (drawn for the run; give it as --seed to repeat the draws).
+	// target's name and the stage's number), so the same seed gives the
+	// same draws. SeedSource says where it came from: "flag" (--seed),
+	// "config" (global.seed) or "random" (drawn for the run; give it as
+	// --seed to repeat the draws).
 	Seed       uint64 `json:"seed"`
 	SeedSource string `json:"seed_source,omitempty"`
+	// CommonRandomNumbers: every stage reused the same draws, rescaled to
+	// its rate (--common-random-numbers, for paired comparisons), so one
+	// random factor moved all the stages together; by default each stage
+	// draws its own.
+	CommonRandomNumbers bool `json:"common_random_numbers,omitempty"`
 }
+
+// crnNote says what common random numbers do to a report's stages.
+const crnNote = "common random numbers: every stage reused the same draws, rescaled to its rate, so their errors move together (a paired comparison, not independent stages)"
+
 
 // describe is the run in two lines of under 100 columns (for a host
 // name up to 20 characters): the program, then the machine and the seed.
@@ -408,6 +418,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	if err == nil && r.Run != nil {
 		d := r.Run.describe()
 		_, err = fmt.Fprintf(w, "run: %s\nrun: %s\n", d[0], d[1])
+		if err == nil && r.Run.CommonRandomNumbers {
+			_, err = fmt.Fprintf(w, "run: %s\n", crnNote)
+		}
 	}
 	return err
 }

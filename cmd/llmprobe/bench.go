@@ -57,6 +57,7 @@ type benchOptions struct {
 	maxErrorRatio float64  // --max-error-ratio
 	seed          uint64   // --seed
 	seedSet       bool
+	crn           bool      // --common-random-numbers
 	childOut      io.Writer // the simulator child's output (nil: standard error)
 
 	find   findFlags   // --find, --levels, --capacity, --find.*
@@ -79,6 +80,7 @@ func registerBench(app *kingpin.Application) command {
 	cmd.Flag("no-preflight", "Do not send the one request per target that must succeed before the first stage.").BoolVar(&o.noPreflight)
 	cmd.Flag("max-error-ratio", "Exit non-zero (after writing the reports) when a stage's share of failed results is above this.").Default("0.5").Float64Var(&o.maxErrorRatio)
 	cmd.Flag("seed", "Seed of the workload's random draws (arrivals, classes, lengths, prompts): the same seed repeats them. Default: global.seed, else a random one; the report records it.").IsSetByUser(&o.seedSet).Uint64Var(&o.seed)
+	cmd.Flag("common-random-numbers", "Every stage reuses the same random draws (arrival gaps, classes, lengths), rescaled to its rate, for a paired comparison of stages; the report says so. Default: each stage draws its own, from the seed and the stage's number.").BoolVar(&o.crn)
 	cmd.Flag("plot", "Also draw latency (TTFT, TPOT, E2E p50 and p99) and throughput against offered rate into this file: FILE.svg or FILE.png.").PlaceHolder("FILE").StringVar(&o.plot)
 	cmd.Flag("requests", "Also write one JSON line per request (stage, class, times, TTFT, ITLs, E2E, tokens, outcome; no text) to this file.").PlaceHolder("FILE.jsonl").StringVar(&o.requests)
 	cmd.Arg("compare", "compare OLD.json NEW.json: say, per stage and metric, whether the latency of NEW differs from OLD's beyond chance (Mann-Whitney U for medians, Fisher's exact test for p99, Holm-adjusted; no verdict on stages not trusted).").StringsVar(&o.args)
@@ -211,19 +213,20 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	}
 	seed, seedSource := resolveSeed(cfg, o.seed, o.seedSet)
 	bopts := bench.Options{
-		Config:            cfg,
-		Targets:           o.targets,
-		Stages:            stages,
-		Warmup:            o.warmup,
-		Grace:             o.grace,
-		Logger:            logger,
-		StopWhenSaturated: o.stopSaturated,
-		SLO:               spec,
-		ServerMetrics:     o.serverMetrics,
-		PrometheusURL:     o.promURL,
-		GPUSelector:       o.gpuSelector,
-		GPUPricePerHour:   o.gpuPrice,
-		GPUCount:          o.gpuCount,
+		Config:              cfg,
+		Targets:             o.targets,
+		Stages:              stages,
+		Warmup:              o.warmup,
+		Grace:               o.grace,
+		Logger:              logger,
+		StopWhenSaturated:   o.stopSaturated,
+		CommonRandomNumbers: o.crn,
+		SLO:                 spec,
+		ServerMetrics:       o.serverMetrics,
+		PrometheusURL:       o.promURL,
+		GPUSelector:         o.gpuSelector,
+		GPUPricePerHour:     o.gpuPrice,
+		GPUCount:            o.gpuCount,
 	}
 	if err := o.load.apply(ctx, &bopts, o.stageDuration); err != nil {
 		return err
@@ -261,6 +264,7 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		return err
 	}
 	rep.SchemaVersion, rep.Run = report.ReportSchemaVersion, runInfo(os.Args[1:], seed, seedSource)
+	rep.Run.CommonRandomNumbers = o.crn
 	if reqFile != nil {
 		if err := bopts.Requests.Flush(); err != nil {
 			return fmt.Errorf("--requests: %w", err)
