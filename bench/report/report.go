@@ -87,7 +87,6 @@ type RunInfo struct {
 // crnNote says what common random numbers do to a report's stages.
 const crnNote = "common random numbers: every stage reused the same draws, rescaled to its rate, so their errors move together (a paired comparison, not independent stages)"
 
-
 // describe is the run in two lines of under 100 columns (for a host
 // name up to 20 characters): the program, then the machine and the seed.
 func (ri *RunInfo) describe() [2]string {
