@@ -294,6 +294,15 @@ func stageConfig(base *config.Config, targets []*config.Target, rate float64, du
 	return &cfg
 }
 
+// The verdicts' reasons for not trusting a stage begin with these: the
+// harness could not deliver the load, or the target had max_inflight
+// requests running and arrivals were dropped (a search names the bound
+// that capped it by them, find.go).
+const (
+	reasonHarness    = "harness saturated: "
+	reasonOverloaded = "target overloaded: "
+)
+
 // judge fills the throughput figures and takes the engine's verdicts on
 // the stage (judged over the whole stage: stageConfig sets the saturation
 // window to its duration), so that bench and the daemon flag the same
@@ -305,10 +314,10 @@ func judge(s *report.StageReport, ts probe.TargetStatus, tok tokens) {
 		s.PromptTokensPerSec = float64(tok.prompt) / secs
 	}
 	if ts.Saturated {
-		s.Reasons = append(s.Reasons, "harness saturated: "+ts.SaturationReason)
+		s.Reasons = append(s.Reasons, reasonHarness+ts.SaturationReason)
 	}
 	if ts.Overloaded {
-		s.Reasons = append(s.Reasons, "target overloaded: "+ts.OverloadReason)
+		s.Reasons = append(s.Reasons, reasonOverloaded+ts.OverloadReason)
 	}
 	if s.Sent == 0 {
 		s.Reasons = append(s.Reasons, "no request was sent")

@@ -86,7 +86,7 @@ func (s *search) estimateLevels(est *report.CapacityEstimate) (float64, error) {
 		}
 	}
 	maxC := estimateMaxC
-	if m := target.MaxInflight; m > 0 {
+	if m := target.MaxInflight; m > 0 && target.MaxInflightSet() {
 		maxC = min(maxC, m)
 	}
 	cfg := stageConfig(s.opts.Config, []*config.Target{target}, 1, estimateBudget, 0)
@@ -164,7 +164,7 @@ func (s *search) estimateLevels(est *report.CapacityEstimate) (float64, error) {
 
 // estimateRule states the estimate for report.FindReport.Rules.
 func (s *search) estimateRule() string {
-	return fmt.Sprintf("capacity estimate (no --find.start-rate): closed-loop workers, %d then doubled level by level without draining (at most %d and max_inflight); a level first waits out the previous level's mean E2E by Little's law (at most %v), then its rate is its completed requests per second, once max(%d, 2 × concurrency) completed and max(%v, 2 × that mean E2E) passed (at most %v; none starts after %v); when two doublings in a row raise it by less than %.0f%% the target is saturated, and the ramp starts at the highest rate / %g, below the capacity. The estimate is not evidence (a closed loop hides queueing): the capacity is the trusted open-loop stage with the highest served rate",
+	return fmt.Sprintf("capacity estimate (no --find.start-rate): closed-loop workers, %d then doubled level by level without draining (at most %d, and max_inflight where the configuration sets it); a level first waits out the previous level's mean E2E by Little's law (at most %v), then its rate is its completed requests per second, once max(%d, 2 × concurrency) completed and max(%v, 2 × that mean E2E) passed (at most %v; none starts after %v); when two doublings in a row raise it by less than %.0f%% the target is saturated, and the ramp starts at the highest rate / %g, below the capacity. The estimate is not evidence (a closed loop hides queueing): the capacity is the trusted open-loop stage with the highest served rate",
 		estimateStartC, estimateMaxC, estimateMaxSettle, estimateMinCompleted, estimateMinLevel, estimateMaxLevel, estimateBudget, 100*s.f.MinGain, s.f.Factor)
 }
 
