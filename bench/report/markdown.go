@@ -56,7 +56,7 @@ func (r *Report) WriteMarkdown(w io.Writer, o MarkdownOptions) error {
 	fmt.Fprintf(b, "Run from %s to %s (%s).\n\n", r.Started.UTC().Format("2006-01-02 15:04:05 MST"),
 		r.Finished.UTC().Format("2006-01-02 15:04:05 MST"), r.Finished.Sub(r.Started).Round(1e9))
 	if o.Plot != "" {
-		fmt.Fprintf(b, "![Latency and throughput against offered load](%s)\n\n", o.Plot)
+		fmt.Fprintf(b, "![Latency and throughput against achieved load](%s)\n\n", o.Plot)
 	}
 
 	b.WriteString("## Parameters\n\n")
