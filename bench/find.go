@@ -270,8 +270,8 @@ func (s *search) rules() []string {
 		if !(s.f.StartRate > 0) {
 			start = "(the estimate's start)"
 		}
-		r = append(r, fmt.Sprintf("capacity ramp: rates %s × %g^k req/s until neither the served rate nor the served output tokens/s grows by %.0f%% over the previous stage, or TTFT p50 more than doubles while the served rate grows by less than half the step, or a stage is not trusted, or %d stages ran; capacity = the trusted stage with the highest served rate",
-			start, s.f.Factor, 100*s.f.MinGain, s.f.MaxStages))
+		r = append(r, fmt.Sprintf("capacity ramp: rates %s × %g^k req/s until neither the served rate nor the served output tokens/s grows by %.0f%% over the previous stage, or TTFT p50 more than doubles while the served rate grows by less than half the step or is under %.0f%% of the stage's achieved rate, or a stage is not trusted, or %d stages ran; capacity = the trusted stage with the highest served rate",
+			start, s.f.Factor, 100*s.f.MinGain, 100*findKeepUp, s.f.MaxStages))
 	}
 	if s.f.Mode == FindSLO {
 		r = append(r, fmt.Sprintf("SLO search: a stage meets the SLO when it is trusted, served at least %.0f%% of the rate it was sent, holds at least %d samples per quantile bound (max(%d, ⌈1/(1−q)⌉)) and %d judged requests for a per-request objective, and its bounds held; it is evidence the SLO is not met when it is trusted and its bounds did not hold or it did not keep up; the achieved rate is stepped by ×%g to a bracket of the two, then bisected until the bracket is within %.0f%%; an untrusted stage or one with too few samples is evidence of neither, and no rate at or above it is tried again",
@@ -464,6 +464,16 @@ func (s *search) capacity() error {
 			if prev.TTFT.Count > 0 && sr.TTFT.P50 > 2*prev.TTFT.P50 && step.Gain < (s.f.Factor-1)/2 {
 				stop = fmt.Sprintf("queue runs away: stage %d's TTFT p50 %s is more than twice stage %d's %s while the served rate grew %+.1f%% for a %+.0f%% step",
 					sr.Stage, report.FormatSeconds(sr.TTFT.P50), prev.Stage, report.FormatSeconds(prev.TTFT.P50), 100*step.Gain, 100*(s.f.Factor-1))
+				found = true
+				break
+			}
+			// The same queue, seen in the stage itself: with heavy-tailed
+			// lengths the stage below served less than it was sent (its
+			// long requests end after its window), so its gain says
+			// little.
+			if prev.TTFT.Count > 0 && sr.TTFT.P50 > 2*prev.TTFT.P50 && sr.ServedRate < findKeepUp*sr.AchievedRate {
+				stop = fmt.Sprintf("queue runs away: stage %d's TTFT p50 %s is more than twice stage %d's %s while it served %.3g of the %.3g req/s it was sent (under %.0f%%)",
+					sr.Stage, report.FormatSeconds(sr.TTFT.P50), prev.Stage, report.FormatSeconds(prev.TTFT.P50), sr.ServedRate, sr.AchievedRate, 100*findKeepUp)
 				found = true
 				break
 			}
