@@ -141,9 +141,11 @@ func Find(ctx context.Context, opts Options, f FindOptions) (*report.Report, err
 	if f.Mode != FindCapacity && len(f.Levels) > 0 && !(f.Capacity > 0) {
 		return nil, fmt.Errorf("levels need a capacity: find it (mode %s) or give it", FindCapacity)
 	}
+	var target *config.Target
 	n := 0
 	for _, t := range opts.Config.Targets {
 		if len(opts.Targets) == 0 || slices.Contains(opts.Targets, t.Name) {
+			target = t
 			n++
 		}
 	}
@@ -154,15 +156,9 @@ func Find(ctx context.Context, opts Options, f FindOptions) (*report.Report, err
 	if warmup < 0 {
 		warmup = time.Duration(opts.Config.Global.Warmup)
 	}
-	s := &search{ctx: ctx, opts: opts, f: f, warmup: warmup,
+	s := &search{ctx: ctx, opts: opts, f: f, warmup: warmup, target: target,
+		raise: !target.MaxInflightSet(), inflight: target.MaxInflight,
 		rep: &report.Report{Started: time.Now()}, find: &report.FindReport{Mode: f.Mode}}
-	for _, t := range opts.Config.Targets {
-		if len(opts.Targets) == 0 || slices.Contains(opts.Targets, t.Name) {
-			s.target = t
-		}
-	}
-	s.raise = !s.target.MaxInflightSet()
-	s.inflight = s.target.MaxInflight
 	s.rep.Find = s.find
 	s.need = f.MinRequests
 	if f.Mode == FindSLO {

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"time"
 
@@ -82,13 +81,7 @@ func (s *search) estimate() float64 {
 // rate; est.Note is set when the target saturated, err when a level
 // failed.
 func (s *search) estimateLevels(est *report.CapacityEstimate) (float64, error) {
-	var target *config.Target
-	for _, t := range s.opts.Config.Targets {
-		if len(s.opts.Targets) == 0 || slices.Contains(s.opts.Targets, t.Name) {
-			target = t
-			break
-		}
-	}
+	target := s.target
 	maxC := estimateMaxC
 	if m := target.MaxInflight; m > 0 && target.MaxInflightSet() {
 		maxC = min(maxC, m)
