@@ -94,7 +94,8 @@ func TestFindSLOUntrustedNeverBrackets(t *testing.T) {
 // TestFindCapacityCappedByMaxInflight: a capacity ramp stopped by drops
 // over a max_inflight the user set says the capacity was not found, that
 // max_inflight capped it and to raise it; it does not raise what the
-// user set.
+// user set; and the levels asked for then run at fractions of the lower
+// bound, and say so (before, they ran without a word).
 func TestFindCapacityCappedByMaxInflight(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a capacity ramp against a simulator")
@@ -102,7 +103,8 @@ func TestFindCapacityCappedByMaxInflight(t *testing.T) {
 	base, _ := startFindSim(t)
 	cfg := oneInflightConfig(t, base)
 	rep, err := bench.Find(context.Background(), bench.Options{Config: cfg, Warmup: 500 * time.Millisecond, Grace: 10 * time.Second},
-		bench.FindOptions{Mode: bench.FindCapacity, StartRate: 10, MinRequests: 20, MinWindow: 3 * time.Second, MaxWindow: 5 * time.Second, MaxStages: 6})
+		bench.FindOptions{Mode: bench.FindCapacity, StartRate: 10, MinRequests: 20, MinWindow: 3 * time.Second, MaxWindow: 5 * time.Second, MaxStages: 6,
+			Levels: []float64{0.5}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +121,10 @@ func TestFindCapacityCappedByMaxInflight(t *testing.T) {
 	}
 	if !strings.Contains(text, "capped by max_inflight (1, set in the configuration)") || !strings.Contains(text, "raise the target's max_inflight") {
 		t.Errorf("the report does not say max_inflight capped the ramp and what to change")
+	}
+	if l := rep.Find.Levels; len(l) != 1 || !l[0].OfLowerBound || l[0].AchievedRate == 0 ||
+		!strings.Contains(text, "level 0.5 × the capacity's lower bound (the capacity was NOT FOUND) = ") {
+		t.Errorf("levels %+v: not said to be of the capacity's lower bound", l)
 	}
 }
 
