@@ -91,6 +91,11 @@ type Options struct {
 	// the request log and the progress (a search that runs one stage per
 	// Run sets it to the stages it already ran).
 	StageOffset int
+	// CommonRandomNumbers makes every stage reuse the same draws
+	// (arrival gaps, class picks, request plans), rescaled to its rate,
+	// for paired comparisons; by default each stage draws its own stream,
+	// derived from global.seed and the stage's number (probe.Options.Stream).
+	CommonRandomNumbers bool
 
 	// ServerMetrics are the targets' own Prometheus exposition URLs,
 	// scraped at each stage's start (after the warm-up), every
@@ -297,6 +302,15 @@ func stageConfig(base *config.Config, targets []*config.Target, rate float64, du
 	return &cfg
 }
 
+// The verdicts' reasons for not trusting a stage begin with these: the
+// harness could not deliver the load, or the target had max_inflight
+// requests running and arrivals were dropped (a search names the bound
+// that capped it by them, find.go).
+const (
+	reasonHarness    = "harness saturated: "
+	reasonOverloaded = "target overloaded: "
+)
+
 // judge takes the engine's verdicts on the stage (judged over the whole
 // stage: stageConfig sets the saturation window to its duration), so that
 // bench and the daemon flag the same numbers for the same reasons. A
@@ -306,10 +320,10 @@ func stageConfig(base *config.Config, targets []*config.Target, rate float64, du
 // a report has one count of its drops.
 func judge(s *report.StageReport, ts probe.TargetStatus) {
 	if ts.Saturated {
-		s.Reasons = append(s.Reasons, "harness saturated: "+stageDropCounts(s, ts))
+		s.Reasons = append(s.Reasons, reasonHarness+stageDropCounts(s, ts))
 	}
 	if ts.Overloaded {
-		s.Reasons = append(s.Reasons, fmt.Sprintf("target overloaded: %d of %d scheduled requests were dropped because max_inflight (%d) requests were still running: the target does not absorb the offered load",
+		s.Reasons = append(s.Reasons, fmt.Sprintf(reasonOverloaded+"%d of %d scheduled requests were dropped because max_inflight (%d) requests were still running: the target does not absorb the offered load",
 			s.Dropped[probe.DropInflightLimit], s.Scheduled, ts.MaxInflight))
 	}
 	if s.Sent == 0 {
@@ -388,6 +402,9 @@ func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) (
 		Tracer: opts.Tracer, Propagator: opts.Propagator}
 	if opts.Dataset != nil {
 		popts.Prompts = opts.Dataset
+	}
+	if !opts.CommonRandomNumbers {
+		popts.Stream = uint64(opts.stage)
 	}
 	var replay *replayRun
 	var replayDone <-chan struct{}

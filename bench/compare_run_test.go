@@ -44,11 +44,14 @@ func TestCompareRealRun(t *testing.T) {
 	}
 	trusted := map[string]bool{}
 	for _, s := range rep.Stages {
-		trusted[fmt.Sprintf("%d %s @%g/s", s.Stage, s.Target, s.RequestedRate)] = s.Trusted
+		// Named with the requested rate, then the achieved ones.
+		trusted[fmt.Sprintf("%d %s @%g/s (sent %.3g → %.3g/s)", s.Stage, s.Target, s.RequestedRate, s.AchievedRate, s.AchievedRate)] = s.Trusted
 	}
 	for _, c := range cs {
 		want := report.VerdictNoChange
-		if !trusted[c.Stage] { // a busy machine: the stage gets no verdict
+		if ok, found := trusted[c.Stage]; !found {
+			t.Errorf("stage %q is none of the report's", c.Stage)
+		} else if !ok { // a busy machine: the stage gets no verdict
 			want = report.VerdictUntrusted
 		}
 		if c.Verdict != want || c.Delta != 0 {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -163,69 +164,75 @@ targets:
 }
 
 // TestCompareTwoAlikeRuns runs three stages (10, 12 and 14 req/s, 4 s
-// each) against two simulators alike at once and compares what llmprobe
-// measured of one with the other: 18 tests (TTFT, TPOT and E2E, p50 and
-// p99, of three stages), none of which may say "better" or "worse". Two
-// servers alike side by side differ by chance only (one after the other,
-// a change in the machine's load would be a real change); Holm's
-// correction keeps the chance of any verdict in such a comparison under
-// CompareAlpha, where 18 tests at 1% each gave one in about every six
-// comparisons, and the bootstrap interval of p99 that the p99 test once
-// was wrong for 5% of pairs at these sizes on its own. A stage the
-// harness did not trust gets no verdict, with the reason; when more than
-// one was, the stages are measured again. The harness may be late by up
-// to 100 ms (max_inflation): side by side, lateness hits both servers.
+// each) against two simulators alike at once, as two runs of one target
+// with the same seed (so the same arrivals and requests: each stage draws
+// its own, from the seed, the target's name and the stage's number), and
+// compares what llmprobe measured of one with the other: 18 tests (TTFT,
+// TPOT and E2E, p50 and p99, of three stages), none of which may say
+// "better" or "worse". Two servers alike side by side, given the same
+// load, differ by chance only (one after the other, a change in the
+// machine's load would be a real change; given different draws, the
+// loads differ by chance, by 25% at 50 requests, and a simulator's TPOT
+// follows its load for real); Holm's correction keeps the chance of any
+// verdict in such a comparison under CompareAlpha, where 18 tests at 1%
+// each gave one in about every six comparisons, and the bootstrap
+// interval of p99 that the p99 test once was wrong for 5% of pairs at
+// these sizes on its own. A stage the harness did not trust gets no
+// verdict, with the reason; when more than one was, the stages are
+// measured again. The harness may be late by up to 100 ms
+// (max_inflation): side by side, lateness hits both servers.
 func TestCompareTwoAlikeRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three 4 s stages against two simulators")
 	}
 	type run struct{ a, b *report.Report }
 	r := simtest.RetryFor(t, 3, 40*time.Second, func(int) (run, string) {
-		servers := map[string]*simtest.Server{}
+		var mu sync.Mutex
+		reps := map[string]*report.Report{}
+		var wg sync.WaitGroup
 		for _, name := range []string{"a", "b"} {
 			scfg := sim.DefaultConfig()
 			scfg.Seed = 1
 			scfg.EOSProbability = 0
 			scfg.DecodeBase = 40 * time.Millisecond
-			servers[name] = simtest.Start(t, scfg)
-		}
-		target := func(name string) string {
-			return fmt.Sprintf(`  - {name: %s, url: %s, model: sim-model, workload: w, arrival: {process: poisson, rate: 1}, tokenize: "off", extra_body: {ignore_eos: true}}`,
-				name, servers[name].URL())
-		}
-		cfg, err := config.Load([]byte(fmt.Sprintf(`
+			srv := simtest.Start(t, scfg)
+			cfg, err := config.Load([]byte(fmt.Sprintf(`
 global: {warmup: 0s, request_timeout: 30s, seed: 11, saturation: {max_inflation: 100ms}}
 workloads:
   w:
     classes:
       - {name: chat, prompt_tokens: 64, output_tokens: 16}
 targets:
-%s
-%s
-`, target("a"), target("b"))), "alike.yml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := bench.Run(context.Background(), bench.Options{
-			Config: cfg, Stages: []bench.Stage{{Rate: 10, Duration: 4 * time.Second}, {Rate: 12, Duration: 4 * time.Second}, {Rate: 14, Duration: 4 * time.Second}},
-			Warmup: -1, Grace: 10 * time.Second,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var r run
-		r.a, r.b = &report.Report{}, &report.Report{}
-		untrusted := map[int]string{}
-		for _, s := range rep.Stages {
-			if !s.Trusted {
-				untrusted[s.Stage] = fmt.Sprintf("stage %d of %s was not trusted: %s", s.Stage, s.Target, strings.Join(s.Reasons, "; "))
+  - {name: sim, url: %s, model: sim-model, workload: w, arrival: {process: poisson, rate: 1}, tokenize: "off", extra_body: {ignore_eos: true}}
+`, srv.URL())), "alike.yml")
+			if err != nil {
+				t.Fatal(err)
 			}
-			cp := *s
-			cp.Target = "sim"
-			if s.Target == "a" {
-				r.a.Stages = append(r.a.Stages, &cp)
-			} else {
-				r.b.Stages = append(r.b.Stages, &cp)
+			wg.Go(func() {
+				rep, err := bench.Run(context.Background(), bench.Options{
+					Config: cfg, Stages: []bench.Stage{{Rate: 10, Duration: 4 * time.Second}, {Rate: 12, Duration: 4 * time.Second}, {Rate: 14, Duration: 4 * time.Second}},
+					Warmup: -1, Grace: 10 * time.Second,
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				reps[name] = rep
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		r := run{reps["a"], reps["b"]}
+		untrusted := map[int]string{}
+		for name, rep := range reps {
+			for _, s := range rep.Stages {
+				if !s.Trusted {
+					untrusted[s.Stage] = fmt.Sprintf("stage %d of %s was not trusted: %s", s.Stage, name, strings.Join(s.Reasons, "; "))
+				}
 			}
 		}
 		if len(untrusted) > 1 {

@@ -97,9 +97,9 @@ type FindOptions struct {
 }
 
 func (f *FindOptions) defaults() {
-	if f.Mode != FindCapacity || f.Capacity > 0 {
-		// The capacity ramp estimates its start when none is given
-		// (find_estimate.go).
+	if f.Mode == "" || f.Capacity > 0 {
+		// The capacity ramp, and the SLO search without a capacity,
+		// estimate their start when none is given (find_estimate.go).
 		orDefault(&f.StartRate, DefaultFindStartRate)
 	}
 	if f.Factor <= 1 {
@@ -141,9 +141,11 @@ func Find(ctx context.Context, opts Options, f FindOptions) (*report.Report, err
 	if f.Mode != FindCapacity && len(f.Levels) > 0 && !(f.Capacity > 0) {
 		return nil, fmt.Errorf("levels need a capacity: find it (mode %s) or give it", FindCapacity)
 	}
+	var target *config.Target
 	n := 0
 	for _, t := range opts.Config.Targets {
 		if len(opts.Targets) == 0 || slices.Contains(opts.Targets, t.Name) {
+			target = t
 			n++
 		}
 	}
@@ -154,7 +156,8 @@ func Find(ctx context.Context, opts Options, f FindOptions) (*report.Report, err
 	if warmup < 0 {
 		warmup = time.Duration(opts.Config.Global.Warmup)
 	}
-	s := &search{ctx: ctx, opts: opts, f: f, warmup: warmup,
+	s := &search{ctx: ctx, opts: opts, f: f, warmup: warmup, target: target,
+		raise: !target.MaxInflightSet(), inflight: target.MaxInflight,
 		rep: &report.Report{Started: time.Now()}, find: &report.FindReport{Mode: f.Mode}}
 	s.rep.Find = s.find
 	s.need = f.MinRequests
@@ -168,6 +171,9 @@ func Find(ctx context.Context, opts Options, f FindOptions) (*report.Report, err
 	var err error
 	if f.Mode == FindCapacity {
 		err = s.capacity()
+	}
+	if err == nil && f.Mode == FindSLO && s.find.Capacity == nil && !(f.StartRate > 0) {
+		s.f.StartRate = s.estimate()
 	}
 	if err == nil && len(f.Levels) > 0 && s.find.Capacity != nil && s.find.Capacity.RequestsPerSecond > 0 {
 		err = s.levels()
@@ -194,6 +200,15 @@ type search struct {
 	need   int // samples a stage should hold
 	rep    *report.Report
 	find   *report.FindReport
+
+	target *config.Target // the one target searched
+	// raise: the configuration did not set the target's max_inflight,
+	// so each stage runs with what it needs (inflightFor); e2e is the
+	// latest mean E2E seen (seconds, 0: none yet) and inflight the
+	// max_inflight of the stage that ran last.
+	raise    bool
+	e2e      float64
+	inflight int
 }
 
 // sloSamples is N for the SLO search: MinRequests, raised to ⌈1/(1−q)⌉
@@ -237,9 +252,13 @@ func (s *search) rules() []string {
 	r := []string{
 		window,
 		"served rate: successful requests that ended inside the measured window, per second of it (the grace period's completions do not count)",
-		"a stage the verdict does not trust (harness saturated, or drops over max_inflight) is never evidence of capacity or of meeting the SLO",
+		"a stage the verdict does not trust (harness saturated, or drops over max_inflight) is never evidence of capacity or of meeting the SLO, nor a side of a bracket; the search says which bound capped it and what to change",
+		"rates: each stage's load is the rate it achieved (requests sent per second), the requested rate beside it; capacity is what the target served",
 	}
-	if s.f.Mode == FindCapacity && !(s.f.StartRate > 0) {
+	if s.raise {
+		r = append(r, s.inflightRule())
+	}
+	if s.f.Mode != "" && !(s.f.StartRate > 0) && s.find.Capacity == nil {
 		r = append(r, s.estimateRule())
 	}
 	if s.f.Mode == FindCapacity {
@@ -247,11 +266,11 @@ func (s *search) rules() []string {
 		if !(s.f.StartRate > 0) {
 			start = "(the estimate's start)"
 		}
-		r = append(r, fmt.Sprintf("capacity ramp: rates %s × %g^k req/s until neither the served rate nor the served output tokens/s grows by %.0f%% over the previous stage, or TTFT p50 more than doubles while the served rate grows by less than half the step, or a stage is not trusted, or %d stages ran; capacity = the trusted stage with the highest served rate",
-			start, s.f.Factor, 100*s.f.MinGain, s.f.MaxStages))
+		r = append(r, fmt.Sprintf("capacity ramp: rates %s × %g^k req/s until neither the served rate nor the served output tokens/s grows by %.0f%% over the previous stage, or TTFT p50 more than doubles while the served rate grows by less than half the step or is under %.0f%% of the stage's achieved rate, or a stage is not trusted, or %d stages ran; capacity = the trusted stage with the highest served rate",
+			start, s.f.Factor, 100*s.f.MinGain, 100*findKeepUp, s.f.MaxStages))
 	}
 	if s.f.Mode == FindSLO {
-		r = append(r, fmt.Sprintf("SLO search: a stage meets the SLO when it is trusted, served at least %.0f%% of the rate it was sent, holds at least %d samples per quantile bound (max(%d, ⌈1/(1−q)⌉)) and %d judged requests for a per-request objective, and its bounds held; the rate is stepped by ×%g to a bracket, then bisected until the bracket is within %.0f%%",
+		r = append(r, fmt.Sprintf("SLO search: a stage meets the SLO when it is trusted, served at least %.0f%% of the rate it was sent, holds at least %d samples per quantile bound (max(%d, ⌈1/(1−q)⌉)) and %d judged requests for a per-request objective, and its bounds held; it is evidence the SLO is not met when it is trusted and its bounds did not hold or it did not keep up; the achieved rate is stepped by ×%g to a bracket of the two, then bisected until the bracket is within %.0f%%; an untrusted stage or one with too few samples is evidence of neither, and no rate at or above it is tried again",
 			100*findKeepUp, s.need, s.f.MinRequests, s.need, s.f.Factor, 100*s.f.Precision))
 	}
 	return r
@@ -267,6 +286,10 @@ func (s *search) stage(rate float64) (*report.StageReport, error) {
 	}
 	o := s.opts
 	o.Stages = []Stage{{Rate: rate, Duration: (s.warmup + window).Round(time.Millisecond)}}
+	s.inflight = s.target.MaxInflight
+	if s.raise {
+		o.Config = s.withInflight(s.inflightFor(rate, o.Stages[0].Duration))
+	}
 	o.Warmup = s.warmup
 	o.StopWhenSaturated = false
 	// A search sizes its stages and runs open-loop ones only.
@@ -289,8 +312,98 @@ func (s *search) stage(rate float64) (*report.StageReport, error) {
 	s.rep.Stages = append(s.rep.Stages, sr)
 	if !sr.Trusted {
 		s.find.Untrusted = append(s.find.Untrusted, sr.Stage)
+		s.noteCaps(sr)
+	}
+	if sr.E2E.Count > 0 {
+		s.e2e = sr.E2E.Mean
 	}
 	return sr, nil
+}
+
+// noteCaps records the bounds an untrusted stage shows, by its verdict's
+// reasons, each bound once (the first stage it capped).
+func (s *search) noteCaps(sr *report.StageReport) {
+	for _, why := range sr.Reasons {
+		c := report.Cap{Stage: sr.Stage, Rate: sr.RequestedRate, Reason: why}
+		switch {
+		case strings.HasPrefix(why, reasonOverloaded):
+			c.By = report.CapMaxInflight
+			if s.raise {
+				c.What = fmt.Sprintf("max_inflight (%d, raised by bench for this stage)", s.inflight)
+				c.Advice = "the stage held more requests than its rate × (mean E2E + its length): set a higher max_inflight for the target in the configuration"
+			} else {
+				c.What = fmt.Sprintf("max_inflight (%d, set in the configuration)", s.inflight)
+				c.Advice = "raise the target's max_inflight, or leave it unset for bench to raise it to what each search stage needs"
+			}
+		case strings.HasPrefix(why, reasonHarness):
+			c.By, c.What = report.CapHarness, "the harness"
+			c.Advice = "this machine could not send the load on time: free CPU (stop other processes), run `llmprobe selftest` for the rate it delivers honestly, or split the load over several llmprobe processes"
+		default:
+			continue
+		}
+		if !slices.ContainsFunc(s.find.Capped, func(o report.Cap) bool { return o.By == c.By }) {
+			s.find.Capped = append(s.find.Capped, c)
+		}
+	}
+}
+
+// maxSearchInflight bounds the max_inflight a search raises a target's
+// to.
+const maxSearchInflight = 1 << 14
+
+// inflightFor is the max_inflight a stage at rate lasting d needs, by
+// Little's law: rate × (mean E2E + d), the requests a stage holds in
+// flight if its whole length queues (past capacity the queue grows all
+// stage long), never below the target's own. The mean E2E is the latest
+// stage's, else the estimate's (concurrency / rate of its last level),
+// else the request timeout.
+func (s *search) inflightFor(rate float64, d time.Duration) int {
+	w := s.e2e
+	if w <= 0 {
+		if e := s.find.Estimate; e != nil && len(e.Levels) > 0 {
+			if l := e.Levels[len(e.Levels)-1]; l.Rate > 0 {
+				w = float64(l.Concurrency) / l.Rate
+			}
+		}
+	}
+	if w <= 0 {
+		w = s.target.Timeout(s.opts.Config.Global).Seconds()
+	}
+	need := rate * (w + d.Seconds())
+	if !(need < maxSearchInflight) {
+		return maxSearchInflight
+	}
+	return max(s.target.MaxInflight, int(math.Ceil(need)))
+}
+
+// withInflight is the search's configuration with the target's
+// max_inflight set to n, and records it.
+func (s *search) withInflight(n int) *config.Config {
+	s.inflight = n
+	if n > s.target.MaxInflight {
+		r := s.find.MaxInflight
+		if r == nil {
+			r = &report.MaxInflightRaise{From: s.target.MaxInflight, Rule: s.inflightRule()}
+			s.find.MaxInflight = r
+		}
+		r.To = max(r.To, n)
+	}
+	cfg := *s.opts.Config
+	cfg.Targets = slices.Clone(cfg.Targets)
+	for i, t := range cfg.Targets {
+		if t == s.target {
+			tc := *t
+			tc.MaxInflight = n
+			cfg.Targets[i] = &tc
+		}
+	}
+	return &cfg
+}
+
+// inflightRule states inflightFor for report.FindReport.Rules.
+func (s *search) inflightRule() string {
+	return fmt.Sprintf("max_inflight: the configuration does not set it, so each stage runs with rate × (mean E2E + the stage's length) (Little's law, with the whole stage queued as headroom: the latest stage's mean E2E, else the estimate's, else the request timeout), never below %d, at most %d",
+		s.target.MaxInflight, maxSearchInflight)
 }
 
 // capacity runs the ramp.
@@ -350,6 +463,16 @@ func (s *search) capacity() error {
 				found = true
 				break
 			}
+			// The same queue, seen in the stage itself: with heavy-tailed
+			// lengths the stage below served less than it was sent (its
+			// long requests end after its window), so its gain says
+			// little.
+			if prev.TTFT.Count > 0 && sr.TTFT.P50 > 2*prev.TTFT.P50 && sr.ServedRate < findKeepUp*sr.AchievedRate {
+				stop = fmt.Sprintf("queue runs away: stage %d's TTFT p50 %s is more than twice stage %d's %s while it served %.3g of the %.3g req/s it was sent (under %.0f%%)",
+					sr.Stage, report.FormatSeconds(sr.TTFT.P50), prev.Stage, report.FormatSeconds(prev.TTFT.P50), sr.ServedRate, sr.AchievedRate, 100*findKeepUp)
+				found = true
+				break
+			}
 		}
 		prev = sr
 		rate *= s.f.Factor
@@ -364,7 +487,7 @@ func (s *search) capacity() error {
 	c := &report.CapacityResult{Found: found && best != nil, StopReason: stop}
 	if best != nil {
 		c.RequestsPerSecond, c.OutputTokensPerSecond = best.ServedRate, best.ServedOutputTokensPerSec
-		c.Stage, c.OfferedRate = best.Stage, best.RequestedRate
+		c.Stage, c.OfferedRate, c.AchievedRate = best.Stage, best.RequestedRate, best.AchievedRate
 	}
 	s.find.Capacity = c
 	return nil
@@ -376,7 +499,8 @@ func (s *search) levels() error {
 		if s.ctx.Err() != nil {
 			return nil
 		}
-		rate := frac * s.find.Capacity.RequestsPerSecond
+		c := s.find.Capacity
+		rate := frac * c.RequestsPerSecond
 		sr, err := s.stage(rate)
 		if err != nil {
 			return err
@@ -384,14 +508,15 @@ func (s *search) levels() error {
 		if sr == nil {
 			return nil
 		}
-		s.find.Levels = append(s.find.Levels, report.LevelStage{Fraction: frac, Rate: rate, Stage: sr.Stage})
+		s.find.Levels = append(s.find.Levels, report.LevelStage{Fraction: frac, Rate: rate, Stage: sr.Stage,
+			AchievedRate: sr.AchievedRate, ServedRate: sr.ServedRate, NotTrusted: !sr.Trusted, OfLowerBound: !c.Found})
 	}
 	return nil
 }
 
 // judgeSLO decides whether a stage is evidence that the SLO holds.
 func (s *search) judgeSLO(sr *report.StageReport) report.SLOProbe {
-	p := report.SLOProbe{Stage: sr.Stage, Rate: sr.RequestedRate, ServedRate: sr.ServedRate, Trusted: sr.Trusted}
+	p := report.SLOProbe{Stage: sr.Stage, Rate: sr.RequestedRate, AchievedRate: sr.AchievedRate, ServedRate: sr.ServedRate, Trusted: sr.Trusted}
 	if sr.SLO != nil {
 		p.Quantiles = sr.SLO.Quantiles
 		p.Judged = sr.SLO.Good + sr.SLO.Bad
@@ -414,76 +539,78 @@ func (s *search) judgeSLO(sr *report.StageReport) report.SLOProbe {
 	case sr.SLO == nil:
 		p.Why = "no SLO judged"
 	case !sr.SLO.Met:
-		p.Why = "SLO not met"
+		p.Why, p.NotMet = "SLO not met", true
+	case sr.ServedRate < findKeepUp*sr.AchievedRate:
+		// Before the sample count: a stage that does not keep up also
+		// completes too few.
+		p.Why, p.NotMet = fmt.Sprintf("not keeping up: served %.3g of %.3g req/s sent", sr.ServedRate, sr.AchievedRate), true
 	case len(few) > 0:
 		p.Why = fmt.Sprintf("too few samples (need %d): %s", s.need, strings.Join(few, ", "))
-	case sr.ServedRate < findKeepUp*sr.AchievedRate:
-		p.Why = fmt.Sprintf("not keeping up: served %.3g of %.3g req/s sent", sr.ServedRate, sr.AchievedRate)
 	default:
 		p.Met = true
 	}
 	return p
 }
 
-// slo brackets then bisects the rate at which the SLO stops holding.
+// slo brackets then bisects the achieved rate at which the SLO stops
+// holding. Only evidence brackets: the highest achieved rate of a stage
+// that met the SLO (lo), and the lowest above it of a trusted stage that
+// did not (hi). A stage that is evidence of neither (not trusted, too
+// few samples) is a ceiling: no rate at or above it is tried again, and
+// the search bisects below it instead. It ends when the bracket, or lo
+// and the ceiling, are within Precision.
 func (s *search) slo() error {
 	res := &report.SLOSearch{MinSamples: s.need}
 	s.find.SLO = res
-	var lo, hi *report.SLOProbe
 	budget := s.f.MaxStages
-	stopped := false // a stage did not run: the search was cancelled
-	// probe runs a stage at rate, spending one of the budget, and moves
-	// the bound of the bracket it falls on; nil (and no error) when the
-	// stage did not run.
-	probe := func(rate float64) (*report.SLOProbe, error) {
-		sr, err := s.stage(rate)
-		if err != nil || sr == nil {
-			stopped = sr == nil
-			return nil, err
-		}
-		if sr.SLO == nil {
-			return nil, fmt.Errorf("--find=slo: no SLO to judge by: give --slo or an slo: block of the target")
-		}
-		budget--
-		res.Probes = append(res.Probes, s.judgeSLO(sr))
-		p := &res.Probes[len(res.Probes)-1]
-		if p.Met {
-			lo = p
-		} else {
-			hi = p
-		}
-		return p, nil
-	}
 	rate := s.f.StartRate
 	if c := s.find.Capacity; c != nil && c.RequestsPerSecond > 0 {
 		rate = c.RequestsPerSecond
 	}
 	floor := rate / math.Pow(s.f.Factor, float64(s.f.MaxStages))
-	// Bracket: step up from a met stage, or down from a failed one.
-	for !stopped && budget > 0 && (lo == nil || hi == nil) {
-		p, err := probe(rate)
+	var lo, hi *report.SLOProbe
+	ceil := math.Inf(1) // the lowest requested rate of a stage that was no evidence, above lo
+	for budget > 0 && s.ctx.Err() == nil {
+		sr, err := s.stage(rate)
 		if err != nil {
 			return err
 		}
-		if stopped || !p.Met && rate/s.f.Factor < floor {
+		if sr == nil {
+			break // cancelled
+		}
+		if sr.SLO == nil {
+			return fmt.Errorf("--find=slo: no SLO to judge by: give --slo or an slo: block of the target")
+		}
+		budget--
+		res.Probes = append(res.Probes, s.judgeSLO(sr))
+		lo, hi, ceil = sloBracket(res.Probes)
+		top := ceil
+		if hi != nil {
+			top = min(top, hi.AchievedRate)
+		}
+		switch {
+		case lo == nil:
+			// Nothing met yet: step down from the lowest rate that was
+			// not met or no evidence.
+			rate = min(top, rate) / s.f.Factor
+			if rate < floor {
+				budget = 0
+			}
+		case math.IsInf(top, 1):
+			rate = lo.AchievedRate * s.f.Factor
+		case top/lo.AchievedRate-1 <= s.f.Precision:
+			budget = 0
+		default:
+			rate = (lo.AchievedRate + top) / 2
+		}
+		if rate > config.MaxArrivalRate {
 			break
 		}
-		if p.Met {
-			rate *= s.f.Factor
-		} else {
-			rate /= s.f.Factor
-		}
 	}
-	// Bisect the bracket.
-	for !stopped && budget > 0 && lo != nil && hi != nil && hi.Rate/lo.Rate-1 > s.f.Precision && s.ctx.Err() == nil {
-		if _, err := probe((lo.Rate + hi.Rate) / 2); err != nil {
-			return err
-		}
-	}
-	// The probes slice may have grown: take copies.
+	// The probes slice no longer grows: point into it by copies.
 	if lo != nil {
 		m := *lo
-		res.Found, res.Rate, res.Met = true, m.Rate, &m
+		res.Found, res.Rate, res.RequestedRate, res.Met = true, m.AchievedRate, m.Rate, &m
 	}
 	if hi != nil {
 		a := *hi
@@ -492,13 +619,44 @@ func (s *search) slo() error {
 	switch {
 	case lo == nil:
 		res.Note = "no stage met the SLO"
+	case hi == nil && !math.IsInf(ceil, 1):
+		res.Note = fmt.Sprintf("the limit is not bracketed: no stage at or above %.3g req/s requested was evidence either way (see capped_by)", ceil)
 	case hi == nil:
 		res.Note = "every stage met the SLO: the limit is above the highest rate probed"
 	default:
-		res.Precision = hi.Rate/lo.Rate - 1
+		res.Precision = hi.AchievedRate/lo.AchievedRate - 1
 		if res.Precision > s.f.Precision {
 			res.Note = fmt.Sprintf("the search ran out of stages before the bracket was within %.0f%%", 100*s.f.Precision)
 		}
 	}
 	return nil
+}
+
+// sloBracket is the SLO search's evidence so far: lo the probe that met
+// the SLO at the highest achieved rate, hi the probe that did not (trusted,
+// bounds broken or not keeping up) at the lowest achieved rate above lo's,
+// and ceil the lowest requested rate above lo's of a probe that was no
+// evidence (+Inf: none).
+func sloBracket(probes []report.SLOProbe) (lo, hi *report.SLOProbe, ceil float64) {
+	for i := range probes {
+		if p := &probes[i]; p.Met && (lo == nil || p.AchievedRate > lo.AchievedRate) {
+			lo = p
+		}
+	}
+	ceil = math.Inf(1)
+	for i := range probes {
+		p := &probes[i]
+		if lo != nil && p.AchievedRate <= lo.AchievedRate && (p.Met || p.NotMet) {
+			continue
+		}
+		switch {
+		case p.NotMet:
+			if hi == nil || p.AchievedRate < hi.AchievedRate {
+				hi = p
+			}
+		case !p.Met && (lo == nil || p.Rate > lo.AchievedRate):
+			ceil = min(ceil, p.Rate)
+		}
+	}
+	return lo, hi, ceil
 }

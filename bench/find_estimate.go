@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"time"
 
@@ -26,13 +25,17 @@ import (
 // max(1 s, 2 × that mean E2E) passed, at most 15 s. With heavy-tailed
 // lengths (the demo's E2E runs from 0.1 s to 10 s) fewer completions, or
 // a count that starts with the new workers, told a 20% gain from noise
-// no better than a coin. Once two doublings in a row raise the rate by
-// less than MinGain over the best level the target is saturated and the
-// highest rate is the estimate. The ramp then starts at
-// estimate / Factor, below the capacity, so that its next stages cross
-// it: the capacity is still the trusted open-loop stage with the highest
-// served rate, by the same rules; the estimate only saves the stages from
-// 1 req/s up. At the end the requests still in flight are cancelled.
+// no better than a coin. Once a doubling raises the rate by less than
+// MinGain over the best level the target is saturated and the highest
+// rate is the estimate. The ramp then starts at the estimate: a closed
+// loop that keeps the batch full serves at about the capacity, so the
+// first stage is near it and the next one past it (when noise stopped the
+// estimate early, below the knee, the ramp takes one stage more): the
+// capacity is still the trusted open-loop stage with the highest served
+// rate, by the same rules; the estimate only saves the stages from 1
+// req/s up. (Two flat doublings and a start at estimate / Factor cost the
+// demo two levels of 20 s and a stage: its capacity search took 2.5
+// minutes.) At the end the requests still in flight are cancelled.
 const (
 	estimateStartC       = 4                // the first level's concurrency
 	estimateMinCompleted = 16               // completed requests a level counts at least (and twice its concurrency)
@@ -54,7 +57,7 @@ func (s *search) estimate() float64 {
 	switch {
 	case best > 0:
 		est.RequestsPerSecond = best
-		est.StartRate = best / s.f.Factor
+		est.StartRate = best
 		if !saturated {
 			msg := "not saturated within the levels' bounds"
 			if err != nil {
@@ -78,15 +81,9 @@ func (s *search) estimate() float64 {
 // rate; est.Note is set when the target saturated, err when a level
 // failed.
 func (s *search) estimateLevels(est *report.CapacityEstimate) (float64, error) {
-	var target *config.Target
-	for _, t := range s.opts.Config.Targets {
-		if len(s.opts.Targets) == 0 || slices.Contains(s.opts.Targets, t.Name) {
-			target = t
-			break
-		}
-	}
+	target := s.target
 	maxC := estimateMaxC
-	if m := target.MaxInflight; m > 0 {
+	if m := target.MaxInflight; m > 0 && target.MaxInflightSet() {
 		maxC = min(maxC, m)
 	}
 	cfg := stageConfig(s.opts.Config, []*config.Target{target}, 1, estimateBudget, 0)
@@ -108,7 +105,7 @@ func (s *search) estimateLevels(est *report.CapacityEstimate) (float64, error) {
 	began := time.Now()
 	workers := 0
 	best := 0.0
-	flat := 0 // levels in a row that did not raise the best rate by MinGain
+	flat := 0 // levels that did not raise the best rate by MinGain
 	minLevel, settle := estimateMinLevel, time.Duration(0)
 	for c := min(estimateStartC, maxC); c <= maxC && s.ctx.Err() == nil && time.Since(began) < estimateBudget; c *= 2 {
 		for ; workers < c; workers++ {
@@ -148,8 +145,8 @@ func (s *search) estimateLevels(est *report.CapacityEstimate) (float64, error) {
 			flat = 0
 		}
 		best = max(best, l.Rate)
-		if flat == 2 {
-			est.Note = fmt.Sprintf("saturated: doubling the concurrency twice, to %d, raised the rate by less than %.0f%%", c, 100*s.f.MinGain)
+		if flat == 1 {
+			est.Note = fmt.Sprintf("saturated: doubling the concurrency to %d raised the rate by less than %.0f%%", c, 100*s.f.MinGain)
 			return best, nil
 		}
 		// The next level waits out this one's mean E2E before it counts,
@@ -164,8 +161,8 @@ func (s *search) estimateLevels(est *report.CapacityEstimate) (float64, error) {
 
 // estimateRule states the estimate for report.FindReport.Rules.
 func (s *search) estimateRule() string {
-	return fmt.Sprintf("capacity estimate (no --find.start-rate): closed-loop workers, %d then doubled level by level without draining (at most %d and max_inflight); a level first waits out the previous level's mean E2E by Little's law (at most %v), then its rate is its completed requests per second, once max(%d, 2 × concurrency) completed and max(%v, 2 × that mean E2E) passed (at most %v; none starts after %v); when two doublings in a row raise it by less than %.0f%% the target is saturated, and the ramp starts at the highest rate / %g, below the capacity. The estimate is not evidence (a closed loop hides queueing): the capacity is the trusted open-loop stage with the highest served rate",
-		estimateStartC, estimateMaxC, estimateMaxSettle, estimateMinCompleted, estimateMinLevel, estimateMaxLevel, estimateBudget, 100*s.f.MinGain, s.f.Factor)
+	return fmt.Sprintf("capacity estimate (no --find.start-rate): closed-loop workers, %d then doubled level by level without draining (at most %d, and max_inflight where the configuration sets it); a level first waits out the previous level's mean E2E by Little's law (at most %v), then its rate is its completed requests per second, once max(%d, 2 × concurrency) completed and max(%v, 2 × that mean E2E) passed (at most %v; none starts after %v); when a doubling raises it by less than %.0f%% the target is saturated, and the search starts at the highest rate, about the capacity. The estimate is not evidence (a closed loop hides queueing): the capacity is the trusted open-loop stage with the highest served rate",
+		estimateStartC, estimateMaxC, estimateMaxSettle, estimateMinCompleted, estimateMinLevel, estimateMaxLevel, estimateBudget, 100*s.f.MinGain)
 }
 
 // sleepCtx waits d, or until ctx ends (false).

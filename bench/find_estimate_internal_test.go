@@ -59,7 +59,7 @@ targets:
 	defer cancel()
 	f := FindOptions{Mode: FindCapacity}
 	f.defaults()
-	s := &search{ctx: ctx, opts: Options{Config: cfg, Logger: logger}, f: f, find: &report.FindReport{}}
+	s := &search{ctx: ctx, opts: Options{Config: cfg, Logger: logger}, f: f, find: &report.FindReport{}, target: cfg.Targets[0]}
 	s.estimate()
 	est := s.find.Estimate
 	for _, l := range est.Levels {

@@ -357,12 +357,12 @@ func TestFindSLO(t *testing.T) {
 	if r == nil || !r.Found || r.Met == nil || r.Above == nil {
 		t.Fatalf("SLO search: %+v", r)
 	}
-	t.Logf("SLO met up to %.2f req/s (stage %d), not at %.2f (stage %d); model capacity %.2f", r.Rate, r.Met.Stage, r.Above.Rate, r.Above.Stage, capacity)
+	t.Logf("SLO met up to %.2f req/s achieved (stage %d), not at %.2f (stage %d); model capacity %.2f", r.Rate, r.Met.Stage, r.Above.AchievedRate, r.Above.Stage, capacity)
 	if r.MinSamples != 100 {
 		t.Errorf("min samples %d, want 100 for a p99", r.MinSamples)
 	}
 	met := rep.Stages[r.Met.Stage-1]
-	if !met.Trusted || met.SLO == nil || !met.SLO.Met || met.RequestedRate != r.Rate {
+	if !met.Trusted || met.SLO == nil || !met.SLO.Met || met.RequestedRate != r.RequestedRate || met.AchievedRate != r.Rate {
 		t.Errorf("stage %d at %.2f req/s: trusted %v, SLO %+v", met.Stage, met.RequestedRate, met.Trusted, met.SLO)
 	}
 	for _, q := range met.SLO.Quantiles {
@@ -374,8 +374,11 @@ func TestFindSLO(t *testing.T) {
 	if r.Above.Met || r.Above.Why == "" || (r.Above.Why == "SLO not met" && above.SLO.Met) {
 		t.Errorf("stage %d above (%.2f req/s) is evidence the SLO holds: %+v", above.Stage, above.RequestedRate, r.Above)
 	}
-	if !(r.Above.Rate > r.Rate) || r.Above.Rate/r.Rate-1 > precision+1e-9 {
-		t.Errorf("bracket %.2f–%.2f req/s is not within %.0f%%", r.Rate, r.Above.Rate, 100*precision)
+	if !above.Trusted || !r.Above.NotMet {
+		t.Errorf("stage %d above is not evidence the SLO fails: trusted %v, %+v", above.Stage, above.Trusted, r.Above)
+	}
+	if !(r.Above.AchievedRate > r.Rate) || r.Above.AchievedRate/r.Rate-1 > precision+1e-9 {
+		t.Errorf("bracket %.2f–%.2f req/s achieved is not within %.0f%%", r.Rate, r.Above.AchievedRate, 100*precision)
 	}
 	if r.Rate > 1.15*capacity {
 		t.Errorf("SLO rate %.2f req/s is above the capacity %.2f", r.Rate, capacity)

@@ -28,7 +28,7 @@ func TestMarkdown(t *testing.T) {
 	t.Logf("\n%s", md)
 	for _, want := range []string{
 		"# llmprobe bench report\n",
-		"![Latency and throughput against offered load](plots/run.svg)",
+		"![Latency and throughput against achieved load](plots/run.svg)",
 		"## Parameters",
 		"| sim | sim-model | chat |",
 		"| sim | chat | 0.7 | uniform min=16 max=64 | fixed value=8 | 2 groups × 32 tokens, p=0.9 |",

@@ -127,7 +127,7 @@ func TestPlotSVG(t *testing.T) {
 	for _, m := range []string{"TTFT", "TPOT", "E2E"} {
 		want = append(want, "sim "+m+" p50", "sim "+m+" p99")
 	}
-	want = append(want, "sim achieved", "sim output tok/s")
+	want = append(want, "sim served", "sim served output tokens/s")
 	if len(points) != len(want) {
 		t.Errorf("series %v, want %v", keys(points), want)
 	}
@@ -150,8 +150,8 @@ func TestPlotSVG(t *testing.T) {
 		}
 	}
 	all := strings.Join(texts, "\n")
-	for _, w := range []string{"offered rate (req/s)", "ms", "req/s", "SLO TTFT ≤ 500.0ms per request", "SLO TPOT p99 ≤ 100.0ms",
-		"Not trusted", "stage 2 sim", "p50", "p99", "not trusted", "Time to first token", "Achieved throughput"} {
+	for _, w := range []string{"achieved rate (req/s sent)", "ms", "req/s", "SLO TTFT ≤ 500.0ms per request", "SLO TPOT p99 ≤ 100.0ms",
+		"Not trusted", "stage 2 sim", "p50", "p99", "not trusted", "Time to first token", "Served throughput"} {
 		if !strings.Contains(all, w) {
 			t.Errorf("no text %q in the SVG:\n%s", w, all)
 		}
@@ -202,10 +202,12 @@ func axisReport() *report.Report {
 		for j, target := range []string{"alpha", "beta"} {
 			f := 1 + 0.3*float64(i) + 0.1*float64(j)
 			s := &report.StageReport{Stage: i + 1, Target: target, RequestedRate: rate, AchievedRate: rate * (1 - 0.05*float64(i)), Trusted: true,
-				TTFT:    report.Quantiles{Count: 100, P50: 0.040 * f, P99: 0.120 * f},
-				TPOT:    report.Quantiles{Count: 100, P50: 0.012 * f, P99: 0.020 * f},
-				E2E:     report.Quantiles{Count: 100, P50: 0.9 * f, P99: 1.6 * f},
-				Serving: &report.Serving{OutputThroughput: 1000 * rate * (1 + 0.2*float64(j))},
+				TTFT:                     report.Quantiles{Count: 100, P50: 0.040 * f, P99: 0.120 * f},
+				TPOT:                     report.Quantiles{Count: 100, P50: 0.012 * f, P99: 0.020 * f},
+				E2E:                      report.Quantiles{Count: 100, P50: 0.9 * f, P99: 1.6 * f},
+				Serving:                  &report.Serving{OutputThroughput: 1000 * rate * (1 + 0.2*float64(j))},
+				ServedOutputTokensPerSec: 1000 * rate * (1 + 0.2*float64(j)),
+				ServedRate:               rate * (1 - 0.05*float64(i)),
 			}
 			r.Stages = append(r.Stages, s)
 		}
@@ -220,8 +222,8 @@ func axisReport() *report.Report {
 // TestPlotAxesAndNotes: the latency axes are logarithmic (tick positions
 // are affine in the logarithm of their values, round values) and span the
 // data and the SLO bounds, so that an SLO of seconds does not press
-// millisecond medians onto the floor; the offered-rate axis spans the
-// rates (20 to 28 req/s), not 0 to them; the note on untrusted stages
+// millisecond medians onto the floor; the achieved-rate axis spans the
+// achieved rates (20 to 25.2 req/s), not 0 to them; the note on untrusted stages
 // gives each stage's own reasons in full, in lines inside the picture;
 // and a panel shows output tokens/s, a point per stage and target, higher
 // for more.
@@ -311,8 +313,8 @@ func TestPlotAxesAndNotes(t *testing.T) {
 		t.Fatalf("%d x ticks", len(xs))
 	}
 	slices.SortFunc(xs, func(a, b tick) int { return cmp.Compare(a.v, b.v) })
-	if xs[0].v > 20 || xs[0].v < 10 || xs[len(xs)-1].v < 28 || xs[len(xs)-1].v > 40 {
-		t.Errorf("offered-rate ticks %g to %g for rates 20 to 28", xs[0].v, xs[len(xs)-1].v)
+	if xs[0].v > 20 || xs[0].v < 10 || xs[len(xs)-1].v < 25.2 || xs[len(xs)-1].v > 40 {
+		t.Errorf("achieved-rate ticks %g to %g for rates 20 to 25.2", xs[0].v, xs[len(xs)-1].v)
 	}
 	joined := strings.Join(note, " ")
 	for _, s := range rep.Stages {
@@ -331,7 +333,7 @@ func TestPlotAxesAndNotes(t *testing.T) {
 		t.Errorf("the note names a reason of its own:\n%s", strings.Join(note, "\n"))
 	}
 	for _, target := range []string{"alpha", "beta"} {
-		ps := points[target+" output tok/s"]
+		ps := points[target+" served output tokens/s"]
 		if len(ps) != 3 {
 			t.Fatalf("%s: %d tokens/s points, want 3", target, len(ps))
 		}
@@ -344,7 +346,7 @@ func TestPlotAxesAndNotes(t *testing.T) {
 			prev = cy
 		}
 	}
-	if !bytes.Contains(buf.Bytes(), []byte("Output token throughput")) {
+	if !bytes.Contains(buf.Bytes(), []byte("Served output tokens/s")) {
 		t.Error("no tokens/s panel title")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/internal/bounded"
@@ -58,6 +59,37 @@ type Comparison struct {
 	// Untrusted says why the stage got no verdict: which report did not
 	// trust it and the verdict's own reasons ("" when both trusted it).
 	Untrusted string
+	// RateP is the two-sided p-value that the stage's two runs achieved
+	// (sent) the same rate (rateP; -1: a report has no counts): below
+	// RateAlpha their latencies were taken at different loads.
+	RateP float64
+	// RateWhy gives the two runs' counts behind RateP.
+	RateWhy string
+}
+
+// RateAlpha is the p-value under which compare says that two matched
+// stages' achieved rates differ by more than chance. It is a warning per
+// stage, not a verdict, so it is not adjusted over the stages.
+const RateAlpha = 0.01
+
+// rateP is the two-sided p-value that n1 requests sent in d1 and n2 in
+// d2 came at one rate: as Poisson counts, given their sum n, n2 is
+// binomial(n, d2 / (d1 + d2)); by its normal approximation with a
+// continuity correction (the stages of a search hold a hundred requests
+// and more). Arrivals more regular than Poisson (a constant process)
+// vary less, so it warns less often than it could there. It is 1 when
+// there is nothing to compare.
+func rateP(n1 int, d1 time.Duration, n2 int, d2 time.Duration) float64 {
+	n := float64(n1 + n2)
+	if n1 < 0 || n2 < 0 || n == 0 || d1 <= 0 || d2 <= 0 {
+		return 1
+	}
+	p := d2.Seconds() / (d1 + d2).Seconds()
+	z := (math.Abs(float64(n2)-n*p) - 0.5) / math.Sqrt(n*p*(1-p))
+	if !(z > 0) {
+		return 1
+	}
+	return math.Erfc(z / math.Sqrt2)
 }
 
 // MaxReportSize bounds a JSON report read back (a report keeps at most
@@ -126,6 +158,13 @@ func Compare(old, new *Report) (out []Comparison, unmatched []string) {
 			unmatched = append(unmatched, name)
 			continue
 		}
+		rp, rwhy := -1.0, ""
+		if o.AchievedRate > 0 && ns.AchievedRate > 0 {
+			// Matched by the requested rate, shown with the achieved ones.
+			name += fmt.Sprintf(" (sent %.3g → %.3g/s)", o.AchievedRate, ns.AchievedRate)
+			rp = rateP(o.Sent, o.Duration, ns.Sent, ns.Duration)
+			rwhy = fmt.Sprintf("%d sent in %v, then %d in %v", o.Sent, o.Duration.Round(time.Millisecond), ns.Sent, ns.Duration.Round(time.Millisecond))
+		}
 		untrusted := untrustedWhy(o, ns)
 		metrics := []struct {
 			name    string
@@ -153,7 +192,7 @@ func Compare(old, new *Report) (out []Comparison, unmatched []string) {
 				{"p99", m.oq.P99, m.nq.P99, func(a, b []float64) float64 { return QuantileTest(a, b, CompareQuantile) }},
 			} {
 				c := Comparison{Stage: name, Metric: m.name + " " + q.label, Old: q.old, New: q.new,
-					OldN: len(a), NewN: len(b), P: -1, PAdjusted: -1, Verdict: VerdictNoSamples}
+					OldN: len(a), NewN: len(b), P: -1, PAdjusted: -1, Verdict: VerdictNoSamples, RateP: rp, RateWhy: rwhy}
 				c.Delta = relDelta(c.Old, c.New)
 				switch {
 				case len(a) == 0 || len(b) == 0: // nothing to test, trusted or not
@@ -294,6 +333,14 @@ func WriteCompare(w io.Writer, cs []Comparison, unmatched []string) error {
 		if c.Untrusted != "" && !slices.Contains(said, c.Stage) {
 			said = append(said, c.Stage)
 			fmt.Fprintf(w, "stage %s: no verdict: %s\n", c.Stage, c.Untrusted)
+		}
+	}
+	said = nil
+	for _, c := range cs {
+		if c.RateP >= 0 && c.RateP < RateAlpha && !slices.Contains(said, c.Stage) {
+			said = append(said, c.Stage)
+			fmt.Fprintf(w, "stage %s: the achieved rates differ by more than chance (p = %s; %s): the latencies were taken at different loads (the same --seed repeats the arrivals)\n",
+				c.Stage, fmtP(c.RateP), c.RateWhy)
 		}
 	}
 	for _, u := range unmatched {

@@ -30,6 +30,45 @@ type FindReport struct {
 	// Untrusted lists the stages that were not taken as evidence because
 	// the verdict did not trust them.
 	Untrusted []int `json:"untrusted_stages_not_evidence,omitempty"`
+	// Capped are the bounds that stopped the search short of evidence
+	// (an untrusted stage where it needed one), each once, with what to
+	// change.
+	Capped []Cap `json:"capped_by,omitempty"`
+	// MaxInflight is set when bench raised the target's max_inflight for
+	// the search (the configuration did not set it).
+	MaxInflight *MaxInflightRaise `json:"max_inflight_raised,omitempty"`
+}
+
+// The bounds of Cap.By.
+const (
+	// CapMaxInflight: the target had max_inflight requests running and
+	// arrivals were dropped (the verdict "target overloaded").
+	CapMaxInflight = "max_inflight"
+	// CapHarness: the harness could not deliver the load (the verdict
+	// "harness saturated").
+	CapHarness = "harness"
+)
+
+// Cap is a bound that capped a search: the first untrusted stage it
+// showed in, the verdict's reason and what to change.
+type Cap struct {
+	By string `json:"by"`
+	// What names the bound with its value, e.g. "max_inflight (64, set
+	// in the configuration)".
+	What   string  `json:"what"`
+	Stage  int     `json:"stage"`
+	Rate   float64 `json:"requested_rate"`
+	Reason string  `json:"reason"`
+	Advice string  `json:"advice"`
+}
+
+// MaxInflightRaise is how bench raised a target's max_inflight, unset in
+// the configuration, for a search: from the default to the most any of
+// its stages needed (Rule).
+type MaxInflightRaise struct {
+	From int    `json:"from"`
+	To   int    `json:"to"`
+	Rule string `json:"rule"`
 }
 
 // CapacityResult is the capacity of the target.
@@ -47,7 +86,9 @@ type CapacityResult struct {
 	// highest served rate) and OfferedRate the rate it was sent at.
 	Stage       int     `json:"stage,omitempty"`
 	OfferedRate float64 `json:"offered_rate,omitempty"`
-	StopReason  string  `json:"stop_reason,omitempty"`
+	// AchievedRate is the rate that stage achieved (sent per second).
+	AchievedRate float64 `json:"achieved_rate,omitempty"`
+	StopReason   string  `json:"stop_reason,omitempty"`
 }
 
 // FindStep is one stage of the capacity ramp.
@@ -68,8 +109,18 @@ type FindStep struct {
 // LevelStage is one stage at a fraction of the capacity.
 type LevelStage struct {
 	Fraction float64 `json:"fraction"`
-	Rate     float64 `json:"rate"`
-	Stage    int     `json:"stage"`
+	// Rate is the requested rate (Fraction × the capacity), AchievedRate
+	// the stage's (sent per second) and ServedRate what the target
+	// served.
+	Rate         float64 `json:"rate"`
+	Stage        int     `json:"stage"`
+	AchievedRate float64 `json:"achieved_rate,omitempty"`
+	ServedRate   float64 `json:"served_rate,omitempty"`
+	// NotTrusted: the verdict did not trust the stage.
+	NotTrusted bool `json:"not_trusted,omitempty"`
+	// OfLowerBound: the capacity was not found, so Fraction is of its
+	// lower bound.
+	OfLowerBound bool `json:"of_lower_bound,omitempty"`
 }
 
 // SLOSearch is the outcome of the SLO search: the highest rate that met
@@ -78,15 +129,19 @@ type SLOSearch struct {
 	// MinSamples is the number of samples (per quantile bound, and of
 	// judged requests) a stage needed to be evidence.
 	MinSamples int `json:"min_samples"`
-	// Found: some stage met the SLO. Rate is the highest rate that did.
-	Found bool    `json:"found"`
-	Rate  float64 `json:"rate,omitempty"`
+	// Found: some stage met the SLO. Rate is the highest achieved rate
+	// (sent per second) that did, RequestedRate that stage's requested
+	// rate.
+	Found         bool    `json:"found"`
+	Rate          float64 `json:"rate,omitempty"`
+	RequestedRate float64 `json:"requested_rate,omitempty"`
 	// Met is the stage at Rate; Above the lowest stage above it that did
 	// not meet the SLO (or was no evidence of it): the limit lies between
 	// their rates. Either is nil when the search found none.
 	Met   *SLOProbe `json:"met,omitempty"`
 	Above *SLOProbe `json:"not_met_above,omitempty"`
-	// Precision is Above's rate over Rate, minus 1.
+	// Precision is Above's achieved rate over Rate, minus 1 (0 without
+	// Above: an untrusted stage never bounds the limit).
 	Precision float64    `json:"precision,omitempty"`
 	Probes    []SLOProbe `json:"probes"`
 	Note      string     `json:"note,omitempty"`
@@ -94,15 +149,20 @@ type SLOSearch struct {
 
 // SLOProbe is one stage of the SLO search.
 type SLOProbe struct {
-	Stage      int     `json:"stage"`
-	Rate       float64 `json:"rate"`
-	ServedRate float64 `json:"served_rate"`
-	Trusted    bool    `json:"trusted"`
-	// Met: the stage is evidence that the SLO holds at Rate. Why says what
-	// it is otherwise: "SLO not met", "not trusted", "too few samples",
-	// "not keeping up".
-	Met bool   `json:"met"`
-	Why string `json:"why,omitempty"`
+	Stage int `json:"stage"`
+	// Rate is the requested rate, AchievedRate the rate sent, ServedRate
+	// the rate served.
+	Rate         float64 `json:"rate"`
+	AchievedRate float64 `json:"achieved_rate,omitempty"`
+	ServedRate   float64 `json:"served_rate"`
+	Trusted      bool    `json:"trusted"`
+	// Met: the stage is evidence that the SLO holds at AchievedRate;
+	// NotMet: that it does not ("SLO not met", "not keeping up"). Why
+	// says what it is otherwise: also "not trusted" or "too few samples",
+	// which are evidence of neither.
+	Met    bool   `json:"met"`
+	NotMet bool   `json:"not_met,omitempty"`
+	Why    string `json:"why,omitempty"`
 	// Quantiles are the stage's quantile bounds with their values and
 	// sample counts; Judged is the number of requests judged against the
 	// per-request objective and GoodShare their good share.
@@ -144,12 +204,27 @@ func writeFind(w io.Writer, f *FindReport) {
 			if !c.Found {
 				what = "capacity NOT FOUND, at least"
 			}
-			fmt.Fprintf(w, "  %s: %.3g req/s served, %.0f output tok/s, shown by stage %d (offered %.3g req/s); stopped: %s\n",
-				what, c.RequestsPerSecond, c.OutputTokensPerSecond, c.Stage, c.OfferedRate, c.StopReason)
+			load := fmt.Sprintf("offered %.3g req/s", c.OfferedRate) // a report from before achieved rates were kept
+			if c.AchievedRate > 0 {
+				load = fmt.Sprintf("sent %.3g req/s, %.3g requested", c.AchievedRate, c.OfferedRate)
+			}
+			fmt.Fprintf(w, "  %s: %.3g req/s served, %.0f output tok/s, shown by stage %d (%s); stopped: %s\n",
+				what, c.RequestsPerSecond, c.OutputTokensPerSecond, c.Stage, load, c.StopReason)
 		}
 	}
 	for _, l := range f.Levels {
-		fmt.Fprintf(w, "  level %g × capacity = %.3g req/s: stage %d\n", l.Fraction, l.Rate, l.Stage)
+		of := "capacity"
+		if l.OfLowerBound {
+			of = "the capacity's lower bound (the capacity was NOT FOUND)"
+		}
+		achieved := ""
+		if l.AchievedRate > 0 {
+			achieved = fmt.Sprintf(", achieved %.3g req/s, served %.3g", l.AchievedRate, l.ServedRate)
+			if l.NotTrusted {
+				achieved += " NOT TRUSTED"
+			}
+		}
+		fmt.Fprintf(w, "  level %g × %s = %.3g req/s requested: stage %d%s\n", l.Fraction, of, l.Rate, l.Stage, achieved)
 	}
 	if r := f.SLO; r != nil {
 		for _, p := range r.Probes {
@@ -157,16 +232,16 @@ func writeFind(w io.Writer, f *FindReport) {
 			if !p.Met {
 				verdict = "NOT MET (" + p.Why + ")"
 			}
-			fmt.Fprintf(w, "  slo probe stage %d: %.3g req/s (served %.3g): %s; %s\n", p.Stage, p.Rate, p.ServedRate, verdict, probeFigures(p))
+			fmt.Fprintf(w, "  slo probe stage %d: %s (served %.3g): %s; %s\n", p.Stage, probeRate(p), p.ServedRate, verdict, probeFigures(p))
 		}
 		switch {
 		case !r.Found:
 			fmt.Fprintf(w, "  SLO: NOT MET at any rate probed (%s)\n", r.Note)
 		case r.Above == nil:
-			fmt.Fprintf(w, "  SLO: met up to %.3g req/s (stage %d; %s)\n", r.Rate, r.Met.Stage, r.Note)
+			fmt.Fprintf(w, "  SLO: met up to %s (stage %d; %s)\n", probeRate(*r.Met), r.Met.Stage, r.Note)
 		default:
-			fmt.Fprintf(w, "  SLO: met up to %.3g req/s (stage %d: %s); not at %.3g req/s (stage %d: %s); the limit lies between (within %.1f%%)",
-				r.Rate, r.Met.Stage, probeFigures(*r.Met), r.Above.Rate, r.Above.Stage, probeFigures(*r.Above), 100*r.Precision)
+			fmt.Fprintf(w, "  SLO: met up to %s (stage %d: %s); not at %s (stage %d: %s); the limit lies between (within %.1f%%)",
+				probeRate(*r.Met), r.Met.Stage, probeFigures(*r.Met), probeRate(*r.Above), r.Above.Stage, probeFigures(*r.Above), 100*r.Precision)
 			if r.Note != "" {
 				fmt.Fprintf(w, "; %s", r.Note)
 			}
@@ -180,6 +255,22 @@ func writeFind(w io.Writer, f *FindReport) {
 		}
 		fmt.Fprintf(w, "  stages %s are not trusted: not taken as evidence of capacity or of meeting the SLO\n", strings.Join(s, ", "))
 	}
+	for _, c := range f.Capped {
+		fmt.Fprintf(w, "  capped by %s at stage %d (%.3g req/s requested): %s; %s\n", c.What, c.Stage, c.Rate, c.Reason, c.Advice)
+	}
+	if m := f.MaxInflight; m != nil {
+		fmt.Fprintf(w, "  max_inflight raised from %d (not set in the configuration) to at most %d for the search's stages\n", m.From, m.To)
+	}
+}
+
+// probeRate is a probe's achieved rate with the requested one beside it
+// (a report written before achieved rates were kept shows the requested
+// one alone).
+func probeRate(p SLOProbe) string {
+	if p.AchievedRate == 0 {
+		return fmt.Sprintf("%.3g req/s", p.Rate)
+	}
+	return fmt.Sprintf("%.3g req/s achieved (%.3g requested)", p.AchievedRate, p.Rate)
 }
 
 // probeFigures is a probe's quantiles and sample counts in words.

@@ -56,7 +56,7 @@ func (r *Report) WriteMarkdown(w io.Writer, o MarkdownOptions) error {
 	fmt.Fprintf(b, "Run from %s to %s (%s).\n\n", r.Started.UTC().Format("2006-01-02 15:04:05 MST"),
 		r.Finished.UTC().Format("2006-01-02 15:04:05 MST"), r.Finished.Sub(r.Started).Round(1e9))
 	if o.Plot != "" {
-		fmt.Fprintf(b, "![Latency and throughput against offered load](%s)\n\n", o.Plot)
+		fmt.Fprintf(b, "![Latency and throughput against achieved load](%s)\n\n", o.Plot)
 	}
 
 	b.WriteString("## Parameters\n\n")
@@ -70,6 +70,9 @@ func (r *Report) WriteMarkdown(w io.Writer, o MarkdownOptions) error {
 		fmt.Fprintf(b, "- command line: `%s`\n", strings.ReplaceAll(strings.Join(args, " "), "`", "'"))
 		fmt.Fprintf(b, "- host %s, GOMAXPROCS %d, %d CPUs\n", mdEscape(orDash(ri.Host)), ri.GOMAXPROCS, ri.NumCPU)
 		fmt.Fprintf(b, "- seed %d (%s): `--seed=%d` repeats the workload's random draws\n", ri.Seed, mdEscape(orDash(ri.SeedSource)), ri.Seed)
+		if ri.CommonRandomNumbers {
+			fmt.Fprintf(b, "- %s\n", crnNote)
+		}
 		for _, warning := range ri.Warnings {
 			fmt.Fprintf(b, "- **warning**: %s\n", mdEscape(warning))
 		}

@@ -77,9 +77,10 @@ type RunInfo struct {
 	NumCPU      int      `json:"num_cpu"`
 	// Seed is global.seed as the run used it: the arrivals, class picks
 	// and request plans of every target are drawn from it (with the
-	// target's name), so the same seed gives the same draws. SeedSource
-	// says where it came from: "flag" (--seed), "config" (global.seed) or
-	// "random" (drawn for the run; give it as --seed to repeat the draws).
+	// target's name and the stage's number), so the same seed gives the
+	// same draws. SeedSource says where it came from: "flag" (--seed),
+	// "config" (global.seed) or "random" (drawn for the run; give it as
+	// --seed to repeat the draws).
 	Seed       uint64 `json:"seed"`
 	SeedSource string `json:"seed_source,omitempty"`
 	// Warnings are what the run was warned of before (and while) it ran,
@@ -87,7 +88,15 @@ type RunInfo struct {
 	// for more than the harness' ceiling on this host, a stage the
 	// warm-up fills. The text and the Markdown print them.
 	Warnings []string `json:"warnings,omitempty"`
+	// CommonRandomNumbers: every stage reused the same draws, rescaled to
+	// its rate (--common-random-numbers, for paired comparisons), so one
+	// random factor moved all the stages together; by default each stage
+	// draws its own.
+	CommonRandomNumbers bool `json:"common_random_numbers,omitempty"`
 }
+
+// crnNote says what common random numbers do to a report's stages.
+const crnNote = "common random numbers: every stage reused the same draws, rescaled to its rate, so their errors move together (a paired comparison, not independent stages)"
 
 // describe is the run in two lines of under 100 columns (for a host
 // name up to 20 characters): the program, then the machine and the seed.
@@ -481,6 +490,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	if err == nil && r.Run != nil {
 		d := r.Run.describe()
 		_, err = fmt.Fprintf(w, "run: %s\nrun: %s\n", d[0], d[1])
+		if err == nil && r.Run.CommonRandomNumbers {
+			_, err = fmt.Fprintf(w, "run: %s\n", crnNote)
+		}
 		for _, warning := range r.Run.Warnings {
 			if err == nil {
 				_, err = fmt.Fprintf(w, "warning: %s\n", warning)

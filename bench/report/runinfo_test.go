@@ -102,3 +102,33 @@ func TestRunWarnings(t *testing.T) {
 		}
 	}
 }
+
+// TestReportCommonRandomNumbers: a report whose stages reused the same
+// draws says so in its text, its Markdown and its JSON; one whose stages
+// drew their own says nothing of it.
+func TestReportCommonRandomNumbers(t *testing.T) {
+	for _, crn := range []bool{false, true} {
+		r := &Report{Started: time.Unix(0, 0), Finished: time.Unix(10, 0),
+			Run:    &RunInfo{Version: "1", Seed: 3, SeedSource: "flag", CommonRandomNumbers: crn},
+			Stages: []*StageReport{{Stage: 1, Target: "t", RequestedRate: 1, Duration: time.Second}}}
+		var text, md, js bytes.Buffer
+		if err := r.WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.WriteMarkdown(&md, MarkdownOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.WriteJSON(&js); err != nil {
+			t.Fatal(err)
+		}
+		for name, out := range map[string]string{"text": text.String(), "Markdown": md.String(), "JSON": js.String()} {
+			want := crnNote
+			if name == "JSON" {
+				want = `"common_random_numbers": true`
+			}
+			if got := strings.Contains(out, want); got != crn {
+				t.Errorf("common random numbers %v: the %s says %q: %v\n%s", crn, name, want, got, out)
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"image/color"
 	"io"
@@ -115,7 +116,7 @@ type panelKind int
 
 const (
 	panelLatency panelKind = iota // seconds on a logarithmic axis
-	panelRate                     // achieved req/s on the offered rate's scale, beside the ideal
+	panelRate                     // served req/s on the achieved rate's scale, beside the ideal
 	panelTokens                   // tokens/s on a linear axis from 0
 )
 
@@ -137,8 +138,24 @@ func (r *Report) plotTargets() []string {
 	return out
 }
 
+// plotRate is where a stage stands on the plot's rate axis: the rate it
+// achieved (sent per second), or its requested rate when it sent nothing.
+func plotRate(s *StageReport) float64 {
+	if a := s.AchievedRate; a > 0 && !math.IsInf(a, 1) {
+		return a
+	}
+	return s.RequestedRate
+}
+
+// plotStages are the stages in the order of their achieved rates (run
+// order among equal ones), so that a series' line runs left to right.
+func (r *Report) plotStages() []*StageReport {
+	return slices.SortedStableFunc(slices.Values(r.Stages), func(a, b *StageReport) int { return cmp.Compare(plotRate(a), plotRate(b)) })
+}
+
 func (r *Report) panels() []panel {
 	targets := r.plotTargets()
+	stages := r.plotStages()
 	latency := func(title, metric string, get func(*StageReport) Quantiles) panel {
 		p := panel{title: title, metric: metric, kind: panelLatency}
 		for i, t := range targets {
@@ -148,11 +165,11 @@ func (r *Report) panels() []panel {
 				dash bool
 			}{{"p50", func(q Quantiles) float64 { return q.P50 }, false}, {"p99", func(q Quantiles) float64 { return q.P99 }, true}} {
 				ps := plotSeries{name: t + " " + strings.ToUpper(metric) + " " + q.name, color: palette[i%len(palette)], dash: q.dash}
-				for _, s := range r.Stages {
+				for _, s := range stages {
 					if s.Target != t || get(s).Count == 0 {
 						continue
 					}
-					ps.points = append(ps.points, plotPoint{s.RequestedRate, q.v(get(s)), s.Stage, s.Trusted})
+					ps.points = append(ps.points, plotPoint{plotRate(s), q.v(get(s)), s.Stage, s.Trusted})
 				}
 				p.series = append(p.series, ps)
 			}
@@ -168,9 +185,9 @@ func (r *Report) panels() []panel {
 		p := panel{title: title, metric: metric, kind: kind}
 		for i, t := range targets {
 			ps := plotSeries{name: t + " " + suffix, color: palette[i%len(palette)]}
-			for _, s := range r.Stages {
+			for _, s := range stages {
 				if s.Target == t {
-					ps.points = append(ps.points, plotPoint{s.RequestedRate, v(s), s.Stage, s.Trusted})
+					ps.points = append(ps.points, plotPoint{plotRate(s), v(s), s.Stage, s.Trusted})
 				}
 			}
 			p.series = append(p.series, ps)
@@ -181,13 +198,8 @@ func (r *Report) panels() []panel {
 		latency("Time to first token", "ttft", func(s *StageReport) Quantiles { return s.TTFT }),
 		latency("Time per output token", "tpot", func(s *StageReport) Quantiles { return s.TPOT }),
 		latency("End-to-end latency", "e2e", func(s *StageReport) Quantiles { return s.E2E }),
-		perStage("Achieved throughput", "rate", panelRate, "achieved", func(s *StageReport) float64 { return s.AchievedRate }),
-		perStage("Output token throughput", "tokens", panelTokens, "output tok/s", func(s *StageReport) float64 {
-			if s.Serving == nil {
-				return math.NaN() // a report of schema 2: not shown
-			}
-			return s.Serving.OutputThroughput
-		}),
+		perStage("Served throughput", "rate", panelRate, "served", func(s *StageReport) float64 { return s.ServedRate }),
+		perStage("Served output tokens/s", "tokens", panelTokens, "served output tokens/s", func(s *StageReport) float64 { return s.ServedOutputTokensPerSec }),
 	}
 }
 
@@ -452,11 +464,11 @@ func (r *Report) layout() *figure {
 	height := int(math.Ceil(noteTop + lineH*float64(len(note)) + 8))
 	f := &figure{w: plotWidth, h: height}
 	f.add(item{kind: kindRect, pts: []pt{{0, 0}, {plotWidth, float64(height)}}, color: colWhite, fill: true})
-	f.text(plotWidth/2, 22, "llmprobe bench: latency and throughput against offered load", "middle", colBlack)
+	f.text(plotWidth/2, 22, "llmprobe bench: latency and throughput against achieved load", "middle", colBlack)
 
 	var rates []float64
 	for _, s := range r.Stages {
-		rates = append(rates, s.RequestedRate)
+		rates = append(rates, plotRate(s))
 	}
 	rates = finite(math.Inf(-1), rates...)
 	// The offered rate is logarithmic when the sweep spans a factor of
@@ -465,9 +477,9 @@ func (r *Report) layout() *figure {
 	if pos := finite(0, rates...); len(pos) == len(rates) && len(pos) > 0 && slices.Max(pos) >= 8*slices.Min(pos) {
 		xaxis = logAxis(pos, 1.05)
 	}
-	xlabel := "offered rate (req/s)"
+	xlabel := "achieved rate (req/s sent)"
 	if xaxis.log {
-		xlabel = "offered rate (req/s, log scale)"
+		xlabel = "achieved rate (req/s sent, log scale)"
 	}
 	for i, p := range r.panels() {
 		ox, oy := float64(i%2)*panelW, top+float64(i/2)*panelH
@@ -520,7 +532,7 @@ func (r *Report) layout() *figure {
 		f.line(colBlack, 1, false, pt{x0, y1}, pt{x0, y0}, pt{x1, y0})
 		f.text(x0-ml+8, y1-13, unit, "start", colGrey)
 		f.text((x0+x1)/2, y0+34, xlabel, "middle", colBlack)
-		if p.kind == panelRate { // achieved = offered, where both axes have it
+		if p.kind == panelRate { // served = sent, where both axes have it
 			a, b := math.Max(xaxis.lo, yaxis.lo), math.Min(xaxis.hi, yaxis.hi)
 			if a < b {
 				f.line(colGrey, 1, true, pt{X(a), Y(a)}, pt{X(b), Y(b)})
@@ -583,7 +595,7 @@ func (r *Report) layout() *figure {
 	}
 	legend(func(x, y float64) { f.line(colBlack, 2, false, pt{x, y}, pt{x + 24, y}) }, "p50")
 	legend(func(x, y float64) { f.line(colBlack, 2, true, pt{x, y}, pt{x + 24, y}) }, "p99")
-	legend(func(x, y float64) { f.line(colGrey, 1, true, pt{x, y}, pt{x + 24, y}) }, "achieved = offered")
+	legend(func(x, y float64) { f.line(colGrey, 1, true, pt{x, y}, pt{x + 24, y}) }, "served = sent")
 	if len(r.SLOBounds) > 0 {
 		legend(func(x, y float64) { f.line(colSLO, 1.5, true, pt{x, y}, pt{x + 24, y}) }, "SLO bound")
 	}

@@ -61,6 +61,7 @@ type benchOptions struct {
 	seed          uint64   // --seed
 	seedSet       bool
 	selftestFile  string    // --selftest.file
+	crn           bool      // --common-random-numbers
 	childOut      io.Writer // the simulator child's output (nil: standard error)
 
 	quick  quickFlags  // --url, --model, ... (bench_quick.go)
@@ -86,7 +87,8 @@ func registerBench(app *kingpin.Application) command {
 	cmd.Flag("preflight", "Send one request per target, which must succeed, before the first stage (--no-preflight: do not).").Default("true").BoolVar(&o.preflight)
 	cmd.Flag("max-error-ratio", "Exit non-zero (after writing the reports) when a stage's share of failed results is above this.").Default("0.5").Float64Var(&o.maxErrorRatio)
 	cmd.Flag("seed", "Seed of the workload's random draws (arrivals, classes, lengths, prompts): the same seed repeats them. Default: global.seed, else a random one; the report records it.").IsSetByUser(&o.seedSet).Uint64Var(&o.seed)
-	cmd.Flag("plot", "Also draw latency (TTFT, TPOT, E2E p50 and p99) and throughput against offered rate into this file: FILE.svg or FILE.png.").PlaceHolder("FILE").StringVar(&o.plot)
+	cmd.Flag("common-random-numbers", "Every stage reuses the same random draws (arrival gaps, classes, lengths), rescaled to its rate, for a paired comparison of stages; the report says so. Default: each stage draws its own, from the seed and the stage's number.").BoolVar(&o.crn)
+	cmd.Flag("plot", "Also draw latency (TTFT, TPOT, E2E p50 and p99) and served throughput against the achieved rate, stages in rate order, into this file: FILE.svg or FILE.png.").PlaceHolder("FILE").StringVar(&o.plot)
 	cmd.Flag("requests", "Also write one JSON line per request (stage, class, times, TTFT, ITLs, E2E, tokens, outcome; no text) to this file.").PlaceHolder("FILE.jsonl").StringVar(&o.requests)
 	cmd.Arg("compare", "compare OLD.json NEW.json: say, per stage and metric, whether the latency of NEW differs from OLD's beyond chance (Mann-Whitney U for medians, Fisher's exact test for p99, Holm-adjusted; no verdict on stages not trusted).").StringsVar(&o.args)
 	cmd.Flag("slo", "Judge each stage's goodput by this SLO instead of the configuration's slo blocks: per-request bounds ttft=, tpot=, e2e=, objective= and quantile bounds such as tpot_p99=100ms, comma-separated (e.g. ttft=500ms,tpot=60ms).").StringVar(&o.slo)
@@ -159,7 +161,7 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	}
 	stages = append(stages, o.quick.stages(o, o.load.maxRequests)...)
 	if o.plot != "" && len(stages) == 0 && !o.find.active() && o.replay.path == "" {
-		return usagef("--plot draws open-loop stages against their offered rate; closed-loop levels (--concurrency) are not drawn: add --stage or leave out --plot")
+		return usagef("--plot draws open-loop stages against their achieved rate; closed-loop levels (--concurrency) are not drawn: add --stage or leave out --plot")
 	}
 	if len(stages) == 0 && !o.find.active() && len(o.load.levels) == 0 && o.replay.path == "" {
 		return usagef("required flag(s) '--stage' not provided (or --concurrency for closed-loop levels, --replay for a trace)")
@@ -244,19 +246,20 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	}
 	seed, seedSource := resolveSeed(cfg, o.seed, o.seedSet)
 	bopts := bench.Options{
-		Config:            cfg,
-		Targets:           o.targets,
-		Stages:            stages,
-		Warmup:            o.warmup,
-		Grace:             o.grace,
-		Logger:            logger,
-		StopWhenSaturated: o.stopSaturated,
-		SLO:               spec,
-		ServerMetrics:     o.serverMetrics,
-		PrometheusURL:     o.promURL,
-		GPUSelector:       o.gpuSelector,
-		GPUPricePerHour:   o.gpuPrice,
-		GPUCount:          o.gpuCount,
+		Config:              cfg,
+		Targets:             o.targets,
+		Stages:              stages,
+		Warmup:              o.warmup,
+		Grace:               o.grace,
+		Logger:              logger,
+		StopWhenSaturated:   o.stopSaturated,
+		CommonRandomNumbers: o.crn,
+		SLO:                 spec,
+		ServerMetrics:       o.serverMetrics,
+		PrometheusURL:       o.promURL,
+		GPUSelector:         o.gpuSelector,
+		GPUPricePerHour:     o.gpuPrice,
+		GPUCount:            o.gpuCount,
 	}
 	if err := o.load.apply(ctx, &bopts, o.stageDuration); err != nil {
 		return err
@@ -303,6 +306,7 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		}
 	}
 	rep.Run.Warnings = warnings
+	rep.Run.CommonRandomNumbers = o.crn
 	if reqFile != nil {
 		if err := bopts.Requests.Flush(); err != nil {
 			return fmt.Errorf("--requests: %w", err)
