@@ -182,6 +182,8 @@ func formatFigure(v float64, unit string) string {
 	case "seconds":
 		a := math.Abs(v)
 		switch {
+		case a == 0:
+			return "0 s"
 		case a >= 10:
 			return fmt.Sprintf("%.0f s", v)
 		case a >= 1:
@@ -192,7 +194,7 @@ func formatFigure(v float64, unit string) string {
 			return fmt.Sprintf("%.1f ms", v*1e3)
 		}
 	case "ratio":
-		if math.Abs(v) < 0.1 {
+		if a := math.Abs(v); a < 0.1 && a > 0 {
 			return fmt.Sprintf("%.1f%%", v*100)
 		}
 		return fmt.Sprintf("%.0f%%", v*100)

@@ -592,7 +592,7 @@ func (w *window) growth(mixOK bool) (Verdict, bool) {
 		cands = append(cands, candidate{KVPressure, share, 2, func() string {
 			b.add(EvPreemptionsPerRequest, pr)
 			b.add(EvPreemptionsHistory, ph)
-			b.add(EvKVUsage, r.kv.Value())
+			b.add(EvKVUsage, w.s.kv.Value())
 			s := fmt.Sprintf("kv_pressure: %s preemptions per finished request (was %s)",
 				b.f(EvPreemptionsPerRequest), b.f(EvPreemptionsHistory))
 			if b.has(EvKVUsage) {
@@ -622,7 +622,9 @@ func (w *window) growth(mixOK bool) (Verdict, bool) {
 	}
 	// decode: TPOT (and the engine's ITL) grew with the running batch, the
 	// KV cache not full.
-	rr, rh, kv := r.running.Value(), h.running.Value(), r.kv.Value()
+	// KV is a gauge at the read: the last StateWindow's, not the recent
+	// window's mean, which the minutes before a change would dilute.
+	rr, rh, kv := r.running.Value(), h.running.Value(), w.s.kv.Value()
 	runGrew := r.running.Count > 0 && h.running.Count > 0 && rr-rh >= RunningFloor && rr >= rh*(1+GrowthDelta)
 	itlGrew := !itlKnown || grew(dITL, h.tpot.Value(), TPOTFloor)
 	if grewD && itlGrew && runGrew && !(kv >= KVFull) {
