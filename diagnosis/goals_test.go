@@ -41,6 +41,11 @@ const deadline = 5 * time.Minute
 // has its own) and calls see with each verdict and its time since the
 // start.
 func run(t *testing.T, sc scenario, seed uint64, end time.Duration, see func(at time.Duration, v Verdict)) {
+	runJudge(t, sc, seed, end, func(at time.Duration, v Verdict, _ *Judge) { see(at, v) })
+}
+
+// runJudge is run, its callback given the judge too.
+func runJudge(t *testing.T, sc scenario, seed uint64, end time.Duration, see func(at time.Duration, v Verdict, j *Judge)) {
 	t.Helper()
 	g := newGenerator(sc, seed)
 	j := NewJudge()
@@ -53,7 +58,7 @@ func run(t *testing.T, sc scenario, seed uint64, end time.Duration, see func(at 
 		}
 		v := j.Verdict(g.t0.Add(vt))
 		checkVerdict(t, v)
-		see(vt, v)
+		see(vt, v, j)
 	}
 }
 
@@ -165,11 +170,24 @@ func TestGoalEachCause(t *testing.T) {
 // simulated hours (2 by default): no wrong verdict.
 func TestGoalSteady(t *testing.T) {
 	d := steadyDuration()
+	var ttftMax, tpotMax, itlMax, runMax float64
+	defer func() {
+		t.Logf("steady: the largest growth against the history over all seeds: probe TTFT %+.1f%%, probe TPOT %+.1f%%, the engine's ITL %+.1f%%, running %+.1f%% (GrowthDelta %g%%, TPOTDelta %g%%)",
+			100*ttftMax, 100*tpotMax, 100*itlMax, 100*runMax, 100*GrowthDelta, 100*TPOTDelta)
+	}()
 	for s := range goalSeeds() {
 		var verdicts, wrong, unknown int
 		var first string
-		run(t, scenario{name: "steady"}, uint64(500+s), d, func(at time.Duration, v Verdict) {
+		runJudge(t, scenario{name: "steady"}, uint64(500+s), d, func(at time.Duration, v Verdict, j *Judge) {
 			verdicts++
+			if j.histEnd.Sub(j.histFrom) >= MinHistory {
+				w := j.window(j.last)
+				h := &j.hist
+				ttftMax = max(ttftMax, w.r.ttftViewed.Value()/h.ttftViewed.Value()-1)
+				tpotMax = max(tpotMax, w.r.tpot.Value()/h.tpot.Value()-1)
+				itlMax = max(itlMax, w.r.itl.Value()/h.itl.Value()-1)
+				runMax = max(runMax, w.r.running.Value()/h.running.Value()-1)
+			}
 			switch {
 			case v.Cause == Unknown:
 				// The first minutes have no history (MinHistory after
@@ -256,4 +274,3 @@ func TestGoalNoServerView(t *testing.T) {
 		}
 	})
 }
-

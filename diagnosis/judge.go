@@ -85,6 +85,13 @@ const (
 	// of a log-normal σ 0.5 TTFT moves ±5% at 1σ, and minute-scale load
 	// swings of ±10% move the engine's means as much again.
 	GrowthDelta = 0.25
+	// TPOTDelta is δ for the TPOT side (the probe's TPOT, the engine's
+	// ITL, the deploy rule's TPOT): decode slows with the running batch,
+	// which a load swing moves through Little's law with a feedback (a
+	// larger batch decodes slower, so requests stay longer): over 20
+	// steady days a ±7% load swing moved the probe's TPOT by up to +27%
+	// (TestGoalSteady), against +19% for TTFT.
+	TPOTDelta = 0.40
 	// TTFTFloor is the least added TTFT (and prefill time) called growth.
 	TTFTFloor = 0.020
 	// TPOTFloor is the least added TPOT (and ITL) called growth.
@@ -354,6 +361,11 @@ func grew(added, base, floor float64) bool {
 	return finite(added) && added >= floor && added >= GrowthDelta*base
 }
 
+// grewTPOT is grew for the TPOT side (TPOTDelta).
+func grewTPOT(added, base float64) bool {
+	return finite(added) && added >= TPOTFloor && added >= TPOTDelta*base
+}
+
 // enough reports whether both means have at least n observations.
 func enough(a, b Mean, n float64) bool { return a.Count >= n && b.Count >= n }
 
@@ -365,7 +377,7 @@ func (w *window) deploy() (Verdict, bool) {
 	p := j.before
 	b.add(EvIdentityAge, w.now.Sub(j.changeAt).Seconds())
 	ttft := enough(r.ttft, p.ttft, MinProbeRequests) && grew(r.ttft.Value()-p.ttft.Value(), p.ttft.Value(), TTFTFloor)
-	tpot := enough(r.tpot, p.tpot, MinProbeRequests) && grew(r.tpot.Value()-p.tpot.Value(), p.tpot.Value(), TPOTFloor)
+	tpot := enough(r.tpot, p.tpot, MinProbeRequests) && grewTPOT(r.tpot.Value()-p.tpot.Value(), p.tpot.Value())
 	if !ttft && !tpot {
 		return Verdict{}, false
 	}
@@ -523,7 +535,7 @@ func (w *window) growth(mixOK bool) (Verdict, bool) {
 	if enough(r.tpot, h.tpot, MinProbeRequests) {
 		base := h.tpot.Value()
 		addD = r.tpot.Value() - base
-		grewD = grew(addD, base, TPOTFloor)
+		grewD = grewTPOT(addD, base)
 		if enough(r.itl, h.itl, MinServerCount) {
 			itlKnown = true
 			dITL = r.itl.Value() - h.itl.Value()
@@ -626,7 +638,7 @@ func (w *window) growth(mixOK bool) (Verdict, bool) {
 	// window's mean, which the minutes before a change would dilute.
 	rr, rh, kv := r.running.Value(), h.running.Value(), w.s.kv.Value()
 	runGrew := r.running.Count > 0 && h.running.Count > 0 && rr-rh >= RunningFloor && rr >= rh*(1+GrowthDelta)
-	itlGrew := !itlKnown || grew(dITL, h.tpot.Value(), TPOTFloor)
+	itlGrew := !itlKnown || grewTPOT(dITL, h.tpot.Value())
 	if grewD && itlGrew && runGrew && !(kv >= KVFull) {
 		share := 1.0
 		if itlKnown {
