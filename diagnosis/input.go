@@ -122,10 +122,17 @@ func (m Mean) Value() float64 {
 // Plus is the mean of both.
 func (m Mean) Plus(o Mean) Mean { return Mean{m.Sum + o.Sum, m.Count + o.Count} }
 
-// clean is m when it is a figure (finite, sum and count not negative),
-// else the empty Mean.
+// maxFigure is the largest figure taken (a sum, a count, a gauge, a
+// delta): beyond it a figure is absent, so that the window's sums of at
+// most MaxRecent intervals and the history's cannot overflow to ±Inf.
+// 1e12 is 30 000 years in seconds and a trillion requests or tokens in
+// 15 s.
+const maxFigure = 1e12
+
+// clean is m when it is a figure (finite, sum and count not negative and
+// at most maxFigure), else the empty Mean.
 func (m Mean) clean() Mean {
-	if !finite(m.Sum) || !finite(m.Count) || m.Sum < 0 || m.Count < 0 {
+	if !finite(m.Sum) || !finite(m.Count) || m.Sum < 0 || m.Count < 0 || m.Sum > maxFigure || m.Count > maxFigure {
 		return Mean{}
 	}
 	return m
@@ -134,9 +141,10 @@ func (m Mean) clean() Mean {
 // finite reports whether v is neither NaN nor ±Inf.
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
-// gauge is v when it is a figure (finite, not negative), else NaN.
+// gauge is v when it is a figure (finite, not negative, at most
+// maxFigure), else NaN.
 func gauge(v float64) float64 {
-	if !finite(v) || v < 0 {
+	if !finite(v) || v < 0 || v > maxFigure {
 		return math.NaN()
 	}
 	return v

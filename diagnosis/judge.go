@@ -708,17 +708,21 @@ func sideOf(c Cause, grewT bool, b *builder) string {
 
 func (w *window) none() Verdict {
 	b, r := &w.b, &w.r
-	parts := []string{"TTFT " + b.f(EvProbeTTFTMean)}
-	if r.srvTTFT.Count > 0 {
-		b.add(EvServerTTFTMean, r.srvTTFT.Value())
-		b.add(EvGapMean, r.gap())
+	var parts []string
+	if b.has(EvProbeTTFTMean) {
+		parts = append(parts, "TTFT "+b.f(EvProbeTTFTMean))
+	}
+	b.add(EvServerTTFTMean, r.srvTTFT.Value())
+	b.add(EvGapMean, r.gap())
+	if b.has(EvServerTTFTMean) {
 		parts = append(parts, "the engine's "+b.f(EvServerTTFTMean))
-		if b.has(EvProbePromptLenMean) {
-			parts = append(parts, fmt.Sprintf("gap %s not judged (probe prompts %s, the engine's %s)",
-				b.f(EvGapMean), b.f(EvProbePromptLenMean), b.f(EvPromptLenMean)))
-		} else {
-			parts = append(parts, "gap "+b.f(EvGapMean))
-		}
+	}
+	switch {
+	case b.has(EvGapMean) && b.has(EvProbePromptLenMean):
+		parts = append(parts, fmt.Sprintf("gap %s not judged (probe prompts %s, the engine's %s)",
+			b.f(EvGapMean), b.f(EvProbePromptLenMean), b.f(EvPromptLenMean)))
+	case b.has(EvGapMean):
+		parts = append(parts, "gap "+b.f(EvGapMean))
 	}
 	if w.lastRd != nil && finite(w.lastRd.waiting) {
 		b.add(EvWaiting, w.lastRd.waiting)

@@ -48,8 +48,9 @@ func newRecord(in Interval) record {
 	if math.IsNaN(r.reuse) {
 		r.reuse = 0
 	}
-	r.probeReq = float64(max(in.Probe.Requests, 0))
-	r.probeFailed = float64(min(max(in.Probe.Failed, 0), max(in.Probe.Requests, 0)))
+	req := min(max(in.Probe.Requests, 0), maxFigure)
+	r.probeReq = float64(req)
+	r.probeFailed = float64(min(max(in.Probe.Failed, 0), req))
 	if p, c := gauge(in.Probe.PromptTokens), gauge(in.Probe.CachedTokens); finite(p) && finite(c) && c <= p {
 		r.prompt, r.cached = p, c
 	}
@@ -57,7 +58,7 @@ func newRecord(in Interval) record {
 		if len(r.sample) == MaxProbeSample {
 			break
 		}
-		if finite(v) && v >= 0 {
+		if finite(gauge(v)) {
 			r.sample = append(r.sample, v)
 		}
 	}
