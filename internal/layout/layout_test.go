@@ -35,7 +35,7 @@ type rule struct {
 var (
 	// leaves import no llmprobe package (internal/httpclient none but
 	// internal/scrub).
-	leaves = []string{"dist", "slo", "regression", "internal/bounded", "internal/scrub", "internal/httpclient"}
+	leaves = []string{"dist", "slo", "regression", "diagnosis", "internal/bounded", "internal/scrub", "internal/httpclient"}
 	// engine is what the probe engine is made of.
 	engine = []string{"probe", "probe/wire", "probe/workload", "probe/harness"}
 	// support is what tests share; no production code imports it.
@@ -48,12 +48,13 @@ func join(groups ...[]string) []string { return slices.Concat(groups...) }
 // below it. docs/architecture.md ("Packages and the direction of their
 // imports") draws the same table.
 var layers = map[string]rule{
-	// The leaves: pure math, objectives, regression detection, bounded
-	// reading, what may be shown of a URL or a value, HTTP clients (which
-	// show URLs).
+	// The leaves: pure math, objectives, regression detection, the
+	// diagnosis of a slow target, bounded reading, what may be shown of a
+	// URL or a value, HTTP clients (which show URLs).
 	"dist":                {},
 	"slo":                 {},
 	"regression":          {},
+	"diagnosis":           {},
 	"internal/bounded":    {},
 	"internal/scrub":      {},
 	"internal/httpclient": {imports: []string{"internal/scrub"}},
