@@ -344,6 +344,29 @@ func TestAlertsHaveMetadataAndRunbookSections(t *testing.T) {
 	}
 }
 
+// TestCauseRunbookSections requires docs/runbook.md to have a section
+// "Cause: <cause>" for every diagnosis cause, the anchor the alerts'
+// diagnosis sentence links, and none for a cause that does not exist.
+func TestCauseRunbookSections(t *testing.T) {
+	runbook, err := os.ReadFile(filepath.Join(promtest.Root(t), "docs", "runbook.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range regexp.MustCompile(`(?m)^#{2,4} (Cause: .+)$`).FindAllStringSubmatch(string(runbook), -1) {
+		got = append(got, githubAnchor(m[1]))
+	}
+	var want []string
+	for _, c := range alerts.DiagnosisCauses {
+		want = append(want, alerts.CauseRunbookAnchor(c))
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("runbook cause sections (anchors) = %v\nwant one per cause: %v", got, want)
+	}
+}
+
 // matcher is an Alertmanager label matcher (name op "value").
 type matcher struct {
 	name, op string

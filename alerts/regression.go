@@ -104,7 +104,7 @@ func (c Config) regressionAlerts() []Rule {
 			"llmprobe's regression detector holds that the {{ $labels.metric }} of target {{ $labels.target }}, class {{ $labels.class }}, "+
 				"got worse since "+since(byTargetClassMetric, "")+": the median is "+effect("median")+"× and the p99 "+effect("p99")+"× the baseline's "+
 				"("+samples("", "current")+" requests since the change against "+samples("", "baseline")+" before it; "+
-				"the tests and their false-alarm rate are in docs/design.md, \"Regression detection\"). "+c.causeText()),
+				"the tests and their false-alarm rate are in docs/design.md, \"Regression detection\"). "+c.causeText()+c.diagnosisText(false)),
 	}
 	errorsRule := Rule{
 		Alert:         AlertErrorsRegressed,

@@ -220,7 +220,7 @@ func (c Config) ReplicaAlerts() []Rule {
 			"The median time to first token of replica {{ $labels.replica }}"+info+" of target {{ $labels.target }} is "+p50+
 				" over the last "+w+", {{ $value | printf \"%.1f\" }}× the median of the "+peers+" replicas with at least "+
 				fmt.Sprint(r.MinRequests)+" requests in that window (threshold "+k+"×; this replica has "+count+"). "+
-				"Compare its own engine (vllm:) and GPU (DCGM) series on the Replicas row of the correlation dashboard."),
+				"Compare its own engine (vllm:) and GPU (DCGM) series on the Replicas row of the correlation dashboard."+c.diagnosisText(true)),
 	}
 	d := c.Discovery
 	fa := win(d.FailingAfter)

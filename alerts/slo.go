@@ -181,6 +181,6 @@ func (c Config) burnRateAlert(name string, a BurnRateAlert, pace string) Rule {
 				c.SLOMinBadRequests, c.MinRequests,
 				"{{ with "+c.seriesQuery(c.SLOBudgetRemainingRecord(), "", []string{"target", "class"}, "")+
 					" | query }}{{ . | first | value | humanizePercentage }} of the "+sw+" budget remains. {{ end }}",
-			)),
+			)+c.diagnosisText(false)),
 	}
 }

@@ -129,6 +129,8 @@ func Correlation(cfg alerts.Config) (dashboard.Dashboard, error) {
 	d.annotations(s)
 	d.statusPageLink()
 
+	whyRow(d, cfg, s)
+
 	d.row("Time to first token: client vs engine")
 	versus(d, s, "TTFT: probe vs engine",
 		"Solid: TTFT as llmprobe measures it (client side). Dashed: the engine's own TTFT histogram. The engine's figure starts when the request reaches it, "+

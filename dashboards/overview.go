@@ -176,6 +176,7 @@ func Overview(cfg alerts.Config) (dashboard.Dashboard, error) {
 	sloPanel(d, cfg, "ttft", "TTFT p99: alerting view", cfg.TTFT)
 	sloPanel(d, cfg, "tpot", "TPOT p99: alerting view", cfg.TPOT)
 
+	whyRow(d, cfg, s)
 	regressionRow(d, cfg, s)
 
 	d.row("Requests and errors")

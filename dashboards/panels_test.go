@@ -123,6 +123,64 @@ func newContractExposition() *contractExposition {
 	regEffect := gauge("llmprobe_regression_effect_ratio", "target", "class", "metric", "statistic")
 	regErrors := gauge("llmprobe_regression_error_ratio", "target", "class", "window")
 	regSamples := gauge("llmprobe_regression_samples", "target", "class", "metric", "window")
+	// The diagnosis and the server view (docs/design.md "Diagnosis"): the
+	// target's own verdict (replica "") and, its engines read one by one,
+	// each replica's, with its server figures.
+	diag := gauge("llmprobe_diagnosis", "target", "replica", "cause")
+	diagInfo := gauge("llmprobe_diagnosis_info", "target", "replica", "cause", "kind")
+	diagEvidence := gauge("llmprobe_diagnosis_evidence", "target", "replica", "figure")
+	serverUp := gauge("llmprobe_server_up", "target", "replica")
+	serverQuantiles := map[string]*prometheus.GaugeVec{}
+	for _, name := range []string{"llmprobe_server_ttft_seconds", "llmprobe_server_ttft_bucket_error_seconds", "llmprobe_server_itl_seconds", "llmprobe_server_ttft_gap_seconds"} {
+		serverQuantiles[name] = gauge(name, "target", "replica", "quantile")
+	}
+	serverGauges := map[string]*prometheus.GaugeVec{}
+	for _, name := range []string{"llmprobe_server_queue_seconds", "llmprobe_server_prefill_seconds", "llmprobe_server_decode_seconds",
+		"llmprobe_server_requests_running", "llmprobe_server_requests_waiting", "llmprobe_server_kv_cache_usage_ratio",
+		"llmprobe_server_preemptions_per_request", "llmprobe_server_prefix_cache_hit_ratio", "llmprobe_server_gpu_utilization_ratio",
+		"llmprobe_server_ttft_gap_mean_seconds"} {
+		serverGauges[name] = gauge(name, "target", "replica")
+	}
+	diagTick := func(i int) {
+		// The target queues; its replicas' verdicts follow theirs, and
+		// every twentieth tick the target's moves to path and back.
+		targetCause := "queueing"
+		if i%20 == 0 {
+			targetCause = "path"
+		}
+		verdicts := map[string]string{"": targetCause, engineLabels["pod"]: "queueing", "10.0.1.8:8000": "none", "10.0.1.9:8000": "kv_pressure"}
+		diagInfo.Reset()
+		for replica, cause := range verdicts {
+			for _, c := range alerts.DiagnosisCauses {
+				v := 0.0
+				if c == cause {
+					v = 1
+				}
+				diag.WithLabelValues(simTarget, replica, c).Set(v)
+			}
+			kind := ""
+			if cause == "queueing" {
+				kind = "kv"
+			}
+			diagInfo.WithLabelValues(simTarget, replica, cause, kind).Set(1)
+			for f, v := range map[string]float64{"waiting": float64(10 + i%5), "running": 64, "kv_usage": 0.97, "queue_share": 0.8, "ttft_p99": 2.3, "server_ttft_p99": 2.1, "gap_mean": 0.004} {
+				diagEvidence.WithLabelValues(simTarget, replica, f).Set(v)
+			}
+			if replica == "" {
+				continue
+			}
+			serverUp.WithLabelValues(simTarget, replica).Set(1)
+			for q, v := range map[string]float64{"0.5": 1.2, "0.99": 2.1} {
+				serverQuantiles["llmprobe_server_ttft_seconds"].WithLabelValues(simTarget, replica, q).Set(v)
+				serverQuantiles["llmprobe_server_ttft_bucket_error_seconds"].WithLabelValues(simTarget, replica, q).Set(v / 10)
+				serverQuantiles["llmprobe_server_itl_seconds"].WithLabelValues(simTarget, replica, q).Set(v / 50)
+				serverQuantiles["llmprobe_server_ttft_gap_seconds"].WithLabelValues(simTarget, replica, q).Set(0.003 + float64(i%3)/1000)
+			}
+			for name, g := range serverGauges {
+				g.WithLabelValues(simTarget, replica).Set(0.5 + float64(i%10)/100 + float64(len(name)%3))
+			}
+		}
+	}
 	// A discovery target's replicas (docs/design.md "Replicas"): r0 is
 	// the vLLM pod the engine exposition and GPU 0 of the dcgm fixture
 	// belong to, r1 and r2 are DNS replicas without a pod, r2 the slow one.
@@ -263,6 +321,7 @@ func newContractExposition() *contractExposition {
 	}
 	tick := func(i int) {
 		replicaTick(i)
+		diagTick(i)
 		for ci, c := range classes {
 			trace := fmt.Sprintf("%032x", i*2+ci+1)
 			v := float64(i%10+1) / 100

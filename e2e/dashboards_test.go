@@ -406,6 +406,8 @@ func notConfigured(q dashboards.Query) string {
 			return m + " exists only for workloads fitted from production, which this test has none of"
 		case strings.HasPrefix(m, "llmprobe_replica_") || strings.HasPrefix(m, "llmprobe:replica_"):
 			return m + " exists only for targets with discovery, which this test's configuration has none of"
+		case strings.HasPrefix(m, "llmprobe_diagnosis") || (strings.HasPrefix(m, "llmprobe_server_") && m != "llmprobe_server_anomalies_total"):
+			return m + " exists only for targets with server_metrics (the server view and its diagnosis), which this test's configuration has none of"
 		}
 	}
 	return ""
