@@ -6,6 +6,7 @@ package sim
 import (
 	"io"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -47,10 +48,16 @@ func tracedSim(t *testing.T, cfg Config) (string, *tracetest.SpanRecorder) {
 // the response.
 func waitSpans(t *testing.T, rec *tracetest.SpanRecorder, n int) []sdktrace.ReadOnlySpan {
 	t.Helper()
+	return waitSpansUntil(rec, func(spans []sdktrace.ReadOnlySpan) bool { return len(spans) >= n })
+}
+
+// waitSpansUntil returns the ended spans once done holds of them, or
+// after 5 s.
+func waitSpansUntil(rec *tracetest.SpanRecorder, done func([]sdktrace.ReadOnlySpan) bool) []sdktrace.ReadOnlySpan {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		spans := rec.Ended()
-		if len(spans) >= n || time.Now().After(deadline) {
+		if done(spans) || time.Now().After(deadline) {
 			return spans
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -215,7 +222,11 @@ func TestServerSpanFailures(t *testing.T) {
 		resp := post(t, base+"/v1/chat/completions", tc.body, headers...)
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		spans := waitSpans(t, rec, 1)
+		// The server span ends after the handler returns, which may be
+		// after the client saw the reset and a child span ended.
+		spans := waitSpansUntil(rec, func(spans []sdktrace.ReadOnlySpan) bool {
+			return slices.ContainsFunc(spans, func(s sdktrace.ReadOnlySpan) bool { return s.SpanKind() == trace.SpanKindServer })
+		})
 		var srv sdktrace.ReadOnlySpan
 		for _, s := range spans {
 			if s.SpanKind() == trace.SpanKindServer {
