@@ -25,8 +25,8 @@ func testServerViewStatus() probe.TargetStatus {
 	end := time.Unix(1_700_000_000, 0)
 	w := &servermetrics.Window{
 		Start: end.Add(-15 * time.Second), End: end, Engine: "vllm", TTFTIncludesQueue: true,
-		TTFT: &servermetrics.Histogram{Bounds: []float64{0.02, 0.04, 0.06}, Cumulative: []float64{0, 10, 20}, Count: 20, Sum: 0.8},
-		ITL:  &servermetrics.Histogram{Bounds: []float64{0.01, 0.025}, Cumulative: []float64{50, 100}, Count: 100, Sum: 1.2},
+		TTFT:  &servermetrics.Histogram{Bounds: []float64{0.02, 0.04, 0.06}, Cumulative: []float64{0, 10, 20}, Count: 20, Sum: 0.8},
+		ITL:   &servermetrics.Histogram{Bounds: []float64{0.01, 0.025}, Cumulative: []float64{50, 100}, Count: 100, Sum: 1.2},
 		Queue: &servermetrics.Mean{Sum: 0.1, Count: 20}, Prefill: &servermetrics.Mean{Sum: 0.3, Count: 20}, Decode: &servermetrics.Mean{Sum: 4, Count: 20},
 		Running: fptr(7), Waiting: fptr(2), KVUsage: fptr(0.5), Preemptions: fptr(1), Finished: fptr(20), PrefixHits: fptr(30), PrefixQueries: fptr(120),
 		Missing: map[string]string{},
