@@ -325,12 +325,13 @@ func TestReadOutcomes(t *testing.T) {
 	defer failing.Close()
 	for _, c := range []struct {
 		url, outcome, err string
+		timeout           time.Duration
 	}{
-		{slow.URL, OutcomeTimeout, "no answer within 200ms"},
-		{large.URL, OutcomeTooLarge, "body larger than"},
-		{failing.URL, OutcomeError, "500 Internal Server Error"},
+		{slow.URL, OutcomeTimeout, "no answer within 200ms", 200 * time.Millisecond},
+		{large.URL, OutcomeTooLarge, "body larger than", 5 * time.Second}, // 32 MiB read whole, even with -race
+		{failing.URL, OutcomeError, "500 Internal Server Error", 200 * time.Millisecond},
 	} {
-		r := Read(context.Background(), NewClient("test"), c.url, "m", 200*time.Millisecond)
+		r := Read(context.Background(), NewClient("test"), c.url, "m", c.timeout)
 		if r.Outcome != c.outcome || !strings.Contains(r.Err, c.err) {
 			t.Errorf("%s: %s %q, want %s %q", c.url, r.Outcome, r.Err, c.outcome, c.err)
 		}
