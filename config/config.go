@@ -78,6 +78,9 @@ type Global struct {
 	// means a random seed for sampling; prefixes always derive from the
 	// target name so they stay stable across restarts.
 	Seed uint64 `yaml:"seed"`
+	// Diagnosis is where the server view finds the GPUs' series
+	// (config/server_metrics.go).
+	Diagnosis Diagnosis `yaml:"diagnosis"`
 }
 
 // Saturation holds the thresholds of the verdicts: the harness' judgement
@@ -443,6 +446,9 @@ type Target struct {
 	// MaxReplicas bounds the replicas probed (1..MaxMaxReplicas, default
 	// DefaultMaxReplicas); only with Discovery.
 	MaxReplicas int `yaml:"max_replicas,omitempty"`
+	// ServerMetrics names the serving engine's own metrics, read beside
+	// the probes (config/server_metrics.go); nil: no server view.
+	ServerMetrics *ServerMetrics `yaml:"server_metrics,omitempty"`
 
 	decodeErrs []string // see Config.takeDecodeErrors
 	// enableHTTP2Set: the file sets http_client_config.enable_http2.
@@ -651,6 +657,7 @@ func (c *Config) validate(errs *fieldErrors) {
 	if g.RecentRequests < 0 || g.RecentRequests > 10000 {
 		errs.add("global.recent_requests", "must be in [0, 10000], got %d", g.RecentRequests)
 	}
+	g.Diagnosis.validate(errs, "global.diagnosis")
 
 	if len(c.Workloads) == 0 {
 		errs.add("workloads", "at least one workload is required")
@@ -987,6 +994,9 @@ func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 	t.validateHTTPVersion(errs, path)
 	if t.WorkloadFrom != nil {
 		t.WorkloadFrom.validate(errs, path+".workload_from")
+	}
+	if t.ServerMetrics != nil {
+		t.ServerMetrics.validate(errs, path+".server_metrics", t.Discovery != nil)
 	}
 	for _, k := range sortedKeys(t.ExtraBody) {
 		switch k {

@@ -39,7 +39,17 @@ func checkHTTPFiles(errs *fieldErrors, root *yaml.Node, dir string) {
 					HTTP httpFiles `yaml:"http_client_config"`
 				} `yaml:"prometheus"`
 			} `yaml:"workload_from"`
+			ServerMetrics struct {
+				HTTP httpFiles `yaml:"http_client_config"`
+			} `yaml:"server_metrics"`
 		} `yaml:"targets"`
+		Global struct {
+			Diagnosis struct {
+				Prometheus struct {
+					HTTP httpFiles `yaml:"http_client_config"`
+				} `yaml:"prometheus"`
+			} `yaml:"diagnosis"`
+		} `yaml:"global"`
 	}
 	// Not strict, and what does not decode (a list where a file name
 	// belongs) is left empty: those problems are the decoding's to report.
@@ -48,7 +58,9 @@ func checkHTTPFiles(errs *fieldErrors, root *yaml.Node, dir string) {
 		path := fmt.Sprintf("targets[%d]", i)
 		t.HTTP.check(errs, path+".http_client_config", dir)
 		t.WorkloadFrom.Prometheus.HTTP.check(errs, path+".workload_from.prometheus.http_client_config", dir)
+		t.ServerMetrics.HTTP.check(errs, path+".server_metrics.http_client_config", dir)
 	}
+	doc.Global.Diagnosis.Prometheus.HTTP.check(errs, "global.diagnosis.prometheus.http_client_config", dir)
 }
 
 // httpFiles are the file names of an http_client_config

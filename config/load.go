@@ -170,11 +170,17 @@ func load(data []byte, file string, checkFiles bool) (*Config, error) {
 			if t.WorkloadFrom != nil && t.WorkloadFrom.Prometheus != nil {
 				t.WorkloadFrom.Prometheus.HTTPClientConfig.SetDirectory(dir)
 			}
+			if t.ServerMetrics != nil {
+				t.ServerMetrics.HTTPClientConfig.SetDirectory(dir)
+			}
 			if t.Arrival.Trace != nil {
 				t.Arrival.Trace.dir = dir
 			}
 			t.Discovery.SetDirectory(dir)
 		}
+	}
+	if p := cfg.Global.Diagnosis.Prometheus; p != nil {
+		p.HTTPClientConfig.SetDirectory(dir)
 	}
 	for _, w := range cfg.Workloads {
 		if w == nil {

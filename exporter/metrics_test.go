@@ -38,7 +38,7 @@ func fullRegistry(t testing.TB) (*prometheus.Registry, *Metrics) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
-	withPool := func() []probe.TargetStatus { return append(testStatus(), testPoolStatus()) }
+	withPool := func() []probe.TargetStatus { return append(testStatus(), testPoolStatus(), testServerViewStatus()) }
 	reg.MustRegister(NewStatusCollector(withPool), NewHarnessCollector(testHarness))
 	NewReloader(fileLoader("unused.yml"), nil, reg)
 	reg.MustRegister(versioncollector.NewCollector("llmprobe")) // as the daemon does

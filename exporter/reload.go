@@ -193,7 +193,7 @@ func (r *Reloader) reload() (*config.Config, error) {
 
 // scrubConfigText removes from s every secret the given configurations
 // declare (nil ones are skipped), with probe's Redactor: the targets' and
-// workload_from's HTTP client secrets (inline and files, in their common
+// workload_from's, server_metrics' and diagnosis.prometheus' HTTP client secrets (inline and files, in their common
 // encodings) and the tracing headers.
 func scrubConfigText(s string, cfgs ...*config.Config) string {
 	for _, c := range cfgs {
@@ -208,6 +208,12 @@ func scrubConfigText(s string, cfgs ...*config.Config) string {
 			if wf := t.WorkloadFrom; wf != nil && wf.Prometheus != nil {
 				s = wire.NewRedactor(wf.Prometheus.HTTPClientConfig).Scrub(s)
 			}
+			if sm := t.ServerMetrics; sm != nil {
+				s = wire.NewRedactor(sm.HTTPClientConfig).Scrub(s)
+			}
+		}
+		if p := c.Global.Diagnosis.Prometheus; p != nil {
+			s = wire.NewRedactor(p.HTTPClientConfig).Scrub(s)
 		}
 		if len(c.Tracing.Headers) > 0 {
 			h := commoncfg.Header{}

@@ -76,6 +76,7 @@ func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	describeIdentity(ch)
 	describeRegression(ch)
 	describeReplicas(ch)
+	describeServer(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -105,6 +106,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		collectIdentity(ch, s.Name, s.Identity)
 		collectRegression(ch, s.Name, s.Regressions)
 		collectReplicas(ch, &s)
+		collectServer(ch, &s)
 	}
 }
 

@@ -342,6 +342,9 @@ type targetView struct {
 	Charts                      []svgChart // the timeline: rates, TTFT
 	// ReplicaViews are the replicas of a target with discovery.
 	ReplicaViews []replicaView
+	// ServerLines say what the target's (and replicas') engines said of
+	// themselves, or why there is no server view (serverview.go).
+	ServerLines []string
 }
 
 // replicaView is a row of a target's replica table.
@@ -490,7 +493,7 @@ func (w *web) status(rw http.ResponseWriter, r *http.Request) {
 		page.Harness, _, page.HasHarness = w.o.Harness()
 	}
 	for _, s := range statuses {
-		v := targetView{TargetStatus: s, KeepsRecent: w.o.Recent != nil}
+		v := targetView{TargetStatus: s, KeepsRecent: w.o.Recent != nil, ServerLines: serverLines(&s)}
 		if s.Warmup && cfg != nil {
 			v.WarmupUntil = s.Since.Add(time.Duration(cfg.Global.Warmup))
 		}

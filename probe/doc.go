@@ -15,7 +15,9 @@
 //
 // What to send comes from probe/workload, how it goes over the wire and
 // what came back from probe/wire, and whether the harness can vouch for
-// its own numbers from probe/harness; probe wires them together. It knows
+// its own numbers from probe/harness; probe wires them together. Beside
+// its runners, it reads each target's serving-engine metrics with
+// servermetrics (serverview.go: the server view and the path gap). It knows
 // nothing of Prometheus: it must not import exporter, bench, cmd, sim or
 // the test-support packages (its tests may use sim, internal/simtest and
 // exporter, the last for the exposition fixture only).

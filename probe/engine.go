@@ -98,8 +98,12 @@ type Engine struct {
 	// identities (failing.go).
 	failLogs map[string]*failLog
 	// pools are the targets with discovery, kept across reloads (pool.go).
-	pools  map[string]*pool
-	closed bool
+	pools map[string]*pool
+	// readers are the targets' server-view readers reading one URL
+	// (server_metrics: url), kept across reloads that leave them
+	// unchanged (serverview.go); a pool's replicas' are the pool's.
+	readers map[string]*serverReader
+	closed  bool
 
 	// harness samples the process' measurement-inflation figures once a
 	// second for every runner's verdict; started by the first Apply.
@@ -130,7 +134,7 @@ func NewEngine(opts Options) *Engine {
 		opts.UserAgent = "llmprobe"
 	}
 	return &Engine{opts: opts, runners: map[string]*runner{}, budgets: map[string]*atomic.Int64{}, identities: map[string]*identityTracker{},
-		pools: map[string]*pool{}}
+		pools: map[string]*pool{}, readers: map[string]*serverReader{}}
 }
 
 // Apply reconciles the running targets with cfg: new targets start,
@@ -154,10 +158,14 @@ func (e *Engine) Apply(cfg *config.Config) error {
 		spec runnerSpec
 		disc discovery.Discoverer // nil: the old pool's discoverer goes on
 		bank *regressionBank
+		sm   *config.ServerMetrics
 	}
 	var poolPlans []poolPlan
 	for _, t := range cfg.Targets {
 		spec := runnerSpec{Target: *t, Workload: *cfg.Workload(t), Global: newRunnerGlobal(cfg.Global), Timeout: t.Timeout(cfg.Global), Replicas: e.opts.Replicas}
+		// The server view is the readers' business: a reload that changes
+		// only server_metrics restarts no probing.
+		spec.Target.ServerMetrics = nil
 		bank := e.banks[t.Name]
 		if bank == nil {
 			bank = &regressionBank{}
@@ -171,7 +179,7 @@ func (e *Engine) Apply(cfg *config.Config) error {
 			if err != nil {
 				return fmt.Errorf("target %q: %w", t.Name, err)
 			}
-			poolPlans = append(poolPlans, poolPlan{old: old, spec: spec, disc: d, bank: bank})
+			poolPlans = append(poolPlans, poolPlan{old: old, spec: spec, disc: d, bank: bank, sm: t.ServerMetrics})
 			continue
 		}
 		if old := e.runners[t.Name]; old != nil && reflect.DeepEqual(old.spec, spec) {
@@ -217,9 +225,13 @@ func (e *Engine) Apply(cfg *config.Config) error {
 		bank.commit(p)
 	}
 	e.banks = banks
+	readers := e.applyReaders(cfg)
+	for name, r := range next {
+		r.feed(readers[name])
+	}
 	pools := make(map[string]*pool, len(poolPlans))
 	for _, pp := range poolPlans {
-		pools[pp.spec.Target.Name] = e.applyPool(pp.old, pp.spec, pp.disc, pp.bank, plans[pp.bank].classes)
+		pools[pp.spec.Target.Name] = e.applyPool(pp.old, pp.spec, pp.disc, pp.bank, plans[pp.bank].classes, pp.sm, cfg.Global.Diagnosis.Prometheus, readers[pp.spec.Target.Name])
 	}
 	for name, p := range e.pools {
 		if pools[name] == nil {
@@ -250,6 +262,25 @@ func (e *Engine) Apply(cfg *config.Config) error {
 	}
 	e.runners = next
 	return nil
+}
+
+// applyReaders keeps, starts and stops the target-level server-view
+// readers (server_metrics: url) for cfg, and returns them by target.
+// e.mu is held.
+func (e *Engine) applyReaders(cfg *config.Config) map[string]*serverReader {
+	readers := map[string]*serverReader{}
+	for _, t := range cfg.Targets {
+		if sm := t.ServerMetrics; sm != nil && sm.URL != "" {
+			readers[t.Name] = keepOrStart(e.readers[t.Name], newReaderSpec(t, sm, cfg.Global.Diagnosis.Prometheus, sm.URL, nil, t.Name))
+		}
+	}
+	for name, sr := range e.readers {
+		if readers[name] != sr {
+			sr.stop()
+		}
+	}
+	e.readers = readers
+	return readers
 }
 
 // startHarness starts sampling the harness figures (once), sized for the
@@ -403,6 +434,10 @@ func (e *Engine) Status() []TargetStatus {
 	for _, r := range e.runners {
 		rs = append(rs, r)
 	}
+	readers := make(map[string]*serverReader, len(e.readers))
+	for name, sr := range e.readers {
+		readers[name] = sr
+	}
 	ps := make([]poolSnapshot, 0, len(e.pools))
 	for _, p := range e.pools {
 		ps = append(ps, p.snapshot())
@@ -411,7 +446,9 @@ func (e *Engine) Status() []TargetStatus {
 	now := time.Now()
 	out := make([]TargetStatus, 0, len(rs)+len(ps))
 	for _, r := range rs {
-		out = append(out, r.status(now))
+		st := r.status(now)
+		st.Server = readers[r.name].snapshot()
+		out = append(out, st)
 	}
 	for _, p := range ps {
 		out = append(out, poolStatus(p, now))
@@ -428,6 +465,16 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	e.closed = true
 	rs := slices.Collect(maps.Values(e.runners))
 	e.runners = map[string]*runner{}
+	var readers []*serverReader
+	for _, sr := range e.readers {
+		readers = append(readers, sr)
+	}
+	e.readers = map[string]*serverReader{}
+	for _, p := range e.pools {
+		for _, sr := range p.readers {
+			readers = append(readers, sr)
+		}
+	}
 	var discs []chan struct{}
 	for _, p := range e.pools {
 		rs = append(rs, e.closePool(p)...)
@@ -438,6 +485,12 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	e.mu.Unlock()
 	for _, d := range discs {
 		<-d
+	}
+	for _, sr := range readers {
+		sr.stop()
+	}
+	for _, sr := range readers {
+		sr.wait()
 	}
 
 	for _, r := range rs {

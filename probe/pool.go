@@ -53,6 +53,13 @@ type pool struct {
 	since    time.Time
 	lastErr  string // the last failure logged, so that a failing discovery logs once per message
 	lastOver int    // the over-limit count last logged
+	// serverMetrics is the target's server_metrics (nil: none), gpu
+	// global.diagnosis.prometheus; targetReader reads its url (one origin
+	// for every replica), readers each replica's path (serverview.go).
+	serverMetrics *config.ServerMetrics
+	gpu           *config.DiagnosisPrometheus
+	targetReader  *serverReader
+	readers       map[string]*serverReader
 	// foldLogged is when folding was last logged, and foldLoggedAt the
 	// Folded count then: folds are logged at most once a minute.
 	foldLogged   time.Time
@@ -142,13 +149,15 @@ func (e *Engine) preparePool(old *pool, spec runnerSpec) (discovery.Discoverer, 
 // one with its new spec (replicas whose spec changed restart; the set
 // last discovered is reconciled at once) and, when d is set, a new
 // discoverer in place of the old. e.mu is held.
-func (e *Engine) applyPool(p *pool, spec runnerSpec, d discovery.Discoverer, bank *regressionBank, classes map[string]*classDetectors) *pool {
+func (e *Engine) applyPool(p *pool, spec runnerSpec, d discovery.Discoverer, bank *regressionBank, classes map[string]*classDetectors,
+	sm *config.ServerMetrics, gpu *config.DiagnosisPrometheus, target *serverReader) *pool {
 	now := time.Now()
 	if p == nil {
 		p = &pool{name: spec.Target.Name, live: map[string]*liveReplica{}, retired: map[string]*retiredReplica{},
-			budgets: map[string]*atomic.Int64{}, conns: map[string]*httpclient.Conns{}, since: now}
+			budgets: map[string]*atomic.Int64{}, conns: map[string]*httpclient.Conns{}, since: now, readers: map[string]*serverReader{}}
 		p.status.Mechanism = spec.Target.Discovery.Mechanism()
 	}
+	p.serverMetrics, p.gpu, p.targetReader = sm, gpu, target
 	p.template, p.bank, p.classes = spec, bank, classes
 	p.identity = e.identityFor(spec.Target.Name)
 	p.identity.bank.Store(bank)
@@ -333,6 +342,7 @@ func (e *Engine) reconcile(p *pool, now time.Time) {
 	}
 	p.status.Replicas, p.status.Discovered, p.status.OverLimit = len(p.live), len(want)+over, over
 	p.identity.pollers.Store(int32(len(p.live)))
+	p.syncReaders()
 }
 
 // retireReplica stops probing a replica discovery no longer lists; its
@@ -404,6 +414,8 @@ func (p *pool) dropRetired(name string) {
 	if p.live[name] == nil {
 		delete(p.budgets, name)
 		delete(p.conns, name)
+		p.readers[name].stop()
+		delete(p.readers, name)
 	}
 }
 
@@ -422,6 +434,9 @@ func (e *Engine) closePool(p *pool) []*runner {
 		p.stopDisc()
 	}
 	p.gen++
+	for _, sr := range p.readers {
+		sr.stop()
+	}
 	var rs []*runner
 	for _, lr := range p.live {
 		rs = append(rs, lr.r)
@@ -445,7 +460,7 @@ func (e *Engine) dropPool(p *pool) {
 		names = append(names, name)
 	}
 	rs := e.closePool(p)
-	p.live, p.retired = map[string]*liveReplica{}, map[string]*retiredReplica{}
+	p.live, p.retired, p.readers = map[string]*liveReplica{}, map[string]*retiredReplica{}, map[string]*serverReader{}
 	go func() {
 		for _, r := range rs {
 			e.retire(r)
@@ -483,6 +498,7 @@ func poolStatus(s poolSnapshot, now time.Time) TargetStatus {
 		warm     = len(s.live) > 0
 		verdicts []replicaVerdict // of the live replicas
 	)
+	ts.Server = s.targetReader.snapshot()
 	add := func(rep discovery.Replica, r *runner, since, gone time.Time) {
 		rs := r.status(now)
 		st := ReplicaStatus{
@@ -493,6 +509,7 @@ func poolStatus(s poolSnapshot, now time.Time) TargetStatus {
 			Saturated: rs.Saturated, SaturationReason: rs.SaturationReason, SaturationReasons: rs.SaturationReasons,
 			Overloaded: rs.Overloaded, OverloadReason: rs.OverloadReason,
 			Connections: rs.Connections, Protocol: rs.Protocol, Failing: rs.Failing,
+			Server: s.readers[rep.Name].snapshot(),
 		}
 		if !gone.IsZero() {
 			st.RequestedRate, st.Saturated, st.Overloaded, st.Failing = 0, false, false, nil
@@ -560,12 +577,19 @@ type poolSnapshot struct {
 	bank     *regressionBank
 	live     []*liveReplica
 	retired  []*retiredReplica
+	// targetReader and readers are the server-view readers (serverview.go).
+	targetReader *serverReader
+	readers      map[string]*serverReader
 }
 
 // snapshot copies what poolStatus needs, live replicas then retired ones,
 // each sorted by name. e.mu is held.
 func (p *pool) snapshot() poolSnapshot {
-	s := poolSnapshot{template: p.template, status: p.status, since: p.since, identity: p.identity, bank: p.bank}
+	s := poolSnapshot{template: p.template, status: p.status, since: p.since, identity: p.identity, bank: p.bank,
+		targetReader: p.targetReader, readers: make(map[string]*serverReader, len(p.readers))}
+	for name, sr := range p.readers {
+		s.readers[name] = sr
+	}
 	for _, lr := range p.live {
 		c := *lr
 		s.live = append(s.live, &c)

@@ -58,6 +58,8 @@ type ReplicaStatus struct {
 	Protocol          string
 	// Failing is the replica's own failing verdict (nil once retired).
 	Failing *FailingStatus
+	// Server is the replica's server view (server_metrics: path).
+	Server *ServerStatus
 }
 
 // DiscoveryStatus is the state of a target's discovery.

@@ -103,6 +103,10 @@ type runner struct {
 	// regression detectors leave out what the harness cannot vouch for.
 	saturated atomic.Bool
 
+	// srv is the server view's window of probe TTFTs this runner counts
+	// into (serverview.go); nil without server_metrics.
+	srv atomic.Pointer[probeAcc]
+
 	// bank holds the target's regression detectors (kept across reloads);
 	// detectors are this runner's, by class name.
 	bank      *regressionBank
@@ -406,6 +410,7 @@ func (r *runner) exchange(p *workload.Prepared, planned time.Time) *wire.Result 
 	res.Replica = r.beginEvent()
 	r.obs.Observe(res)
 	r.endEvent()
+	r.observeServerView(res.TTFT, res.Warmup)
 	r.bank.observe(r.detectors[p.Class.Name], res, r.saturated.Load())
 	return res
 }
@@ -549,6 +554,11 @@ type TargetStatus struct {
 	// Failing is set while half or more of the target's recent requests
 	// fail (failing.go); for a discovery target, while any replica's do.
 	Failing *FailingStatus
+
+	// Server is the target's server view (server_metrics: url; nil
+	// without); a discovery target reading path has one per replica
+	// (ReplicaStatus.Server).
+	Server *ServerStatus
 }
 
 // ClassStatus describes one class of a target's workload.

@@ -22,8 +22,18 @@
 // Prometheus sent may be NaN or ±Inf: Float writes it as null in JSON.
 //
 // bench scrapes beside every stage (--server-metrics, --prometheus.url)
-// and its report shows the figures; the daemon's side may read a server
-// with the same reader and engine table. servermetrics imports of
+// and its report shows the figures. The daemon reads each target's
+// server with the same reader and engine table (reading.go): Read gives a
+// Reading, one read reduced to the series of the target's model (its
+// model_name, where the engine labels one) of the figures the diagnosis
+// needs, kept per series so that a counter reset of one engine core is
+// told apart, with no parsed families kept; Delta gives the Window
+// between two readings: histogram deltas (TTFT, ITL, prompt length, with
+// quantiles and the bucket holding each), means of queue, prefill and
+// decode time from _sum/_count, counter deltas (a series whose value fell
+// counts its new value, as Prometheus' rate does; a histogram bucket by
+// bucket), and the gauges at the later read; a missing figure says why.
+// bench's deltas (NewStats) are computed with the same per-series pieces. servermetrics imports of
 // llmprobe only internal/bounded, internal/httpclient and internal/scrub:
 // it must not import bench, bench/report, probe, exporter, config or cmd.
 package servermetrics

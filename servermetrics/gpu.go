@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -75,17 +76,23 @@ func normalizeSelector(s string) string {
 // QueryGPU averages the DCGM series matching selector over [end-window,
 // end]. A failure is reported in the result, never returned.
 func QueryGPU(ctx context.Context, promURL, selector string, end time.Time, window time.Duration) *GPUStats {
+	hc, err := httpclient.New(httpclient.Plain, "llmprobe_bench_gpu", httpclient.Options{Timeout: gpuQueryTimeout})
+	if err != nil {
+		return &GPUStats{Errors: []string{fmt.Sprintf("prometheus client for %s: %s", scrub.URL(promURL), scrub.URLs(err.Error()))}}
+	}
+	defer hc.CloseIdleConnections()
+	return QueryGPUWith(ctx, hc, promURL, selector, end, window)
+}
+
+// QueryGPUWith is QueryGPU through hc (the daemon's, built by
+// internal/httpclient from diagnosis.prometheus.http_client_config); the
+// answers are bounded as QueryGPU's.
+func QueryGPUWith(ctx context.Context, hc *http.Client, promURL, selector string, end time.Time, window time.Duration) *GPUStats {
 	window = max(window.Round(time.Millisecond), time.Second)
 	sel := normalizeSelector(selector)
 	rng := model.Duration(window).String()
 	expr := func(metric string) string { return fmt.Sprintf("avg_over_time(%s{%s}[%s])", metric, sel, rng) }
 	st := &GPUStats{Query: expr(GPUMetrics.Util), Window: window}
-	hc, err := httpclient.New(httpclient.Plain, "llmprobe_bench_gpu", httpclient.Options{Timeout: gpuQueryTimeout})
-	if err != nil {
-		st.Errors = append(st.Errors, fmt.Sprintf("prometheus client for %s: %s", scrub.URL(promURL), scrub.URLs(err.Error())))
-		return st
-	}
-	defer hc.CloseIdleConnections()
 	c, err := api.NewClient(api.Config{Address: promURL, Client: bounded.Client(hc, gpuMaxBody, "the answer of Prometheus")})
 	if err != nil {
 		st.Errors = append(st.Errors, fmt.Sprintf("prometheus client for %s: %s", scrub.URL(promURL), scrub.URLs(err.Error())))
@@ -144,4 +151,20 @@ func QueryGPU(ctx context.Context, promURL, selector string, end time.Time, wind
 		st.Errors = append(st.Errors, errors.New("no GPU series").Error())
 	}
 	return st
+}
+
+// MeanUtil is the mean of the devices' DCGM_FI_DEV_GPU_UTIL as a ratio
+// 0–1; ok is false when no device has a finite one.
+func (g *GPUStats) MeanUtil() (v float64, ok bool) {
+	n := 0
+	for _, d := range g.Devices {
+		if d.UtilPercent != nil && d.UtilPercent.finite() {
+			v += float64(*d.UtilPercent) / 100
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return v / float64(n), true
 }

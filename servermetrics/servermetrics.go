@@ -52,6 +52,22 @@ type Engine struct {
 	GenerationTokens     []string // counter
 	RequestsFinished     []string // counter
 
+	// The daemon's server view (Reading) reads these too.
+	PrefillTime []string // histogram, seconds (means from _sum/_count)
+	DecodeTime  []string // histogram, seconds (means from _sum/_count)
+	ITL         []string // histogram, seconds: inter-token latency
+	Preemptions []string // counter
+	// PromptLength is a histogram of the requests' prompt lengths, in
+	// tokens.
+	PromptLength []string
+	// ModelLabel is the label naming the served model on every series
+	// ("" when the engine labels none): a Reading keeps only the series of
+	// its model.
+	ModelLabel string
+	// TTFTIncludesQueue: the engine's TTFT histogram runs from the
+	// request's arrival, so it includes the time queued.
+	TTFTIncludesQueue bool
+
 	// Unexported says more, by figure (its JSON name), than "not exported
 	// by NAME" about a figure the engine does not export.
 	Unexported map[string]string
@@ -75,6 +91,16 @@ var Engines = []Engine{
 		PromptTokens:     []string{"vllm:prompt_tokens_total"},
 		GenerationTokens: []string{"vllm:generation_tokens_total"},
 		RequestsFinished: []string{"vllm:request_success_total"},
+		// time_per_output_token_seconds is the older name of the same
+		// samples (deprecated in 0.11); the request histograms are
+		// observed when a request finishes (stats.py).
+		PrefillTime:       []string{"vllm:request_prefill_time_seconds"},
+		DecodeTime:        []string{"vllm:request_decode_time_seconds"},
+		ITL:               []string{"vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"},
+		Preemptions:       []string{"vllm:num_preemptions_total"},
+		PromptLength:      []string{"vllm:request_prompt_tokens"},
+		ModelLabel:        "model_name",
+		TTFTIncludesQueue: true, // arrival_time → first output (loggers.py)
 	},
 	{
 		// python/sglang/srt/metrics/collector.py (now
@@ -94,6 +120,17 @@ var Engines = []Engine{
 		PromptTokens:     []string{"sglang:prompt_tokens_total"},
 		GenerationTokens: []string{"sglang:generation_tokens_total"},
 		RequestsFinished: []string{"sglang:num_requests_total"},
+		// Retraction is SGLang's preemption; the prompt-length histogram
+		// exists only with --collect-tokens-histogram.
+		ITL:               []string{"sglang:inter_token_latency_seconds"},
+		Preemptions:       []string{"sglang:num_retracted_requests_total"},
+		PromptLength:      []string{"sglang:prompt_tokens_histogram"},
+		ModelLabel:        "model_name",
+		TTFTIncludesQueue: true, // TokenizerManager's created_time → first token
+		Unexported: map[string]string{
+			"prefill": "SGLang has no per-request prefill histogram",
+			"decode":  "SGLang has no per-request decode histogram",
+		},
 	},
 	{
 		// tools/server/server-context.cpp (earlier tools/server/server.cpp,
@@ -113,6 +150,11 @@ var Engines = []Engine{
 		GenerationTokens:     []string{"llamacpp:tokens_predicted_total"},
 		Unexported: map[string]string{
 			"prompt_tokens": "llamacpp:prompt_tokens_total counts only the prompt tokens llama.cpp computed, not those it reused from its cache: see uncached prompt tokens",
+			"ttft":          "llama.cpp has no TTFT histogram",
+			"queue":         "llama.cpp has no queue-time histogram (llamacpp:requests_deferred is the waiting count)",
+			"prefill":       "llama.cpp counts prompt seconds, not requests (llamacpp:prompt_seconds_total)",
+			"decode":        "llama.cpp counts generation seconds, not requests (llamacpp:tokens_predicted_seconds_total)",
+			"itl":           "llama.cpp has no inter-token latency histogram",
 		},
 	},
 	{
@@ -128,6 +170,13 @@ var Engines = []Engine{
 		PromptTokens:     []string{"tgi_request_input_length"},
 		GenerationTokens: []string{"tgi_request_generated_tokens"},
 		RequestsFinished: []string{"tgi_request_success"},
+		PromptLength:     []string{"tgi_request_input_length"},
+		Unexported: map[string]string{
+			"ttft":    "TGI has no TTFT histogram",
+			"prefill": "TGI times prefill per batch (tgi_batch_inference_duration), not per request",
+			"decode":  "TGI times prefill and decode together (tgi_request_inference_duration)",
+			"itl":     "TGI's tgi_request_mean_time_per_token_duration includes the prefill",
+		},
 	},
 }
 
@@ -199,6 +248,8 @@ var serverFigureKeys = []string{"kv_cache_usage_ratio", "requests_running", "req
 type Scrape struct {
 	at  time.Time
 	err error
+	// outcome is one of the Outcome values.
+	outcome string
 	// families are the families of Engines the page held, nil once
 	// the scrape is neither the window's first nor its last successful
 	// one (only gauges are read from the others).
@@ -234,36 +285,53 @@ var serverWanted = sync.OnceValue(func() map[string]bool {
 // figures are the engine's name lists, every figure's.
 func (e *Engine) figures() [][]string {
 	return [][]string{e.KVCacheUsage, e.Running, e.Waiting, e.TTFT, e.QueueTime, e.PrefixCacheHits,
-		e.PrefixCacheQuery, e.PromptTokens, e.UncachedPromptTokens, e.GenerationTokens, e.RequestsFinished}
+		e.PrefixCacheQuery, e.PromptTokens, e.UncachedPromptTokens, e.GenerationTokens, e.RequestsFinished,
+		e.PrefillTime, e.DecodeTime, e.ITL, e.Preemptions, e.PromptLength}
 }
 
 // Fetch fetches and reads one text exposition, bounded in size,
 // line length, samples kept and time (readExposition).
 func Fetch(ctx context.Context, client *http.Client, u string) Scrape {
-	ctx, cancel := context.WithTimeout(ctx, serverMetricsTimeout)
+	return fetch(ctx, client, u, serverMetricsTimeout)
+}
+
+// fetch is Fetch within timeout (at most serverMetricsTimeout when zero).
+func fetch(ctx context.Context, client *http.Client, u string, timeout time.Duration) Scrape {
+	if timeout <= 0 {
+		timeout = serverMetricsTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	res := Scrape{at: time.Now()}
+	failed := func(err error) Scrape {
+		res.err, res.outcome = err, OutcomeError
+		switch {
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			res.outcome = OutcomeTimeout
+			res.err = fmt.Errorf("%w (no answer within %v)", err, timeout)
+		case errors.Is(err, errTooLarge):
+			res.outcome = OutcomeTooLarge
+		}
+		return res
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		res.err = errors.New(scrub.URLs(err.Error())) // it quotes the URL
-		return res
+		return failed(errors.New(scrub.URLs(err.Error()))) // it quotes the URL
 	}
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := client.Do(req)
 	if err != nil {
-		res.err = errors.New(scrub.URLs(err.Error()))
-		return res
+		return failed(errors.New(scrub.URLs(err.Error())))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		res.err = fmt.Errorf("GET %s: %s", scrub.URL(u), resp.Status)
-		return res
+		return failed(fmt.Errorf("GET %s: %s", scrub.URL(u), resp.Status))
 	}
 	if res.families, res.dropped, err = readExposition(resp.Body, serverWanted()); err != nil {
-		res.err = fmt.Errorf("GET %s: %w", scrub.URL(u), err)
-		return res
+		return failed(fmt.Errorf("GET %s: %w", scrub.URL(u), err))
 	}
+	res.outcome = OutcomeOK
 	res.gauges = map[string]gaugeValue{}
 	for name, f := range res.families {
 		if f.GetType() == dto.MetricType_GAUGE || f.GetType() == dto.MetricType_UNTYPED {
@@ -587,21 +655,7 @@ func counterDelta(start, end map[string]*dto.MetricFamily, names []string) *Floa
 	if fe == nil {
 		return nil
 	}
-	before := map[string]float64{}
-	if fs := start[fe.GetName()]; fs != nil {
-		for _, m := range fs.Metric {
-			before[seriesKey(m)] = scalarValue(m)
-		}
-	}
-	d := 0.0
-	for _, m := range fe.Metric {
-		v := scalarValue(m)
-		if b, ok := before[seriesKey(m)]; ok && v >= b {
-			v -= b
-		}
-		d += v
-	}
-	return ptr(d)
+	return ptr(scalarDelta(scalarSeriesOf(start[fe.GetName()], nil), scalarSeriesOf(fe, nil)))
 }
 
 // histDelta sums the histogram's bucket deltas over its series and
@@ -611,40 +665,7 @@ func histDelta(start, end map[string]*dto.MetricFamily, names []string) *Quantil
 	if fe == nil || fe.GetType() != dto.MetricType_HISTOGRAM {
 		return nil
 	}
-	before := map[string]*dto.Histogram{}
-	if fs := start[fe.GetName()]; fs != nil {
-		for _, m := range fs.Metric {
-			if m.Histogram != nil {
-				before[seriesKey(m)] = m.Histogram
-			}
-		}
-	}
-	cum := map[float64]float64{} // upper bound → cumulative count delta
-	count := 0.0
-	for _, m := range fe.Metric {
-		h := m.Histogram
-		if h == nil {
-			continue
-		}
-		b := before[seriesKey(m)]
-		reset := b != nil && h.GetSampleCount() < b.GetSampleCount()
-		prev := map[float64]float64{}
-		prevCount := 0.0
-		if b != nil && !reset {
-			for _, bk := range b.Bucket {
-				prev[bk.GetUpperBound()] = float64(bk.GetCumulativeCount())
-			}
-			prevCount = float64(b.GetSampleCount())
-		}
-		for _, bk := range h.Bucket {
-			if ub := bk.GetUpperBound(); !math.IsInf(ub, 1) { // +Inf is the count, below
-				cum[ub] += float64(bk.GetCumulativeCount()) - prev[ub]
-			}
-		}
-		c := float64(h.GetSampleCount()) - prevCount
-		cum[math.Inf(1)] += c
-		count += c
-	}
+	cum, count, _ := histSeriesDelta(histSeriesOf(start[fe.GetName()], nil), histSeriesOf(fe, nil))
 	q := &Quantiles{Count: Float(count)}
 	if count > 0 {
 		q.P50 = Float(bucketQuantile(0.5, cum))
@@ -658,35 +679,56 @@ func histDelta(start, end map[string]*dto.MetricFamily, names []string) *Quantil
 // interpolation within the bucket, from 0 for the first; in the +Inf
 // bucket, the highest finite bound.
 func bucketQuantile(q float64, cum map[float64]float64) float64 {
-	bounds := make([]float64, 0, len(cum))
+	bounds, counts := sortedBuckets(cum)
+	return quantileOf(q, bounds, counts).Value
+}
+
+// sortedBuckets are cum's upper bounds in ascending order and their
+// cumulative counts.
+func sortedBuckets(cum map[float64]float64) (bounds, counts []float64) {
+	bounds = make([]float64, 0, len(cum))
 	for b := range cum {
 		bounds = append(bounds, b)
 	}
 	sort.Float64s(bounds)
-	total := cum[bounds[len(bounds)-1]]
+	counts = make([]float64, len(bounds))
+	for i, b := range bounds {
+		counts[i] = cum[b]
+	}
+	return bounds, counts
+}
+
+// quantileOf is bucketQuantile on sorted bounds (+Inf last) and their
+// cumulative counts, with the bounds of the bucket that holds the
+// quantile (its error: the value may be anywhere between them).
+func quantileOf(q float64, bounds, cum []float64) Quantile {
+	if len(bounds) == 0 {
+		return Quantile{}
+	}
+	total := cum[len(cum)-1]
 	if total <= 0 {
-		return 0
+		return Quantile{}
 	}
 	rank := q * total
-	i := sort.Search(len(bounds), func(i int) bool { return cum[bounds[i]] >= rank })
+	i := sort.Search(len(bounds), func(i int) bool { return cum[i] >= rank })
 	if i >= len(bounds) {
 		i = len(bounds) - 1
 	}
 	if math.IsInf(bounds[i], 1) {
 		if i == 0 {
-			return 0 // no finite bound
+			return Quantile{Upper: math.Inf(1)} // no finite bound
 		}
-		return bounds[i-1]
+		return Quantile{Value: bounds[i-1], Lower: bounds[i-1], Upper: math.Inf(1)}
 	}
 	lower, below := 0.0, 0.0
 	if i > 0 {
-		lower, below = bounds[i-1], cum[bounds[i-1]]
+		lower, below = bounds[i-1], cum[i-1]
 	}
-	in := cum[bounds[i]] - below
+	in := cum[i] - below
 	if in <= 0 {
-		return bounds[i]
+		return Quantile{Value: bounds[i], Lower: lower, Upper: bounds[i]}
 	}
-	return lower + (bounds[i]-lower)*(rank-below)/in
+	return Quantile{Value: lower + (bounds[i]-lower)*(rank-below)/in, Lower: lower, Upper: bounds[i]}
 }
 
 // NewClient is a client for Fetch, named name (internal/httpclient: a

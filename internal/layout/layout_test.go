@@ -83,7 +83,7 @@ var layers = map[string]rule{
 	"probe/workload": {imports: []string{"probe/wire", "config", "dist", "fit", "tracefile"}},
 	"fit":            {imports: []string{"config", "dist", "internal/bounded", "internal/scrub", "internal/httpclient", "tracefile"}},
 	"probe": {
-		imports: join(engine[1:], leaves, []string{"config", "fit", "tracefile", "discovery"}),
+		imports: join(engine[1:], leaves, []string{"config", "fit", "tracefile", "discovery", "servermetrics"}),
 		tests:   []string{"exporter"}, // the exposition fixture (exposition_golden_test.go)
 	},
 
@@ -91,7 +91,7 @@ var layers = map[string]rule{
 	// and bench (finite stages, reports). Neither imports cmd; the
 	// exporter never imports bench, bench's tests use the exporter.
 	"exporter": {
-		imports: join(engine, []string{"config", "slo", "dist", "internal/bounded", "internal/scrub"}),
+		imports: join(engine, []string{"config", "slo", "dist", "internal/bounded", "internal/scrub", "servermetrics"}),
 		tests:   []string{"regression"}, // the detector's results in the test status (helpers_test.go)
 	},
 	"bench": {imports: join(engine, leaves, []string{"config", "fit", "tracefile", "servermetrics", "bench/report"}), tests: []string{"exporter"}},
