@@ -448,6 +448,10 @@ func (e *Engine) Status() []TargetStatus {
 	for _, r := range rs {
 		st := r.status(now)
 		st.Server = readers[r.name].snapshot()
+		st.Diagnosis = readers[r.name].diagnosis()
+		if st.Diagnosis == nil {
+			st.DiagnosisWhy = noViewWhy(&st)
+		}
 		out = append(out, st)
 	}
 	for _, p := range ps {

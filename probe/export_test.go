@@ -17,3 +17,10 @@ func SetArrivalHook(e *Engine, f func(planned time.Time)) { e.arrivalHook = f }
 func SetLogTiming(e *Engine, failWindow, every time.Duration) {
 	e.failWindow, e.logEvery = failWindow, every
 }
+
+// SetVerdictEvery sets how often the readers started from now on ask
+// their judges for a verdict (VerdictEvery), until the test ends.
+func SetVerdictEvery(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := verdictEvery.Swap(int64(d))
+	t.Cleanup(func() { verdictEvery.Store(old) })
+}

@@ -509,7 +509,7 @@ func poolStatus(s poolSnapshot, now time.Time) TargetStatus {
 			Saturated: rs.Saturated, SaturationReason: rs.SaturationReason, SaturationReasons: rs.SaturationReasons,
 			Overloaded: rs.Overloaded, OverloadReason: rs.OverloadReason,
 			Connections: rs.Connections, Protocol: rs.Protocol, Failing: rs.Failing,
-			Server: s.readers[rep.Name].snapshot(),
+			Server: s.readers[rep.Name].snapshot(), Diagnosis: s.readers[rep.Name].diagnosis(),
 		}
 		if !gone.IsZero() {
 			st.RequestedRate, st.Saturated, st.Overloaded, st.Failing = 0, false, false, nil
@@ -563,6 +563,12 @@ func poolStatus(s poolSnapshot, now time.Time) TargetStatus {
 	}
 	ts.Warmup = warm
 	ts.Failing = mergeFailing(verdicts)
+	if ts.Diagnosis = s.targetReader.diagnosis(); ts.Server == nil {
+		ts.Diagnosis = poolDiagnosis(ts.Replicas)
+	}
+	if ts.Diagnosis == nil {
+		ts.DiagnosisWhy = noViewWhy(&ts)
+	}
 	ts.SaturationReason = strings.Join(reasons, "; ")
 	ts.Process = fmt.Sprintf("%d replicas × %s", len(s.live), cmp.Or(process, "(none yet)"))
 	return ts

@@ -58,8 +58,10 @@ type ReplicaStatus struct {
 	Protocol          string
 	// Failing is the replica's own failing verdict (nil once retired).
 	Failing *FailingStatus
-	// Server is the replica's server view (server_metrics: path).
-	Server *ServerStatus
+	// Server is the replica's server view (server_metrics: path), and
+	// Diagnosis its latest verdict (nil before the first).
+	Server    *ServerStatus
+	Diagnosis *Diagnosis
 }
 
 // DiscoveryStatus is the state of a target's discovery.

@@ -410,7 +410,7 @@ func (r *runner) exchange(p *workload.Prepared, planned time.Time) *wire.Result 
 	res.Replica = r.beginEvent()
 	r.obs.Observe(res)
 	r.endEvent()
-	r.observeServerView(res.TTFT, res.Warmup)
+	r.observeServerView(res)
 	r.bank.observe(r.detectors[p.Class.Name], res, r.saturated.Load())
 	return res
 }
@@ -463,6 +463,7 @@ func (r *runner) judge(now time.Time) {
 	r.verdict, r.last = v, st
 	r.satMu.Unlock()
 	r.saturated.Store(v.Saturated())
+	r.diagnosisState()
 	r.bank.evaluate(now, r.spec.Global.RegressionEvery, r.name, r.logger)
 	fv, judged := r.fails.judge(now)
 	r.failing.Store(fv)
@@ -559,6 +560,13 @@ type TargetStatus struct {
 	// without); a discovery target reading path has one per replica
 	// (ReplicaStatus.Server).
 	Server *ServerStatus
+	// Diagnosis is the target's latest verdict (diagnose.go): its
+	// reader's judge's, or on a discovery target reading each replica's
+	// path the one drawn from its replicas' (ReplicaStatus.Diagnosis);
+	// nil before the first, or without server_metrics. DiagnosisWhy then
+	// says why ("" without server_metrics).
+	Diagnosis    *Diagnosis
+	DiagnosisWhy string
 }
 
 // ClassStatus describes one class of a target's workload.

@@ -18,6 +18,7 @@ import (
 	commoncfg "github.com/prometheus/common/config"
 
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/diagnosis"
 	"github.com/llmprobe/llmprobe/discovery"
 	"github.com/llmprobe/llmprobe/internal/scrub"
 	"github.com/llmprobe/llmprobe/probe/wire"
@@ -100,6 +101,8 @@ type probeAcc struct {
 	sum    float64
 	sample [probeSampleMax]float64
 	rng    uint64
+	// d is the judge's interval: every read takes it (diagnose.go).
+	d diagAcc
 }
 
 func (a *probeAcc) add(ttft time.Duration) {
@@ -240,12 +243,18 @@ type serverReader struct {
 	mu   sync.Mutex
 	st   ServerStatus
 	prev *servermetrics.Reading
+	diag *Diagnosis // the latest verdict (diagnose.go)
+
+	// judge is the target's (or replica's) diagnosis, and lastOK whether
+	// the last read succeeded: the reader's goroutine alone uses them.
+	judge  *diagnosis.Judge
+	lastOK bool
 }
 
 // startReader starts reading spec's URL.
 func startReader(spec readerSpec) *serverReader {
 	ctx, cancel := context.WithCancel(context.Background())
-	sr := &serverReader{spec: spec, cancel: cancel, done: make(chan struct{})}
+	sr := &serverReader{spec: spec, cancel: cancel, done: make(chan struct{}), judge: diagnosis.NewJudge()}
 	sr.acc.rng = uint64(time.Now().UnixNano()) | 1
 	sr.st = ServerStatus{URL: scrub.URL(spec.URL), Interval: spec.Interval, Reads: map[string]uint64{}, Why: "not read yet"}
 	go sr.run(ctx)
@@ -290,12 +299,18 @@ func (sr *serverReader) run(ctx context.Context) {
 	}
 	t := time.NewTicker(sr.spec.Interval)
 	defer t.Stop()
+	v := time.NewTicker(time.Duration(verdictEvery.Load()))
+	defer v.Stop()
+	sr.read(ctx, client, gpuClient)
 	for {
-		sr.read(ctx, client, gpuClient)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			sr.read(ctx, client, gpuClient)
+		case <-v.C:
+			// Now, not the tick's time: a slow read may have held it.
+			sr.decide(time.Now())
 		}
 	}
 }
@@ -318,11 +333,17 @@ func (sr *serverReader) read(ctx context.Context, client, gpuClient *http.Client
 			gpuWhy = cmpOr(strings.Join(g.Errors, "; "), "no GPU series")
 		}
 	}
+	end := time.Now()
+	var (
+		window *servermetrics.Window
+		first  bool
+	)
+	defer func() { sr.addInterval(end, cur, window, first, gpu) }()
 	sr.mu.Lock()
 	defer sr.mu.Unlock()
 	st := &sr.st
 	st.Reads[cur.Outcome]++
-	st.LastRead = time.Now()
+	st.LastRead = end
 	if cur.Outcome != servermetrics.OutcomeOK {
 		// No figures while the server cannot be read; the probe's
 		// requests go on counting towards the next window.
@@ -339,10 +360,11 @@ func (sr *serverReader) read(ctx context.Context, client, gpuClient *http.Client
 	prev := sr.prev
 	sr.prev = cur
 	if prev == nil {
-		st.Why = "one successful read: the figures need two"
+		st.Why, first = "one successful read: the figures need two", true
 		return
 	}
 	w := servermetrics.Delta(prev, cur)
+	window = w
 	st.Why, st.Window, st.Probe = "", w, probe
 	st.Gap, st.GapWhy = pathGap(w, probe)
 }
@@ -381,12 +403,18 @@ func (r *runner) feed(sr *serverReader) {
 	r.srv.Store(&sr.acc)
 }
 
-// observeServerView counts a result's TTFT into the server view's
-// window: warm-up requests and those without a first token are left out.
-func (r *runner) observeServerView(ttft time.Duration, warmup bool) {
-	if a := r.srv.Load(); a != nil && !warmup && ttft > 0 && !math.IsNaN(ttft.Seconds()) {
+// observeServerView counts a result into the server view's window (its
+// TTFT: those without a first token are left out) and the judge's
+// interval; warm-up requests are left out of both.
+func (r *runner) observeServerView(res *wire.Result) {
+	a := r.srv.Load()
+	if a == nil || res.Warmup {
+		return
+	}
+	if ttft := res.TTFT; ttft > 0 && !math.IsNaN(ttft.Seconds()) {
 		a.add(ttft)
 	}
+	a.observeResult(res)
 }
 
 // replicaReaderSpec is the reader spec of a replica of a pool reading

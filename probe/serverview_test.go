@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmprobe/llmprobe/diagnosis"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/servermetrics"
 )
@@ -160,6 +161,7 @@ func TestServerViewHostile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("4 s of probing per case")
 	}
+	probe.SetVerdictEvery(t, 500*time.Millisecond)
 	var captured atomic.Int64
 	capture := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		captured.Add(1)
@@ -203,12 +205,19 @@ func TestServerViewHostile(t *testing.T) {
 				for _, v := range s.Server.Reads {
 					n += v
 				}
-				return n >= 2
+				return n >= 2 && s.Diagnosis != nil && s.Diagnosis.At.After(s.Server.LastRead)
 			})
 			shutdown(t, e)
 			if why := c.why(st.Server); why != "" {
 				t.Errorf("server view: %s (%+v)", why, st.Server)
 			}
+			// Never a guess: no usable server view is unknown (or
+			// harness, which wins, when the machine is too busy for the
+			// probe to vouch for its own figures).
+			if d := st.Diagnosis; (d.Cause != diagnosis.Unknown || !strings.Contains(d.Sentence, "unknown: ")) && d.Cause != diagnosis.Harness {
+				t.Errorf("verdict %s: %s", d.Cause, d.Sentence)
+			}
+			t.Logf("%s: verdict %s", c.kind, st.Diagnosis.Sentence)
 			t.Logf("%s: no server view: %s; reads %v", c.kind, st.Server.Why, st.Server.Reads)
 			rec.mu.Lock()
 			sent, sched, dropped := rec.sent["t"], rec.scheduled["t"], len(rec.dropped)
@@ -316,4 +325,83 @@ targets:
 	}
 	writeFileSD(t, sd, addrs[:2]...)
 	waitPool(t, e, "pool", 15*time.Second, func(s probe.TargetStatus) bool { return len(s.Replicas) == 2 })
+}
+
+// TestDiagnosisPerReplica: a discovery target reading each replica's
+// path has a verdict per replica, and its own drawn from theirs.
+func TestDiagnosisPerReplica(t *testing.T) {
+	probe.SetVerdictEvery(t, time.Second)
+	_, addrs := replicaSims(t, 2, nil)
+	sd := filepath.Join(t.TempDir(), "pool.json")
+	writeFileSD(t, sd, addrs...)
+	cfg := loadConfig(t, `
+global: {warmup: 0s}
+workloads:
+  w:
+    classes:
+      - {name: c, prompt_tokens: 20, output_tokens: 4}
+targets:
+  - name: pool
+    model: sim-model
+    workload: w
+    arrival: {rate: 2}
+    rate_per: replica
+    discovery:
+      file: {files: [%s], refresh_interval: 1s}
+      grace_period: 1s
+    server_metrics: {path: /metrics, interval: 1s}
+`, sd)
+	e := applyEngine(t, cfg, probe.Options{})
+	st := waitPool(t, e, "pool", 15*time.Second, func(s probe.TargetStatus) bool {
+		if len(s.Replicas) != 2 || s.Diagnosis == nil {
+			return false
+		}
+		for _, r := range s.Replicas {
+			if r.Diagnosis == nil {
+				return false
+			}
+		}
+		return true
+	})
+	d := st.Diagnosis
+	if d.Judged != 2 || d.Named < 1 || d.From == "" || !strings.Contains(d.Sentence, " of 2 replicas; "+d.From+": ") {
+		t.Errorf("target verdict %+v", d)
+	}
+	t.Logf("%s", d.Sentence)
+}
+
+// TestDiagnosisPath: a gateway holding each request 150 ms in front of
+// the simulator, probed at 10 req/s, its /metrics read every second and
+// judged every 2 s: the daemon's judge, fed by the reader, names path by
+// share with the gap as its evidence, in Engine.Status.
+func TestDiagnosisPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 10 s of probing")
+	}
+	probe.SetVerdictEvery(t, 2*time.Second)
+	const delay = 150 * time.Millisecond
+	_, simURL := startSim(t, nil)
+	base := strings.TrimSuffix(simURL, "/v1")
+	gw := delayProxy(t, base, delay)
+	cfg := loadConfig(t, serverViewConfig, gw+"/v1", 10, "      url: "+base+"/metrics\n      interval: 1s")
+	e := applyEngine(t, cfg, probe.Options{})
+	st := waitTarget(t, e, "t", "a path verdict", 40*time.Second, func(s probe.TargetStatus) bool {
+		return s.Diagnosis != nil && s.Diagnosis.Cause == diagnosis.Path
+	})
+	d := st.Diagnosis
+	t.Logf("%s (since %v)", d.Sentence, d.Since.Format(time.TimeOnly))
+	gap := evidence(d.Evidence, diagnosis.EvGapMean)
+	if math.Abs(gap-delay.Seconds()) > 0.02 || st.DiagnosisWhy != "" || !strings.HasPrefix(d.Sentence, "p99 TTFT ") {
+		t.Errorf("verdict %+v: gap %v, want %v", d, gap, delay)
+	}
+}
+
+// evidence is the value of the figure named name, NaN when absent.
+func evidence(ev []diagnosis.Evidence, name string) float64 {
+	for _, e := range ev {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return math.NaN()
 }
