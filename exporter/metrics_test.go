@@ -38,7 +38,9 @@ func fullRegistry(t testing.TB) (*prometheus.Registry, *Metrics) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
-	withPool := func() []probe.TargetStatus { return append(testStatus(), testPoolStatus(), testServerViewStatus()) }
+	withPool := func() []probe.TargetStatus {
+		return append(testStatus(), testPoolStatus(), testDiagnosisStatus(time.Unix(1_700_000_000, 0)))
+	}
 	reg.MustRegister(NewStatusCollector(withPool), NewHarnessCollector(testHarness))
 	NewReloader(fileLoader("unused.yml"), nil, reg)
 	reg.MustRegister(versioncollector.NewCollector("llmprobe")) // as the daemon does

@@ -77,6 +77,7 @@ func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	describeRegression(ch)
 	describeReplicas(ch)
 	describeServer(ch)
+	describeDiagnosis(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -107,6 +108,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		collectRegression(ch, s.Name, s.Regressions)
 		collectReplicas(ch, &s)
 		collectServer(ch, &s)
+		collectDiagnosis(ch, &s)
 	}
 }
 

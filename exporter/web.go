@@ -311,7 +311,10 @@ type statusPage struct {
 	// Problems is the summary at the top: a line per target with a
 	// problem (failing, saturated, overloaded, regressed); none when all
 	// is well.
-	Problems   []problemView
+	Problems []problemView
+	// Why is a sentence per target with server_metrics, under the
+	// problems: its diagnosis, or why there is none (diagnosis.go).
+	Why        []whyView
 	Targets    []targetView
 	Reload     bool // POST /-/reload is enabled
 	Harness    harness.Stats
@@ -321,6 +324,12 @@ type statusPage struct {
 	ReloadNotice *ReloadStatus
 	WindowSpan   time.Duration
 	HasWindow    bool // Recent keeps the recent window
+}
+
+// whyView is a target's line of the status page's Why list: its cause
+// ("" without a verdict) and its sentence.
+type whyView struct {
+	Target, Cause, Line string
 }
 
 type targetView struct {
@@ -524,6 +533,13 @@ func (w *web) status(rw http.ResponseWriter, r *http.Request) {
 		}
 		v.ReplicaViews = replicaViews(&s)
 		page.Targets = append(page.Targets, v)
+		if l := whyLine(&s, time.Now()); l != "" {
+			wv := whyView{Target: s.Name, Line: l}
+			if s.Diagnosis != nil {
+				wv.Cause = string(s.Diagnosis.Cause)
+			}
+			page.Why = append(page.Why, wv)
+		}
 		if p, ok := problems(&s); ok {
 			page.Problems = append(page.Problems, p)
 		}
