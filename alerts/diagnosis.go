@@ -55,7 +55,10 @@ var DiagnosisCauses = []string{"harness", "path", "queueing", "prefill", "decode
 // CauseRunbookAnchor is the anchor of a cause's section in docs/runbook.md.
 func CauseRunbookAnchor(cause string) string { return "cause-" + cause }
 
-// How an evidence figure's value is rendered in an annotation.
+// How an evidence figure's value is rendered in an annotation, by its
+// unit (docs/metrics.md "The diagnosis"): seconds as a duration, ratios
+// (0–1) as a percentage, requests and tokens whole, per request with two
+// decimals.
 const (
 	figCount    = `printf "%.0f"`
 	figPercent  = "humanizePercentage"
@@ -70,21 +73,49 @@ type figure struct {
 }
 
 // evidenceFigures are the figures of llmprobe_diagnosis_evidence an
-// annotation states (docs/runbook.md lists them per cause).
+// annotation states (docs/runbook.md lists them per cause), by the
+// daemon's names (diagnosis.EvidenceNames; a test in cmd/llmprobe holds
+// them to it).
 var evidenceFigures = map[string]figure{
-	"waiting":                 {"waiting", "%v waiting", figCount},
-	"running":                 {"running", "%v running", figCount},
-	"kv_usage":                {"kv_usage", "KV cache %v", figPercent},
-	"gpu_util":                {"gpu_util", "GPU %v", figPercent},
-	"queue_share":             {"queue_share", "queue time %v of the server's TTFT", figPercent},
-	"ttft_p99":                {"ttft_p99", "probe p99 TTFT %v", figDuration},
-	"server_ttft_p99":         {"server_ttft_p99", "server p99 TTFT %v", figDuration},
-	"gap_mean":                {"gap_mean", "path gap %v (mean)", figDuration},
-	"prefill_growth":          {"prefill_growth", "prefill growth %v", figNumber},
-	"decode_growth":           {"decode_growth", "decode growth %v", figNumber},
-	"preemptions_per_request": {"preemptions_per_request", "%v preemptions per request", figNumber},
-	"prefix_hit_ratio":        {"prefix_hit_ratio", "prefix-cache hit ratio %v", figPercent},
-	"intended_hit_ratio":      {"intended_hit_ratio", "intended %v", figPercent},
+	"waiting":                         {"waiting", "%v waiting", figCount},
+	"running":                         {"running", "%v running", figCount},
+	"running_history":                 {"running_history", "%v running before", figCount},
+	"running_max":                     {"running_max", "at most %v running seen", figCount},
+	"kv_usage":                        {"kv_usage", "KV cache %v", figPercent},
+	"gpu_util":                        {"gpu_util", "GPU %v", figPercent},
+	"queue_mean":                      {"queue_mean", "queue time %v", figDuration},
+	"queue_share":                     {"queue_share", "%v of the server's TTFT", figPercent},
+	"probe_ttft_p99":                  {"probe_ttft_p99", "probe p99 TTFT %v", figDuration},
+	"probe_ttft_mean":                 {"probe_ttft_mean", "probe mean TTFT %v", figDuration},
+	"probe_ttft_mean_history":         {"probe_ttft_mean_history", "%v before", figDuration},
+	"probe_tpot_mean":                 {"probe_tpot_mean", "probe mean TPOT %v", figDuration},
+	"probe_tpot_mean_history":         {"probe_tpot_mean_history", "%v before", figDuration},
+	"server_ttft_mean":                {"server_ttft_mean", "server mean TTFT %v", figDuration},
+	"gap_mean":                        {"gap_mean", "path gap %v (mean)", figDuration},
+	"gap_mean_history":                {"gap_mean_history", "%v before", figDuration},
+	"prefill_mean":                    {"prefill_mean", "server prefill %v", figDuration},
+	"prefill_mean_history":            {"prefill_mean_history", "%v before", figDuration},
+	"prompt_len_mean":                 {"prompt_len_mean", "server mean prompt %v tokens", figCount},
+	"prompt_len_mean_history":         {"prompt_len_mean_history", "%v tokens before", figCount},
+	"itl_mean":                        {"itl_mean", "server ITL %v", figDuration},
+	"itl_mean_history":                {"itl_mean_history", "%v before", figDuration},
+	"share":                           {"share", "%v of the added time", figPercent},
+	"preemptions_per_request":         {"preemptions_per_request", "%v preemptions per request", figNumber},
+	"preemptions_per_request_history": {"preemptions_per_request_history", "%v before", figNumber},
+	"probe_hit_ratio":                 {"probe_hit_ratio", "prefix-cache hit ratio %v", figPercent},
+	"probe_hit_ratio_history":         {"probe_hit_ratio_history", "%v before", figPercent},
+	"intended_hit_ratio":              {"intended_hit_ratio", "intended %v", figPercent},
+	"server_hit_ratio":                {"server_hit_ratio", "server's own %v", figPercent},
+	"identity_change_age":             {"identity_change_age", "changed %v ago", figDuration},
+}
+
+// EvidenceFigures are the figure label values the annotations use.
+func EvidenceFigures() []string {
+	out := make([]string, 0, len(evidenceFigures))
+	for name := range evidenceFigures {
+		out = append(out, name)
+	}
+	return out
 }
 
 // evidenceItem is a figure a cause's sentence states, with what it says
@@ -108,24 +139,27 @@ func items(figures ...string) []evidenceItem {
 	return out
 }
 
-// causeSentences has an entry for every cause of DiagnosisCauses.
+// causeSentences has an entry for every cause of DiagnosisCauses; the
+// figures are those the daemon's rule for the cause gives (docs/design.md
+// "Diagnosis").
 var causeSentences = map[string]causeSentence{
 	"harness": {meaning: "llmprobe itself could not keep its schedule, so its latency is not judged"},
 	"path": {meaning: "the time goes between llmprobe and the engine (gateway, proxy, network, TLS)",
-		evidence: items("gap_mean", "ttft_p99", "server_ttft_p99")},
+		evidence: items("gap_mean", "gap_mean_history", "probe_ttft_mean", "server_ttft_mean", "probe_ttft_p99")},
 	"queueing": {meaning: "requests wait in the server's queue",
-		evidence: items("waiting", "running", "kv_usage", "gpu_util", "queue_share", "server_ttft_p99", "ttft_p99")},
+		evidence: items("waiting", "running", "running_max", "kv_usage", "gpu_util", "queue_mean", "queue_share", "server_ttft_mean", "probe_ttft_p99")},
 	"prefill": {meaning: "TTFT grew with the server's prefill time (longer prompts or prefill skew)",
-		evidence: []evidenceItem{{figure: "prefill_growth"}, {figure: "gpu_util", missing: "GPU unknown"}, {figure: "server_ttft_p99"}, {figure: "ttft_p99"}}},
+		evidence: []evidenceItem{{figure: "prefill_mean"}, {figure: "prefill_mean_history"}, {figure: "share"}, {figure: "prompt_len_mean"}, {figure: "prompt_len_mean_history"},
+			{figure: "gpu_util", missing: "GPU unknown"}, {figure: "probe_ttft_mean"}, {figure: "probe_ttft_mean_history"}}},
 	"decode": {meaning: "time per output token grew with the running batch",
-		evidence: items("decode_growth", "running", "kv_usage")},
+		evidence: items("probe_tpot_mean", "probe_tpot_mean_history", "itl_mean", "itl_mean_history", "running", "running_history", "kv_usage")},
 	"kv_pressure": {meaning: "the server preempts requests for want of KV cache",
-		evidence: items("preemptions_per_request", "kv_usage", "running")},
+		evidence: items("preemptions_per_request", "preemptions_per_request_history", "kv_usage")},
 	"prefix_cache": {meaning: "fewer prompt tokens come from the prefix cache than intended (affinity or eviction lost)",
-		evidence: items("prefix_hit_ratio", "intended_hit_ratio")},
+		evidence: items("probe_hit_ratio", "probe_hit_ratio_history", "intended_hit_ratio", "server_hit_ratio")},
 	"deploy": {meaning: "the target changed (model, fingerprint, server or version) and its latency grew with it",
-		evidence: items("ttft_p99", "server_ttft_p99")},
-	"none":    {meaning: "the server view shows no cause", evidence: items("ttft_p99", "server_ttft_p99", "gap_mean")},
+		evidence: items("identity_change_age", "probe_ttft_mean", "probe_ttft_mean_history", "probe_tpot_mean", "probe_tpot_mean_history")},
+	"none":    {meaning: "the server view shows no cause", evidence: items("probe_ttft_p99", "server_ttft_mean", "gap_mean", "waiting", "kv_usage")},
 	"unknown": {meaning: "not enough evidence to name a cause (no server view in most reads, or too few requests; the status page says why)"},
 }
 

@@ -132,7 +132,7 @@ func newContractExposition() *contractExposition {
 	serverUp := gauge("llmprobe_server_up", "target", "replica")
 	serverQuantiles := map[string]*prometheus.GaugeVec{}
 	for _, name := range []string{"llmprobe_server_ttft_seconds", "llmprobe_server_ttft_bucket_error_seconds", "llmprobe_server_itl_seconds", "llmprobe_server_ttft_gap_seconds"} {
-		serverQuantiles[name] = gauge(name, "target", "replica", "quantile")
+		serverQuantiles[name] = gauge(name, "target", "replica", "percentile")
 	}
 	serverGauges := map[string]*prometheus.GaugeVec{}
 	for _, name := range []string{"llmprobe_server_queue_seconds", "llmprobe_server_prefill_seconds", "llmprobe_server_decode_seconds",
@@ -163,14 +163,14 @@ func newContractExposition() *contractExposition {
 				kind = "kv"
 			}
 			diagInfo.WithLabelValues(simTarget, replica, cause, kind).Set(1)
-			for f, v := range map[string]float64{"waiting": float64(10 + i%5), "running": 64, "kv_usage": 0.97, "queue_share": 0.8, "ttft_p99": 2.3, "server_ttft_p99": 2.1, "gap_mean": 0.004} {
+			for f, v := range map[string]float64{"waiting": float64(10 + i%5), "running": 64, "kv_usage": 0.97, "queue_share": 0.8, "probe_ttft_p99": 2.3, "server_ttft_mean": 2.1, "gap_mean": 0.004} {
 				diagEvidence.WithLabelValues(simTarget, replica, f).Set(v)
 			}
 			if replica == "" {
 				continue
 			}
 			serverUp.WithLabelValues(simTarget, replica).Set(1)
-			for q, v := range map[string]float64{"0.5": 1.2, "0.99": 2.1} {
+			for q, v := range map[string]float64{"p50": 1.2, "p99": 2.1} {
 				serverQuantiles["llmprobe_server_ttft_seconds"].WithLabelValues(simTarget, replica, q).Set(v)
 				serverQuantiles["llmprobe_server_ttft_bucket_error_seconds"].WithLabelValues(simTarget, replica, q).Set(v / 10)
 				serverQuantiles["llmprobe_server_itl_seconds"].WithLabelValues(simTarget, replica, q).Set(v / 50)

@@ -66,8 +66,10 @@ func whyRow(d *board, cfg alerts.Config, s sels) {
 	d.row(WhyRowTitle)
 	sel := s.target
 	byTR := func(metric string) string { return fmt.Sprintf("max by (target, replica) (%s%s)", metric, sel) }
+	// The server view's quantiles are labelled percentile="p50"|"p99"
+	// (promtool refuses a quantile label on a gauge).
 	byTRQ := func(metric string) string {
-		return fmt.Sprintf("max by (target, replica, quantile) (%s%s)", metric, sel)
+		return fmt.Sprintf("max by (target, replica, percentile) (%s%s)", metric, sel)
 	}
 	const who = "{{target}} {{replica}}"
 
@@ -90,8 +92,9 @@ func whyRow(d *board, cfg alerts.Config, s sels) {
 	).Mappings(valueMap([3]string{"1", "read", "green"}, [3]string{"0", "not read", "orange"})).
 		NoValue("no server_metrics"))
 	d.add(d.stat("Evidence now",
-		"The figures the current verdict rests on (llmprobe_diagnosis_evidence; docs/metrics.md lists them): waiting and running requests, KV-cache and GPU use, "+
-			"the queue's share of the server's TTFT, the probe's and the server's p99 TTFT, the mean path gap, growths, preemptions per request, prefix-cache hit ratios.",
+		"The figures the current verdict rests on (llmprobe_diagnosis_evidence; docs/metrics.md lists them and their units): waiting and running requests, KV-cache and GPU use, "+
+			"the queue's share of the server's TTFT, the probe's p99 and mean TTFT and the server's mean, the mean path gap, the recent and history means of what grew, "+
+			"preemptions per request, prefix-cache hit ratios.",
 		"none", 8, 7,
 		q{expr: fmt.Sprintf("max by (target, replica, figure) (%s%s)", alerts.DiagnosisEvidenceMetric, sel), legend: "{{target}} {{replica}} {{figure}}"},
 	).Decimals(3).ColorMode(common.BigValueColorModeNone).TextMode(common.BigValueTextModeValueAndName))
@@ -102,16 +105,16 @@ func whyRow(d *board, cfg alerts.Config, s sels) {
 		"s", 12, 8,
 		q{expr: alerts.HistogramQuantile(0.5, alerts.LatencyMetric("ttft"), []string{"target"}, s.full, rateWin), legend: "probe p50 {{target}}"},
 		q{expr: alerts.HistogramQuantile(0.99, alerts.LatencyMetric("ttft"), []string{"target"}, s.full, rateWin), legend: "probe p99 {{target}}"},
-		q{expr: byTRQ(alerts.ServerTTFTMetric), legend: "server q{{quantile}} " + who},
+		q{expr: byTRQ(alerts.ServerTTFTMetric), legend: "server {{percentile}} " + who},
 	).OverrideByQuery("C", dashed()))
 	d.add(d.ts("Path gap: probe TTFT − server TTFT",
 		"The probe's TTFT minus the server's over the same window: p50 and p99, and the mean from the sums (where the engine's TTFT leaves its queue out, "+
 			"its queue time is subtracted too). Dashed: half the width of the server's bucket holding the quantile, the error of its figure. "+
 			"A gap that is most of the TTFT, or grows while the server's TTFT does not, is the gateway, proxy, network or TLS: cause path.",
 		"s", 12, 8,
-		q{expr: byTRQ(alerts.ServerGapMetric), legend: "gap q{{quantile}} " + who},
+		q{expr: byTRQ(alerts.ServerGapMetric), legend: "gap {{percentile}} " + who},
 		q{expr: byTR(alerts.ServerGapMeanMetric), legend: "gap mean " + who},
-		q{expr: byTRQ(alerts.ServerTTFTErrorMetric), legend: "bucket error q{{quantile}} " + who},
+		q{expr: byTRQ(alerts.ServerTTFTErrorMetric), legend: "bucket error {{percentile}} " + who},
 	).OverrideByQuery("C", dashed()))
 
 	d.add(d.ts("Server queue, prefill and decode (means)",
@@ -125,7 +128,7 @@ func whyRow(d *board, cfg alerts.Config, s sels) {
 	d.add(d.ts("Server ITL p50 and p99",
 		"The server's own inter-token latency over the last read interval, from its histogram's bucket deltas. Growing with the running batch, KV not full: decode.",
 		"s", 8, 8,
-		q{expr: byTRQ(alerts.ServerITLMetric), legend: "q{{quantile}} " + who},
+		q{expr: byTRQ(alerts.ServerITLMetric), legend: "{{percentile}} " + who},
 	))
 	d.add(d.ts("Server running and waiting",
 		"Requests in the server's running batch (solid) and waiting queue (dashed) at its last read, all its traffic (the probe's is a small share). "+
