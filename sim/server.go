@@ -96,8 +96,10 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	for i := range s.idPrefix {
 		s.idPrefix[i] = hexdigits[s.rng.IntN(16)]
 	}
-	s.created = time.Now().Unix()
-	s.identity = newIdentitySchedule(cfg.Identity, cfg.IdentitySteps, time.Now())
+	// The start every schedule's After counts from.
+	start := time.Now()
+	s.created = start.Unix()
+	s.identity = newIdentitySchedule(cfg.Identity, scaleIdentitySteps(cfg.IdentitySteps, cfg.scheduleScale()), start)
 	s.adapters = newAdapters(&cfg)
 	s.modelNames = append([]string(nil), cfg.Models...)
 	for _, a := range s.adapters {
@@ -116,7 +118,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s.reasoningDelta = `{"index":0,"delta":{"` + field + `":"`
 
 	s.tracing = newTracing(cfg.TracerProvider)
-	s.engine = newEngine(&s.cfg, nil)
+	s.engine = newEngine(&s.cfg, nil, start)
 	s.metrics = newMetrics(&s.cfg, s.engine)
 	s.engine.metrics = s.metrics
 	if len(s.adapters) > 0 {
