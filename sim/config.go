@@ -70,6 +70,13 @@ type Config struct {
 	Identity      Identity       `yaml:"identity"`
 	IdentitySteps []IdentityStep `yaml:"identity_steps"`
 
+	// Background is the server's own "production" traffic: Poisson
+	// arrivals at a rate, with prompt and output length distributions
+	// and a prefix mix, changed at known instants (background.go). The
+	// requests go straight to the engine and count in every vllm:
+	// family, not in the request log. In increasing After order.
+	Background []BackgroundStep `yaml:"background"`
+
 	// ScheduleScale multiplies the After of every step of a schedule
 	// (timing_steps, identity_steps, background, gateway.steps), so that
 	// a scenario written in minutes can be run in seconds (0.05: a step
@@ -356,6 +363,7 @@ func (c *Config) Validate() error {
 	if c.ImageTokenPixels < 0 || c.ImageTokenPixels > maxImageSide*maxImageSide {
 		bad("image_token_pixels", "must be between 1 and %d (0: the default %d), got %d", maxImageSide*maxImageSide, defaultImageTokenPixels, c.ImageTokenPixels)
 	}
+	errs = append(errs, c.validateBackground()...)
 	errs = append(errs, c.validateAdapters()...)
 	errs = append(errs, c.Faults.validate()...)
 	return errors.Join(errs...)
@@ -517,6 +525,9 @@ func parseConfig(data []byte) (Config, error) {
 	}
 	if len(cfg.IdentitySteps) == 0 {
 		cfg.IdentitySteps = nil // `identity_steps: []` is the default, none
+	}
+	if len(cfg.Background) == 0 {
+		cfg.Background = nil // `background: []` is the default, none
 	}
 	if err := cfg.Validate(); err != nil {
 		var root yaml.Node

@@ -112,6 +112,9 @@ type engine struct {
 	numWaiting atomic.Int64
 	numRunning atomic.Int64
 	usedBlocks atomic.Int64
+	// bgInFlight counts the background requests submitted and not
+	// finished (background.go bounds it).
+	bgInFlight atomic.Int64
 	// busy is the time the engine has spent executing steps, in
 	// nanoseconds of the timing model (what the DCGM utilization reads).
 	busy atomic.Int64

@@ -57,6 +57,7 @@ type Server struct {
 	shutdownOne sync.Once
 	tracing     *tracing    // nil when Config.TracerProvider is nil
 	reqlog      *requestLog // nil when Config.RequestLog is empty
+	background  *background // nil without Config.Background
 	tok         tokenizer
 	identity    identitySchedule // read-only after New
 
@@ -78,6 +79,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	cfg.TimingSteps = append([]TimingStep(nil), cfg.TimingSteps...)
 	cfg.Adapters = append([]AdapterConfig(nil), cfg.Adapters...)
 	cfg.IdentitySteps = append([]IdentityStep(nil), cfg.IdentitySteps...)
+	cfg.Background = append([]BackgroundStep(nil), cfg.Background...)
 	s := &Server{
 		cfg:    cfg,
 		logger: logger,
@@ -148,6 +150,13 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s.http.Protocols.SetUnencryptedHTTP2(true)
 	s.http.Protocols.SetHTTP2(true)
 	s.engine.start()
+	if len(cfg.Background) > 0 {
+		// Its own stream of draws (the server's generator is left as
+		// it was, so that seeded answers stay the same).
+		s.background = newBackground(s.engine, &s.cfg, start, splitmix64(seed1^0x3c6ef372fe94f82b)^splitmix64(seed2))
+		s.background.register(s.metrics.registry, prometheus.Labels{"model_name": cfg.Models[0]})
+		go s.background.run()
+	}
 	return s, nil
 }
 
@@ -199,6 +208,7 @@ func (s *Server) Config() Config {
 	c.TimingSteps = append([]TimingStep(nil), s.cfg.TimingSteps...)
 	c.Adapters = append([]AdapterConfig(nil), s.cfg.Adapters...)
 	c.IdentitySteps = append([]IdentityStep(nil), s.cfg.IdentitySteps...)
+	c.Background = append([]BackgroundStep(nil), s.cfg.Background...)
 	return c
 }
 
@@ -222,6 +232,9 @@ const requestLogCloseWait = 2 * time.Second
 func (s *Server) Shutdown(ctx context.Context) error {
 	var err error
 	s.shutdownOne.Do(func() {
+		if s.background != nil {
+			s.background.stop() // no new arrivals; those in the engine are aborted with it
+		}
 		err = s.http.Shutdown(ctx)
 		s.engine.stop() // aborts whatever is left, so handlers return
 		if err != nil {
