@@ -77,6 +77,14 @@ type Config struct {
 	// family, not in the request log. In increasing After order.
 	Background []BackgroundStep `yaml:"background"`
 
+	// Gateway is a delay in front of the engine, changed at known
+	// instants, that the engine's histograms do not see (gateway.go).
+	Gateway GatewayConfig `yaml:"gateway"`
+
+	// DCGM is the simulated GPU that /dcgm/metrics reports as NVIDIA's
+	// dcgm-exporter would (dcgm.go).
+	DCGM DCGMConfig `yaml:"dcgm"`
+
 	// ScheduleScale multiplies the After of every step of a schedule
 	// (timing_steps, identity_steps, background, gateway.steps), so that
 	// a scenario written in minutes can be run in seconds (0.05: a step
@@ -231,6 +239,7 @@ func DefaultConfig() Config {
 		NumKVBlocks:         8192,
 		KVAllocation:        KVAllocationReserve,
 		ScheduleScale:       1,
+		DCGM:                DefaultDCGMConfig(),
 		EOSProbability:      0.0005,
 		ReasoningField:      reasoningContentField,
 		MaxRequestBodyBytes: 16 << 20,
@@ -364,6 +373,8 @@ func (c *Config) Validate() error {
 		bad("image_token_pixels", "must be between 1 and %d (0: the default %d), got %d", maxImageSide*maxImageSide, defaultImageTokenPixels, c.ImageTokenPixels)
 	}
 	errs = append(errs, c.validateBackground()...)
+	errs = append(errs, c.validateGateway()...)
+	errs = append(errs, c.validateDCGM()...)
 	errs = append(errs, c.validateAdapters()...)
 	errs = append(errs, c.Faults.validate()...)
 	return errors.Join(errs...)
@@ -528,6 +539,9 @@ func parseConfig(data []byte) (Config, error) {
 	}
 	if len(cfg.Background) == 0 {
 		cfg.Background = nil // `background: []` is the default, none
+	}
+	if len(cfg.Gateway.Steps) == 0 {
+		cfg.Gateway.Steps = nil // `steps: []` is the default, none
 	}
 	if err := cfg.Validate(); err != nil {
 		var root yaml.Node

@@ -115,9 +115,9 @@ type engine struct {
 	// bgInFlight counts the background requests submitted and not
 	// finished (background.go bounds it).
 	bgInFlight atomic.Int64
-	// busy is the time the engine has spent executing steps, in
-	// nanoseconds of the timing model (what the DCGM utilization reads).
-	busy atomic.Int64
+	// busy is the time the engine has spent executing steps (what the
+	// DCGM utilization reads).
+	busy busyClock
 }
 
 func newEngine(cfg *Config, m *metrics, start time.Time) *engine {
@@ -213,6 +213,7 @@ func (e *engine) loop() {
 		d := e.planStep()
 		if !e.cfg.ZeroLatency {
 			now := time.Now()
+			e.busy.begin(now)
 			// Absolute deadlines: a step that overslept makes the next one
 			// shorter, but lateness beyond one step is not made up in a
 			// burst (the clock is rebased instead).
@@ -238,8 +239,10 @@ func (e *engine) loop() {
 			default:
 			}
 		}
-		e.busy.Add(int64(d))
 		e.completeStep()
+		if !e.cfg.ZeroLatency {
+			e.busy.end(time.Now())
+		}
 	}
 }
 

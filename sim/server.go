@@ -55,9 +55,12 @@ type Server struct {
 	rng         *mrand.Rand
 	panics      atomic.Int64 // recovered handler panics (bugs; tests check it stays 0)
 	shutdownOne sync.Once
-	tracing     *tracing    // nil when Config.TracerProvider is nil
-	reqlog      *requestLog // nil when Config.RequestLog is empty
-	background  *background // nil without Config.Background
+	tracing     *tracing         // nil when Config.TracerProvider is nil
+	reqlog      *requestLog      // nil when Config.RequestLog is empty
+	background  *background      // nil without Config.Background
+	gateway     *gatewaySchedule // nil without Config.Gateway
+	dcgm        *dcgm
+	closing     chan struct{} // closed when Shutdown begins
 	tok         tokenizer
 	identity    identitySchedule // read-only after New
 
@@ -80,12 +83,14 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	cfg.Adapters = append([]AdapterConfig(nil), cfg.Adapters...)
 	cfg.IdentitySteps = append([]IdentityStep(nil), cfg.IdentitySteps...)
 	cfg.Background = append([]BackgroundStep(nil), cfg.Background...)
+	cfg.Gateway.Steps = append([]GatewayStep(nil), cfg.Gateway.Steps...)
 	s := &Server{
-		cfg:    cfg,
-		logger: logger,
-		faults: newFaultTable(&cfg.Faults),
-		models: make(map[string]int, len(cfg.Models)),
-		tok:    tokenizer{maxLetters: cfg.LettersPerToken, beginOfText: cfg.BeginOfText, imagePixels: cfg.ImageTokenPixels},
+		closing: make(chan struct{}),
+		cfg:     cfg,
+		logger:  logger,
+		faults:  newFaultTable(&cfg.Faults),
+		models:  make(map[string]int, len(cfg.Models)),
+		tok:     tokenizer{maxLetters: cfg.LettersPerToken, beginOfText: cfg.BeginOfText, imagePixels: cfg.ImageTokenPixels},
 	}
 	seed1, seed2 := cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15
 	if cfg.Seed == 0 {
@@ -126,6 +131,12 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if len(s.adapters) > 0 {
 		s.metrics.registry.MustRegister(newLoraCollector(s.adapters))
 	}
+	simLabels := prometheus.Labels{"model_name": cfg.Models[0]}
+	if cfg.Gateway.configured() {
+		s.gateway = newGatewaySchedule(cfg.Gateway, cfg.scheduleScale(), start)
+		s.gateway.register(s.metrics.registry, simLabels)
+	}
+	s.dcgm = newDCGM(cfg.DCGM, cfg.Models)
 	if cfg.RequestLog != "" {
 		l, err := openRequestLog(cfg.RequestLog, logger, s.metrics.registry, prometheus.Labels{"model_name": cfg.Models[0]})
 		if err != nil {
@@ -150,11 +161,12 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s.http.Protocols.SetUnencryptedHTTP2(true)
 	s.http.Protocols.SetHTTP2(true)
 	s.engine.start()
+	s.dcgm.start(&s.engine.busy)
 	if len(cfg.Background) > 0 {
 		// Its own stream of draws (the server's generator is left as
 		// it was, so that seeded answers stay the same).
 		s.background = newBackground(s.engine, &s.cfg, start, splitmix64(seed1^0x3c6ef372fe94f82b)^splitmix64(seed2))
-		s.background.register(s.metrics.registry, prometheus.Labels{"model_name": cfg.Models[0]})
+		s.background.register(s.metrics.registry, simLabels)
 		go s.background.run()
 	}
 	return s, nil
@@ -209,6 +221,7 @@ func (s *Server) Config() Config {
 	c.Adapters = append([]AdapterConfig(nil), s.cfg.Adapters...)
 	c.IdentitySteps = append([]IdentityStep(nil), s.cfg.IdentitySteps...)
 	c.Background = append([]BackgroundStep(nil), s.cfg.Background...)
+	c.Gateway.Steps = append([]GatewayStep(nil), s.cfg.Gateway.Steps...)
 	return c
 }
 
@@ -232,6 +245,8 @@ const requestLogCloseWait = 2 * time.Second
 func (s *Server) Shutdown(ctx context.Context) error {
 	var err error
 	s.shutdownOne.Do(func() {
+		close(s.closing)
+		s.dcgm.stop()
 		if s.background != nil {
 			s.background.stop() // no new arrivals; those in the engine are aborted with it
 		}
@@ -271,9 +286,15 @@ func (s *Server) routes() http.Handler {
 		"/version":             {http.MethodGet, s.handleVersion},
 		"/health":              {http.MethodGet, handleHealth},
 		"/metrics":             {http.MethodGet, metricsHandler.ServeHTTP},
+		"/dcgm/metrics": {http.MethodGet, promhttp.HandlerFor(s.dcgm.registry, promhttp.HandlerOpts{
+			ErrorHandling: promhttp.ContinueOnError,
+		}).ServeHTTP},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer s.recoverPanic(w, r)
+		if s.gateway != nil && r.URL.Path != "/metrics" && r.URL.Path != "/dcgm/metrics" {
+			s.gateway.wait(r, s.closing)
+		}
 		if sv := s.identity.at(time.Now()).server; sv != nil {
 			w.Header()["Server"] = sv
 		}
