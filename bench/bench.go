@@ -5,11 +5,15 @@
 // of stages, each a requested rate held for a duration, measured exactly
 // like the daemon measures (open-loop arrivals, same client, same
 // definitions), and summarised in a report that always says at which load
-// the numbers were taken and whether the harness delivered it.
+// the numbers were taken and whether the harness delivered it. Beside the
+// stages it runs the preflight, closed-loop levels, a trace's replay and
+// the searches built of stages (Find: the capacity, the highest rate
+// meeting an SLO).
 //
 // bench drives the engine (probe, probe/wire, probe/workload,
-// probe/harness) and reads its results; it must not import exporter (its
-// tests compare with it) or cmd.
+// probe/harness), reads its results into a bench/report Report, and has
+// servermetrics read the servers beside each stage; it must not import
+// exporter (its tests compare with it) or cmd.
 package bench
 
 import (
@@ -17,7 +21,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,10 +32,15 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/prometheus/common/model"
+
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/probe"
+	"github.com/llmprobe/llmprobe/probe/harness"
 	"github.com/llmprobe/llmprobe/probe/wire"
+	"github.com/llmprobe/llmprobe/servermetrics"
 	"github.com/llmprobe/llmprobe/slo"
 )
 
@@ -68,8 +80,8 @@ type Options struct {
 	// configuration are judged by theirs.
 	SLO *slo.Spec
 	// Requests, when set, receives one JSON line per request as its
-	// result arrives (RequestLog); nothing is kept in memory for it.
-	Requests *RequestLog
+	// result arrives (report.RequestLog); nothing is kept in memory for it.
+	Requests *report.RequestLog
 	// Progress, when set, is called about every ProgressInterval (default
 	// a second) during each stage, and once at its end with Done set.
 	Progress         func(Progress)
@@ -79,10 +91,15 @@ type Options struct {
 	// the request log and the progress (a search that runs one stage per
 	// Run sets it to the stages it already ran).
 	StageOffset int
+	// CommonRandomNumbers makes every stage reuse the same draws
+	// (arrival gaps, class picks, request plans), rescaled to its rate,
+	// for paired comparisons; by default each stage draws its own stream,
+	// derived from global.seed and the stage's number (probe.Options.Stream).
+	CommonRandomNumbers bool
 
 	// ServerMetrics are the targets' own Prometheus exposition URLs,
 	// scraped at each stage's start (after the warm-up), every
-	// ServerMetricsInterval (default 2s) and at its end (servermetrics.go):
+	// ServerMetricsInterval (default 2s) and at its end (package servermetrics):
 	// one URL for every target, one per target in the targets' order, or
 	// TARGET=URL; comma-separated lists are split. A failed scrape is
 	// reported in the stage, never fatal.
@@ -90,12 +107,12 @@ type Options struct {
 	ServerMetricsInterval time.Duration
 	// PrometheusURL, when set, is asked at each stage's end for the
 	// dcgm-exporter series matching GPUSelector averaged over the
-	// stage's window (gpu.go).
+	// stage's window (servermetrics.QueryGPU).
 	PrometheusURL string
 	GPUSelector   string
 	// GPUPricePerHour (what one GPU costs per hour) and GPUCount (the
 	// GPUs serving the targets; 0: those Prometheus reports) give each
-	// stage's GPU time and cost per generated token (cost.go).
+	// stage's GPU time and cost per generated token (servermetrics.StageCost).
 	GPUPricePerHour float64
 	GPUCount        int
 
@@ -108,11 +125,11 @@ type Options struct {
 	MaxRequests int
 	// Percentiles are the percentiles (in percent, e.g. 50, 90, 99)
 	// reported for every metric beside the fixed p50/p95/p99 and shown
-	// in their place in the text and Markdown tables (percentiles.go).
+	// in their place in the text and Markdown tables (report.AddPercentiles).
 	Percentiles []float64
 	// Concurrency, when set, runs one closed-loop level per value after
 	// the open-loop stages (closedloop.go), each for ClosedLoopDuration:
-	// reported apart, in Report.ClosedLoop.
+	// reported apart, in report.Report.ClosedLoop.
 	Concurrency        []int
 	ClosedLoopDuration time.Duration
 	// Replay, when set, runs one stage that replays a trace (replay.go)
@@ -122,6 +139,11 @@ type Options struct {
 
 	stage      int               // the stage runStage runs (1-based), set by Run
 	serverURLs map[string]string // target → metrics URL, set by Run
+}
+
+// costOptions are the options' GPU count and price.
+func (opts Options) costOptions() servermetrics.CostOptions {
+	return servermetrics.CostOptions{GPUPricePerHour: opts.GPUPricePerHour, GPUCount: opts.GPUCount, Prometheus: opts.PrometheusURL != ""}
 }
 
 // Progress is a running stage's figures so far, summed over its targets.
@@ -156,7 +178,7 @@ type TargetProgress struct {
 // Run executes the stages one after another and returns the report. A
 // cancelled ctx ends the current stage early (its partial figures are
 // kept) and skips the rest.
-func Run(ctx context.Context, opts Options) (*Report, error) {
+func Run(ctx context.Context, opts Options) (*report.Report, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -181,7 +203,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			return nil, fmt.Errorf("unknown target %q", name)
 		}
 	}
-	if err := checkCostOptions(opts); err != nil {
+	if err := opts.costOptions().Check(); err != nil {
 		return nil, err
 	}
 	if len(opts.ServerMetrics) > 0 {
@@ -191,10 +213,14 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		opts.serverURLs = urls
 	}
-	rep := &Report{Started: time.Now(), SLOBounds: sloBounds(base, targets, opts.SLO), Percentiles: opts.Percentiles}
+	if len(opts.Percentiles) == 0 {
+		opts.Percentiles = report.DefaultPercentiles
+	}
+	rep := &report.Report{Started: time.Now(), SLOBounds: sloBounds(base, targets, opts.SLO), Percentiles: opts.Percentiles,
+		SchemaVersion: report.ReportSchemaVersion}
 	for _, t := range targets {
 		for _, c := range base.Workload(t).Classes {
-			rep.Sampling = append(rep.Sampling, SamplingInfo{
+			rep.Sampling = append(rep.Sampling, report.SamplingInfo{
 				Target: t.Name, Class: c.Name,
 				Temperature: c.Sampling.Temperature, TopP: c.Sampling.TopP, TopK: c.Sampling.TopK,
 				ExtraBody: t.ExtraBody,
@@ -240,7 +266,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			opts.Logger.Info("bench stage done", "stage", i+1, "target", sr.Target, "achieved", fmt.Sprintf("%.1f/s", sr.AchievedRate),
 				"ttft_p50", sr.TTFT.P50, "ttft_p99", sr.TTFT.P99, "trusted", sr.Trusted)
 		}
-		if opts.StopWhenSaturated && slices.ContainsFunc(srs, func(s *StageReport) bool { return !s.Trusted }) {
+		if opts.StopWhenSaturated && slices.ContainsFunc(srs, func(s *report.StageReport) bool { return !s.Trusted }) {
 			break
 		}
 	}
@@ -276,6 +302,82 @@ func stageConfig(base *config.Config, targets []*config.Target, rate float64, du
 	return &cfg
 }
 
+// The verdicts' reasons for not trusting a stage begin with these: the
+// harness could not deliver the load, or the target had max_inflight
+// requests running and arrivals were dropped (a search names the bound
+// that capped it by them, find.go).
+const (
+	reasonHarness    = "harness saturated: "
+	reasonOverloaded = "target overloaded: "
+)
+
+// judge takes the engine's verdicts on the stage (judged over the whole
+// stage: stageConfig sets the saturation window to its duration), so that
+// bench and the daemon flag the same numbers for the same reasons. A
+// reason that counts drops gives the stage's own counts, those of the
+// report, not those of the verdict's sliding window (which, judged once a
+// second over whole seconds, misses the stage's first and last arrivals):
+// a report has one count of its drops.
+func judge(s *report.StageReport, ts probe.TargetStatus) {
+	if ts.Saturated {
+		s.Reasons = append(s.Reasons, reasonHarness+stageDropCounts(s, ts))
+	}
+	if ts.Overloaded {
+		s.Reasons = append(s.Reasons, fmt.Sprintf(reasonOverloaded+"%d of %d scheduled requests were dropped because max_inflight (%d) requests were still running: the target does not absorb the offered load",
+			s.Dropped[probe.DropInflightLimit], s.Scheduled, ts.MaxInflight))
+	}
+	if s.Sent == 0 {
+		s.Reasons = append(s.Reasons, "no request was sent")
+	}
+	if ri := s.Replay; ri != nil && ri.Error != "" {
+		s.Reasons = append(s.Reasons, "the replay stopped early: "+ri.Error)
+	}
+	s.Trusted = len(s.Reasons) == 0
+}
+
+// warn adds to the stage's warnings what makes its figures weaker than
+// they look; ps are the percentiles reported.
+func warn(s *report.StageReport, ps []float64) {
+	add := func(format string, args ...any) { s.Warnings = append(s.Warnings, fmt.Sprintf(format, args...)) }
+	switch f := s.Serving; {
+	case s.Sent == 0:
+	case s.WarmupDuration >= s.PlannedDuration:
+		add("the stage (%s) is no longer than its warm-up (%s): every request was planned in the warm-up, so none is in the figures; make the stage longer than --warmup",
+			s.PlannedDuration, s.WarmupDuration)
+	case f == nil:
+		add("no request planned after the %s warm-up ended by itself: the stage has no figures", s.WarmupDuration)
+	case f.Completed == 0:
+		add("none of the %d requests planned after the warm-up succeeded: the stage's latencies and throughputs are 0", f.Failed)
+	case len(ps) > 0:
+		top := slices.Max(ps)
+		if need := int(math.Ceil(100/(100-top) - 1e-9)); top < 100 && f.Completed < need {
+			add("P%s of %d completed requests is the top of the sample, not a tail: a percentile P needs at least 100/(100 − P) of them (%d); run the stage longer",
+				strconv.FormatFloat(top, 'g', -1, 64), f.Completed, need)
+		}
+	}
+	if s.CutAtGrace > 0 {
+		add("%d requests still running when the grace (%s) after the stage ran out were cancelled (%s): they are in no figure, which leaves out the slowest requests; a longer --stage.grace waits for them",
+			s.CutAtGrace, s.Grace, report.OutcomeCancelledAtGrace)
+	}
+}
+
+// stageDropCounts is the harness' saturation reasons in words, its
+// reason for late drops restated with the stage's counts (judge).
+func stageDropCounts(s *report.StageReport, ts probe.TargetStatus) string {
+	parts := strings.Split(ts.SaturationReason, "; ")
+	if len(parts) != len(ts.SaturationReasons) {
+		return ts.SaturationReason
+	}
+	for i, r := range ts.SaturationReasons {
+		if r == harness.ReasonLateDrops {
+			parts[i] = fmt.Sprintf("%d of %d scheduled requests could not be sent in time (late_after)", s.Dropped[probe.DropLate], s.Scheduled)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+func modelDuration(d time.Duration) model.Duration { return model.Duration(d) }
+
 // maxPrealloc bounds the values the collector makes room for per metric
 // before a stage (they grow past it on demand): room for rate × duration
 // at a high rate is gigabytes, which take seconds to map before the
@@ -292,7 +394,7 @@ func expectedResults(rate float64, d time.Duration) int {
 	return int(n)
 }
 
-func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) ([]*StageReport, error) {
+func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) ([]*report.StageReport, error) {
 	col := newCollector(cfg, expectedResults(st.Rate, st.Duration), opts.SLO)
 	col.stage, col.requests = opts.stage, opts.Requests
 	col.setLimits(opts)
@@ -300,6 +402,9 @@ func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) (
 		Tracer: opts.Tracer, Propagator: opts.Propagator}
 	if opts.Dataset != nil {
 		popts.Prompts = opts.Dataset
+	}
+	if !opts.CommonRandomNumbers {
+		popts.Stream = uint64(opts.stage)
 	}
 	var replay *replayRun
 	var replayDone <-chan struct{}
@@ -314,23 +419,23 @@ func runStage(ctx context.Context, cfg *config.Config, st Stage, opts Options) (
 	start := time.Now()
 	col.start, col.warmup = start, time.Duration(cfg.Global.Warmup)
 	measureFrom := start.Add(min(col.warmup, st.Duration))
-	scrapers := map[string]*serverScraper{} // by URL: one scrape serves every target behind it
+	scrapers := map[string]*servermetrics.Sampler{} // by URL: one scrape serves every target behind it
 	if len(opts.serverURLs) > 0 {
 		every := opts.ServerMetricsInterval
 		if every <= 0 {
 			every = defaultServerMetricsInterval
 		}
-		client := serverMetricsClient()
+		client := servermetrics.NewClient("llmprobe_bench_server_metrics")
 		defer client.CloseIdleConnections()
 		for _, t := range cfg.Targets {
 			if u := opts.serverURLs[t.Name]; u != "" && scrapers[u] == nil {
-				scrapers[u] = startServerScraper(context.WithoutCancel(ctx), client, u, measureFrom, every)
+				scrapers[u] = servermetrics.StartSampler(context.WithoutCancel(ctx), client, u, measureFrom, every)
 			}
 		}
 	}
 	stopScrapers := func() {
 		for _, s := range scrapers {
-			s.stopNow()
+			s.StopNow()
 		}
 	}
 	if err := eng.Apply(cfg); err != nil {
@@ -392,13 +497,11 @@ wait:
 	sctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = eng.Shutdown(sctx); close(shut) }()
-	var cut map[string]int
 	graceTimer := time.NewTimer(grace)
 	select {
 	case <-shut:
 	case <-graceTimer.C:
-		cut = col.inFlight()
-		cancel()
+		cancel() // what is cancelled is counted as such (report.OutcomeCancelledAtGrace)
 		<-shut
 	}
 	graceTimer.Stop()
@@ -410,40 +513,38 @@ wait:
 		opts.Progress(p)
 	}
 
-	servers := map[string]*ServerStats{}
+	servers := map[string]*servermetrics.Stats{}
 	for u, s := range scrapers {
-		servers[u] = serverStats(u, s.results())
+		servers[u] = servermetrics.NewStats(u, s.Results())
 	}
-	var gpu *GPUStats
+	var gpu *servermetrics.GPUStats
 	if opts.PrometheusURL != "" {
-		gpu = queryGPU(context.WithoutCancel(ctx), opts.PrometheusURL, opts.GPUSelector, stageEnd, stageEnd.Sub(measureFrom))
+		gpu = servermetrics.QueryGPU(context.WithoutCancel(ctx), opts.PrometheusURL, opts.GPUSelector, stageEnd, stageEnd.Sub(measureFrom))
 	}
 
-	var out []*StageReport
+	var out []*report.StageReport
 	for _, ts := range status {
 		sr := col.report(ts.Name, elapsed)
 		if ss := servers[opts.serverURLs[ts.Name]]; ss != nil {
 			sr.Server = ss
 			if ss.TTFT != nil && ss.TTFT.Count > 0 && sr.TTFT.Count > 0 {
-				sr.TTFTGap = &TTFTGap{P50: Float(sr.TTFT.P50) - ss.TTFT.P50, P99: Float(sr.TTFT.P99) - ss.TTFT.P99}
+				sr.TTFTGap = &report.TTFTGap{P50: servermetrics.Float(sr.TTFT.P50) - ss.TTFT.P50, P99: servermetrics.Float(sr.TTFT.P99) - ss.TTFT.P99}
 			}
 		}
 		sr.GPU = gpu
 		sr.Interrupted, sr.PlannedDuration = interrupted, st.Duration
-		sr.InFlightAtEnd, sr.CutAtGrace, sr.Grace = inflight[ts.Name], cut[ts.Name], grace
-		if sr.InFlightAtEnd > 0 {
-			sr.Drain = drain
-		}
+		sr.InFlightAtEnd, sr.Grace, sr.Drain = inflight[ts.Name], grace, drain
 		sr.Model = ts.Model
 		sr.RequestedRate = ts.RequestedRate
 		sr.Duration = elapsed
 		sr.AchievedRate = float64(sr.Sent) / elapsed.Seconds()
+		weight := 0.0
 		for _, c := range ts.Classes {
 			sr.ReuseIntent += c.ReuseIntent * c.Weight
-			sr.weight += c.Weight
+			weight += c.Weight
 		}
-		if sr.weight > 0 {
-			sr.ReuseIntent /= sr.weight
+		if weight > 0 {
+			sr.ReuseIntent /= weight
 		}
 		if sr.Sent > 0 {
 			// Process CPU is shared by every target of the stage.
@@ -452,10 +553,15 @@ wait:
 		if replay != nil {
 			sr.Replay = replay.info(ts.Name, elapsed, sr.Sent)
 		}
-		sr.judge(ts)
+		judge(sr, ts)
+		warn(sr, opts.Percentiles)
 		out = append(out, sr)
 	}
-	if cost := stageCost(out, gpu, opts); cost != nil {
+	costs := make([]servermetrics.CostTarget, len(out))
+	for i, sr := range out {
+		costs[i] = servermetrics.CostTarget{Server: sr.Server, ServedOutputTokensPerSec: sr.ServedOutputTokensPerSec}
+	}
+	if cost := servermetrics.StageCost(costs, gpu, opts.costOptions()); cost != nil {
 		for _, sr := range out {
 			sr.Cost = cost
 		}
@@ -469,12 +575,12 @@ wait:
 type collector struct {
 	targets  map[string]*targetData // fixed before the stage starts
 	stage    int                    // 1-based, for the request log
-	requests *RequestLog            // nil: no per-request export
+	requests *report.RequestLog     // nil: no per-request export
 	// start and warmup (set before the engine starts) bound the window
 	// the served figures count completions in.
 	start  time.Time
 	warmup time.Duration
-	// limits: Options.MaxRequests and Options.Percentiles (percentiles.go).
+	// limits: Options.MaxRequests and Options.Percentiles (limits.go).
 	limits  collectorLimits
 	reached <-chan struct{} // closed when every target was sent MaxRequests
 }
@@ -484,20 +590,19 @@ type targetData struct {
 	ended           atomic.Int64 // results observed
 	dropped         [len(probe.DropReasons)]atomic.Int64
 
-	mu                   sync.Mutex // guards the rest
-	outcomes             map[wire.Outcome]int
-	conversations        map[probe.ConversationOutcome]int
-	ttft, tpot, itl, e2e []float64
-	lag                  []float64
-	done                 []completion // successes, for the served figures
-	promptTokens         int
-	outputTokens         int
-	cachedTokens         int
-	cachedReported       int
-	estimated            int
-	warmup               int
-	slo                  *sloJudge // nil: no SLO to judge by
-	sloCounts            sloCounts
+	mu            sync.Mutex // guards the rest
+	outcomes      map[wire.Outcome]int
+	conversations map[probe.ConversationOutcome]int
+	// reqs are the ended requests but those cut at the grace's end
+	// (warm-up included, for the served figures): the figures' source.
+	reqs           *report.Requests
+	lag            []float64
+	cachedTokens   int
+	cachedReported int
+	estimated      int
+	warmup         int
+	slo            *sloJudge // nil: no SLO to judge by
+	sloCounts      sloCounts
 }
 
 // newCollector prepares for the targets of cfg, with room for about
@@ -509,20 +614,11 @@ func newCollector(cfg *config.Config, expected int, spec *slo.Spec) *collector {
 			slo:           newSLOJudge(cfg, t, spec),
 			outcomes:      map[wire.Outcome]int{},
 			conversations: map[probe.ConversationOutcome]int{},
-			ttft:          make([]float64, 0, expected),
-			e2e:           make([]float64, 0, expected),
-			tpot:          make([]float64, 0, expected),
+			reqs:          report.NewRequests(expected),
 			lag:           make([]float64, 0, expected),
 		}
 	}
 	return c
-}
-
-// completion is when a successful request ended (after the stage's
-// start) and the tokens it generated.
-type completion struct {
-	at     time.Duration
-	tokens int
 }
 
 func (c *collector) Scheduled(target, _, _ string) {
@@ -562,37 +658,30 @@ func (c *collector) Observe(r *wire.Result) {
 	}
 	defer d.ended.Add(1)
 	if c.requests != nil {
-		c.requests.write(c.stage, r)
+		c.requests.Write(c.stage, c.start, r)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.outcomes[r.Outcome]++
+	d.outcomes[report.OutcomeOf(r)]++
 	d.lag = append(d.lag, r.ScheduleLag.Seconds())
-	if r.Outcome == wire.OutcomeSuccess && !c.start.IsZero() {
-		d.done = append(d.done, completion{at: r.Start.Add(r.E2E).Sub(c.start), tokens: r.OutputTokens})
+	good := false
+	if !r.Warmup && d.slo != nil {
+		good = d.sloCounts.observe(d.slo, r)
+	}
+	if !c.start.IsZero() { // a stage's (not the capacity estimate's, which counts only)
+		t := report.NewTiming(r, c.start)
+		t.Good = good
+		d.reqs.Add(t)
 	}
 	if r.Warmup {
-		d.warmup++
-		return
-	}
-	if d.slo != nil {
-		d.sloCounts.observe(d.slo, r)
-	}
-	if r.FirstToken {
-		d.ttft = append(d.ttft, r.TTFT.Seconds())
-		for _, g := range r.ITLs {
-			d.itl = append(d.itl, g.Seconds())
+		if r.ErrorType != wire.ErrorTypeCancelled { // counted as cancelled
+			d.warmup++
 		}
+		return
 	}
 	if r.Outcome != wire.OutcomeSuccess {
 		return
 	}
-	d.e2e = append(d.e2e, r.E2E.Seconds())
-	if r.OutputTokens >= 2 {
-		d.tpot = append(d.tpot, r.TPOT.Seconds())
-	}
-	d.promptTokens += r.PromptTokens
-	d.outputTokens += r.OutputTokens
 	if r.CachedTokensReported {
 		d.cachedTokens += r.CachedTokens
 		d.cachedReported += r.PromptTokens
@@ -622,7 +711,10 @@ func (c *collector) totalSent() int {
 	return n
 }
 
-func (c *collector) report(target string, elapsed time.Duration) *StageReport {
+// report is the target's StageReport of a stage that ran for elapsed:
+// its counts, its figures (report.Requests: vLLM's, the tables'
+// quantiles and the served ones), its SLO.
+func (c *collector) report(target string, elapsed time.Duration) *report.StageReport {
 	d := c.targets[target]
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -632,35 +724,35 @@ func (c *collector) report(target string, elapsed time.Duration) *StageReport {
 			dropped[r] = int(n)
 		}
 	}
-	sr := &StageReport{
-		Target:        target,
-		Scheduled:     int(d.scheduled.Load()),
-		Sent:          int(d.sent.Load()),
-		Dropped:       dropped,
-		Outcomes:      maps.Clone(d.outcomes),
-		Conversations: maps.Clone(d.conversations),
-		Warmup:        d.warmup,
-		TTFT:          summarize(d.ttft),
-		TPOT:          summarize(d.tpot),
-		ITL:           summarize(d.itl),
-		E2E:           summarize(d.e2e),
-		Lag:           summarize(d.lag),
-		Estimated:     d.estimated,
-		Samples:       newSamples(d.ttft, d.tpot, d.e2e),
+	ps := c.limits.ps
+	sr := &report.StageReport{
+		Target:         target,
+		Scheduled:      int(d.scheduled.Load()),
+		Sent:           int(d.sent.Load()),
+		Dropped:        dropped,
+		Outcomes:       maps.Clone(d.outcomes),
+		Conversations:  maps.Clone(d.conversations),
+		Warmup:         d.warmup,
+		WarmupDuration: c.warmup,
+		Lag:            report.Summarize(d.lag),
+		Estimated:      d.estimated,
+		Serving:        d.reqs.Figures(ps, d.slo != nil && d.slo.perRequest()),
 	}
+	sr.CutAtGrace = sr.Outcomes[report.OutcomeCancelledAtGrace]
+	sr.TTFT, sr.TPOT, sr.ITL, sr.E2E = d.reqs.Quantiles(ps)
+	report.AddPercentiles(&sr.Lag, d.lag, ps)
+	sr.Samples = report.NewSamples(d.reqs.Values())
 	if d.slo != nil {
-		sr.SLO = d.slo.report(&d.sloCounts, elapsed, map[string][]float64{"ttft": d.ttft, "tpot": d.tpot, "itl": d.itl, "e2e": d.e2e})
+		sr.SLO = d.slo.report(&d.sloCounts, sr.Serving, d.reqs.Quantile)
 	}
-	c.limits.percentiles(sr, d)
-	sr.promptTokens, sr.outputTokens = d.promptTokens, d.outputTokens
 	// Served: successes that ended inside [warm-up, stage end], whatever
 	// they started, so the grace period's completions are not counted.
 	if window := elapsed - c.warmup; window > 0 {
 		tokens := 0
-		for _, x := range d.done {
-			if x.at >= c.warmup && x.at <= elapsed {
+		for _, x := range d.reqs.All() {
+			if x.Success() && x.End >= c.warmup && x.End <= elapsed {
 				sr.Served++
-				tokens += x.tokens
+				tokens += int(x.OutputTokens)
 			}
 		}
 		sr.ServedRate = float64(sr.Served) / window.Seconds()
@@ -690,11 +782,11 @@ func (c *collector) progress(stage, stages int, elapsed, duration time.Duration,
 		}
 		d.mu.Lock()
 		for o, n := range d.outcomes {
-			if o != wire.OutcomeSuccess {
+			if o != wire.OutcomeSuccess && o != report.OutcomeCancelledAtGrace {
 				tp.Errors += n
 			}
 		}
-		own := slices.Clone(d.ttft[max(0, len(d.ttft)-progressWindow):])
+		own := d.reqs.LatestTTFT(nil, progressWindow)
 		d.mu.Unlock()
 		ttft = append(ttft, own...)
 		if secs > 0 {

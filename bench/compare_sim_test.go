@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/simtest"
 	"github.com/llmprobe/llmprobe/regression"
@@ -39,11 +41,11 @@ func TestCompareTellsASlowerServer(t *testing.T) {
 	// step stands above what a busy machine adds to every step. When its
 	// own record still shows no clear slowdown, the stage runs again.
 	type run struct {
-		client map[string]*bench.Report
+		client map[string]*report.Report
 		server map[string]serverFigures
 	}
 	r := simtest.Retry(t, 3, func(int) (run, string) {
-		r := run{client: map[string]*bench.Report{}, server: map[string]serverFigures{}}
+		r := run{client: map[string]*report.Report{}, server: map[string]serverFigures{}}
 		servers := map[string]*simtest.Server{}
 		for _, name := range []string{"a", "b", "slow"} {
 			scfg := sim.DefaultConfig()
@@ -86,7 +88,7 @@ targets:
 		for _, s := range rep.Stages {
 			cp := *s
 			cp.Target = "sim"
-			r.client[s.Target] = &bench.Report{Stages: []*bench.StageReport{&cp}}
+			r.client[s.Target] = &report.Report{Stages: []*report.StageReport{&cp}}
 		}
 		// The servers' own per-request figures.
 		for name, srv := range servers {
@@ -122,12 +124,12 @@ targets:
 		return r, ""
 	})
 
-	compare := func(old, new string) map[string]bench.Comparison {
-		cs, unmatched := bench.Compare(r.client[old], r.client[new])
+	compare := func(old, new string) map[string]report.Comparison {
+		cs, unmatched := report.Compare(r.client[old], r.client[new])
 		if len(unmatched) > 0 {
 			t.Fatalf("unmatched stages %v", unmatched)
 		}
-		out := map[string]bench.Comparison{}
+		out := map[string]report.Comparison{}
 		for _, c := range cs {
 			out[c.Metric] = c
 		}
@@ -142,7 +144,7 @@ targets:
 			}
 			sd, sp := r.server[pair[0]].versus(r.server[pair[1]], metric)
 			t.Logf("%s → %s %s: client %s Δ %+.1f%% (p %.3g); server Δ %+.1f%% (p %.3g)", pair[0], pair[1], metric, c.Verdict, 100*c.Delta, c.P, 100*sd, sp)
-			realChange := c.Verdict == bench.VerdictWorse || c.Verdict == bench.VerdictBetter
+			realChange := c.Verdict == report.VerdictWorse || c.Verdict == report.VerdictBetter
 			switch {
 			case realChange && sp > 0.05:
 				t.Errorf("%s → %s %s: compare says %s (Δ %+.1f%%, p %.3g), the servers' own records show no change (p %.3g)", pair[0], pair[1], metric, c.Verdict, 100*c.Delta, c.P, sp)
@@ -155,76 +157,82 @@ targets:
 	got := compare("a", "slow")
 	for _, metric := range []string{"TPOT p50", "E2E p50"} {
 		sd, _ := r.server["a"].versus(r.server["slow"], metric)
-		if c := got[metric]; c.Verdict != bench.VerdictWorse || c.Delta < sd-0.1 || c.Delta > sd+0.1 {
+		if c := got[metric]; c.Verdict != report.VerdictWorse || c.Delta < sd-0.1 || c.Delta > sd+0.1 {
 			t.Errorf("decode 30%% slower, %s: %s, Δ %+.1f%% (%.4g → %.4g s, p %.3g); the server's own Δ %+.1f%%", metric, c.Verdict, 100*c.Delta, c.Old, c.New, c.P, 100*sd)
 		}
 	}
 }
 
 // TestCompareTwoAlikeRuns runs three stages (10, 12 and 14 req/s, 4 s
-// each) against two simulators alike at once and compares what llmprobe
-// measured of one with the other: 18 tests (TTFT, TPOT and E2E, p50 and
-// p99, of three stages), none of which may say "better" or "worse". Two
-// servers alike side by side differ by chance only (one after the other,
-// a change in the machine's load would be a real change); Holm's
-// correction keeps the chance of any verdict in such a comparison under
-// CompareAlpha, where 18 tests at 1% each gave one in about every six
-// comparisons, and the bootstrap interval of p99 that the p99 test once
-// was wrong for 5% of pairs at these sizes on its own. A stage the
-// harness did not trust gets no verdict, with the reason; when more than
-// one was, the stages are measured again. The harness may be late by up
-// to 100 ms (max_inflation): side by side, lateness hits both servers.
+// each) against two simulators alike at once, as two runs of one target
+// with the same seed (so the same arrivals and requests: each stage draws
+// its own, from the seed, the target's name and the stage's number), and
+// compares what llmprobe measured of one with the other: 18 tests (TTFT,
+// TPOT and E2E, p50 and p99, of three stages), none of which may say
+// "better" or "worse". Two servers alike side by side, given the same
+// load, differ by chance only (one after the other, a change in the
+// machine's load would be a real change; given different draws, the
+// loads differ by chance, by 25% at 50 requests, and a simulator's TPOT
+// follows its load for real); Holm's correction keeps the chance of any
+// verdict in such a comparison under CompareAlpha, where 18 tests at 1%
+// each gave one in about every six comparisons, and the bootstrap
+// interval of p99 that the p99 test once was wrong for 5% of pairs at
+// these sizes on its own. A stage the harness did not trust gets no
+// verdict, with the reason; when more than one was, the stages are
+// measured again. The harness may be late by up to 100 ms
+// (max_inflation): side by side, lateness hits both servers.
 func TestCompareTwoAlikeRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three 4 s stages against two simulators")
 	}
-	type run struct{ a, b *bench.Report }
+	type run struct{ a, b *report.Report }
 	r := simtest.RetryFor(t, 3, 40*time.Second, func(int) (run, string) {
-		servers := map[string]*simtest.Server{}
+		var mu sync.Mutex
+		reps := map[string]*report.Report{}
+		var wg sync.WaitGroup
 		for _, name := range []string{"a", "b"} {
 			scfg := sim.DefaultConfig()
 			scfg.Seed = 1
 			scfg.EOSProbability = 0
 			scfg.DecodeBase = 40 * time.Millisecond
-			servers[name] = simtest.Start(t, scfg)
-		}
-		target := func(name string) string {
-			return fmt.Sprintf(`  - {name: %s, url: %s, model: sim-model, workload: w, arrival: {process: poisson, rate: 1}, tokenize: "off", extra_body: {ignore_eos: true}}`,
-				name, servers[name].URL())
-		}
-		cfg, err := config.Load([]byte(fmt.Sprintf(`
+			srv := simtest.Start(t, scfg)
+			cfg, err := config.Load([]byte(fmt.Sprintf(`
 global: {warmup: 0s, request_timeout: 30s, seed: 11, saturation: {max_inflation: 100ms}}
 workloads:
   w:
     classes:
       - {name: chat, prompt_tokens: 64, output_tokens: 16}
 targets:
-%s
-%s
-`, target("a"), target("b"))), "alike.yml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := bench.Run(context.Background(), bench.Options{
-			Config: cfg, Stages: []bench.Stage{{Rate: 10, Duration: 4 * time.Second}, {Rate: 12, Duration: 4 * time.Second}, {Rate: 14, Duration: 4 * time.Second}},
-			Warmup: -1, Grace: 10 * time.Second,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var r run
-		r.a, r.b = &bench.Report{}, &bench.Report{}
-		untrusted := map[int]string{}
-		for _, s := range rep.Stages {
-			if !s.Trusted {
-				untrusted[s.Stage] = fmt.Sprintf("stage %d of %s was not trusted: %s", s.Stage, s.Target, strings.Join(s.Reasons, "; "))
+  - {name: sim, url: %s, model: sim-model, workload: w, arrival: {process: poisson, rate: 1}, tokenize: "off", extra_body: {ignore_eos: true}}
+`, srv.URL())), "alike.yml")
+			if err != nil {
+				t.Fatal(err)
 			}
-			cp := *s
-			cp.Target = "sim"
-			if s.Target == "a" {
-				r.a.Stages = append(r.a.Stages, &cp)
-			} else {
-				r.b.Stages = append(r.b.Stages, &cp)
+			wg.Go(func() {
+				rep, err := bench.Run(context.Background(), bench.Options{
+					Config: cfg, Stages: []bench.Stage{{Rate: 10, Duration: 4 * time.Second}, {Rate: 12, Duration: 4 * time.Second}, {Rate: 14, Duration: 4 * time.Second}},
+					Warmup: -1, Grace: 10 * time.Second,
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				reps[name] = rep
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		r := run{reps["a"], reps["b"]}
+		untrusted := map[int]string{}
+		for name, rep := range reps {
+			for _, s := range rep.Stages {
+				if !s.Trusted {
+					untrusted[s.Stage] = fmt.Sprintf("stage %d of %s was not trusted: %s", s.Stage, name, strings.Join(s.Reasons, "; "))
+				}
 			}
 		}
 		if len(untrusted) > 1 {
@@ -232,12 +240,12 @@ targets:
 		}
 		return r, ""
 	})
-	cs, unmatched := bench.Compare(r.a, r.b)
+	cs, unmatched := report.Compare(r.a, r.b)
 	if len(cs) != 18 || len(unmatched) > 0 {
 		t.Fatalf("%d comparisons, unmatched %v", len(cs), unmatched)
 	}
 	var sb strings.Builder
-	if err := bench.WriteCompare(&sb, cs, unmatched); err != nil {
+	if err := report.WriteCompare(&sb, cs, unmatched); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", sb.String())
@@ -246,14 +254,14 @@ targets:
 		if c.OldN < 20 || c.NewN < 20 {
 			t.Errorf("%s %s: %d and %d samples, want the ~40 to 56 of the stage", c.Stage, c.Metric, c.OldN, c.NewN)
 		}
-		if c.Verdict == bench.VerdictUntrusted {
+		if c.Verdict == report.VerdictUntrusted {
 			if !strings.Contains(sb.String(), "stage "+c.Stage+": no verdict: ") || !strings.Contains(c.Untrusted, "NOT TRUSTED: harness saturated") {
 				t.Errorf("%s %s: not trusted, said %q", c.Stage, c.Metric, c.Untrusted)
 			}
 			continue
 		}
 		tested++
-		if c.Verdict != bench.VerdictNoChange {
+		if c.Verdict != report.VerdictNoChange {
 			t.Errorf("two simulators alike, %s %s: %s (Δ %+.1f%%, p %.3g, Holm %.3g)", c.Stage, c.Metric, c.Verdict, 100*c.Delta, c.P, c.PAdjusted)
 		}
 	}

@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/internal/promtest"
+	"github.com/llmprobe/llmprobe/servermetrics"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -55,7 +57,7 @@ func TestCostPerTokenFromPrometheus(t *testing.T) {
 
 	rs := startRecordingSim(t, sim.DefaultConfig())
 	cfg := serverConfig(t, simTarget("sim", rs.url))
-	near := func(what string, got *bench.Float, want float64) {
+	near := func(what string, got *servermetrics.Float, want float64) {
 		t.Helper()
 		if got == nil {
 			t.Errorf("%s: missing, want %g", what, want)
@@ -83,7 +85,7 @@ func TestCostPerTokenFromPrometheus(t *testing.T) {
 		t.Fatalf("cost %+v, server %+v", c, s.Server)
 	}
 	tps := float64(*s.Server.GenerationTokensPerSec)
-	if c.TokensSource != bench.CostTokensServer || float64(c.TokensPerSec) != tps || !(tps > 0) {
+	if c.TokensSource != servermetrics.CostTokensServer || float64(c.TokensPerSec) != tps || !(tps > 0) {
 		t.Errorf("tokens %s %g/s, want the server's %g/s", c.TokensSource, c.TokensPerSec, tps)
 	}
 	if c.GPUs != 2 || c.PricePerGPUHour != 2.5 || len(c.Notes) != 0 {
@@ -102,7 +104,7 @@ func TestCostPerTokenFromPrometheus(t *testing.T) {
 	if err := rep.WriteJSON(&js); err != nil {
 		t.Fatal(err)
 	}
-	if err := rep.WriteMarkdown(&md, bench.MarkdownOptions{}); err != nil {
+	if err := rep.WriteMarkdown(&md, report.MarkdownOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`"joules_per_generated_token"`, `"gpu_hours_per_million_generated_tokens"`, `"cost_per_million_generated_tokens"`, `"tokens_source": "server"`} {
@@ -129,7 +131,7 @@ func TestCostPerTokenFromPrometheus(t *testing.T) {
 	text = logReport(t, rep)
 	s = rep.Stages[0]
 	c = s.Cost
-	if c == nil || c.TokensSource != bench.CostTokensProbe || float64(c.TokensPerSec) != s.ServedOutputTokensPerSec || c.GPUs != 8 {
+	if c == nil || c.TokensSource != servermetrics.CostTokensProbe || float64(c.TokensPerSec) != s.ServedOutputTokensPerSec || c.GPUs != 8 {
 		t.Fatalf("cost %+v, served %g tok/s", c, s.ServedOutputTokensPerSec)
 	}
 	near("J/token (probe's tokens)", c.JoulesPerToken, power/s.ServedOutputTokensPerSec)

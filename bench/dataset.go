@@ -6,6 +6,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,20 +19,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/probe/workload"
-)
-
-// Where a dataset's requests take their max_tokens from
-// (Dataset.OutputLengths).
-const (
-	// DatasetOutputsDataset: the dataset's reference answer (ShareGPT's
-	// first gpt turn, a JSONL line's completion or trailing assistant
-	// message, by the workload's token estimate) or its output_tokens;
-	// the workload's draw for prompts that have none.
-	DatasetOutputsDataset = "dataset"
-	// DatasetOutputsWorkload: the workload class's output_tokens draw.
-	DatasetOutputsWorkload = "workload"
 )
 
 // Bounds of LoadDataset: what it keeps in memory, whatever the file's
@@ -56,8 +46,8 @@ const (
 type Dataset struct {
 	Path   string
 	Format string // "sharegpt" (a JSON array) or "jsonl"
-	// OutputLengths is DatasetOutputsDataset (the default) or
-	// DatasetOutputsWorkload.
+	// OutputLengths is report.DatasetOutputsDataset (the default) or
+	// report.DatasetOutputsWorkload.
 	OutputLengths string
 	prompts       []workload.DatasetPrompt
 	// withOutput counts the prompts with an output length of their own.
@@ -76,23 +66,6 @@ type Dataset struct {
 	next map[string]*atomic.Uint64 // by target
 }
 
-// DatasetInfo describes the dataset of a run (Report.Dataset).
-type DatasetInfo struct {
-	Path          string `json:"path"`
-	Format        string `json:"format"`
-	Prompts       int    `json:"prompts"`
-	OutputLengths string `json:"output_lengths"`
-	// WithOutputLength counts the prompts with an output length of their
-	// own (a reference answer or output_tokens).
-	WithOutputLength int            `json:"with_output_length"`
-	Skipped          map[string]int `json:"skipped,omitempty"`
-	Truncated        string         `json:"truncated,omitempty"`
-	// Sent is, per target, how many dataset prompts it was sent; above
-	// Prompts the dataset wrapped and prompts repeated (a prefix cache
-	// may serve the repeats).
-	Sent map[string]int `json:"sent,omitempty"`
-}
-
 // Len is the number of prompts.
 func (d *Dataset) Len() int { return len(d.prompts) }
 
@@ -104,7 +77,7 @@ func (d *Dataset) Next(target string) (workload.DatasetPrompt, bool) {
 	}
 	i := d.counter(target).Add(1) - 1
 	p := d.prompts[i%uint64(len(d.prompts))]
-	if d.OutputLengths == DatasetOutputsWorkload {
+	if d.OutputLengths == report.DatasetOutputsWorkload {
 		p.OutputTokens = 0
 	}
 	return p, true
@@ -125,8 +98,8 @@ func (d *Dataset) counter(target string) *atomic.Uint64 {
 }
 
 // Info describes the dataset and what the run took of it.
-func (d *Dataset) Info() *DatasetInfo {
-	info := &DatasetInfo{Path: d.Path, Format: d.Format, Prompts: len(d.prompts), OutputLengths: d.OutputLengths,
+func (d *Dataset) Info() *report.DatasetInfo {
+	info := &report.DatasetInfo{Path: d.Path, Format: d.Format, Prompts: len(d.prompts), OutputLengths: d.OutputLengths,
 		WithOutputLength: d.withOutput, Skipped: maps.Clone(d.skipped), Truncated: d.truncated}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -148,15 +121,15 @@ func (d *Dataset) Info() *DatasetInfo {
 // assistant message is the reference answer and is not sent). It reads at
 // most maxPrompts prompts (0: DefaultDatasetPrompts) and
 // MaxDatasetTextBytes of text, in the file's order; errors name the file
-// and line. outputs is DatasetOutputsDataset (or empty) or
-// DatasetOutputsWorkload.
+// and line. outputs is report.DatasetOutputsDataset (or empty) or
+// report.DatasetOutputsWorkload.
 func LoadDataset(ctx context.Context, path string, maxPrompts int, outputs string) (*Dataset, error) {
 	switch outputs {
 	case "":
-		outputs = DatasetOutputsDataset
-	case DatasetOutputsDataset, DatasetOutputsWorkload:
+		outputs = report.DatasetOutputsDataset
+	case report.DatasetOutputsDataset, report.DatasetOutputsWorkload:
 	default:
-		return nil, fmt.Errorf("dataset output lengths %q: want %s or %s", outputs, DatasetOutputsDataset, DatasetOutputsWorkload)
+		return nil, fmt.Errorf("dataset output lengths %q: want %s or %s", outputs, report.DatasetOutputsDataset, report.DatasetOutputsWorkload)
 	}
 	if maxPrompts <= 0 {
 		maxPrompts = DefaultDatasetPrompts
@@ -244,7 +217,7 @@ type shareGPTTurn struct {
 	Value string `json:"value"`
 }
 
-// Reasons an entry is skipped (DatasetInfo.Skipped).
+// Reasons an entry is skipped (report.DatasetInfo.Skipped).
 const (
 	skipNoHuman = "no human turn"
 	skipEmpty   = "empty prompt"
@@ -431,19 +404,12 @@ func (d *Dataset) arrayError(at int64, err error) error {
 	var typ *json.UnmarshalTypeError
 	if errors.As(err, &typ) {
 		at += typ.Offset
-		err = fmt.Errorf("%s is a JSON %s, want %s", cmpOr(typ.Field, "the entry"), typ.Value, typ.Type)
+		err = fmt.Errorf("%s is a JSON %s, want %s", cmp.Or(typ.Field, "the entry"), typ.Value, typ.Type)
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		err = errors.New("the file ends inside the JSON array")
 	}
 	return fmt.Errorf("%s:%d: %v", d.Path, lineAt(d.Path, d.base+at), err)
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // lineAt is the 1-based line of byte offset at in path (1 when it cannot
@@ -477,25 +443,4 @@ func (d *Dataset) describeSkipped() string {
 		parts = append(parts, fmt.Sprintf("%d skipped: %s", d.skipped[k], k))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// describe is the dataset in one line of the text report.
-func (info *DatasetInfo) describe() string {
-	s := fmt.Sprintf("%s (%s): %d prompts, %d with an output length of their own; max_tokens from the %s",
-		info.Path, info.Format, info.Prompts, info.WithOutputLength, info.OutputLengths)
-	if info.OutputLengths == DatasetOutputsDataset && info.WithOutputLength < info.Prompts {
-		s += " (the workload's for the others)"
-	}
-	if info.Truncated != "" {
-		s += "; " + info.Truncated
-	}
-	for _, k := range slices.Sorted(maps.Keys(info.Skipped)) {
-		s += fmt.Sprintf("; %d skipped: %s", info.Skipped[k], k)
-	}
-	for _, t := range slices.Sorted(maps.Keys(info.Sent)) {
-		if n := info.Sent[t]; n > info.Prompts {
-			s += fmt.Sprintf("; %s was sent %d dataset prompts: the dataset wrapped and prompts repeated (a prefix cache may serve the repeats)", t, n)
-		}
-	}
-	return s
 }

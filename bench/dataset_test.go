@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/probe/workload"
 	"github.com/llmprobe/llmprobe/sim"
@@ -60,7 +61,7 @@ func TestLoadDataset(t *testing.T) {
 		t.Fatal(err)
 	}
 	entries := fixture(t)
-	if d.Len() != 12 || d.Format != "sharegpt" || d.OutputLengths != bench.DatasetOutputsDataset {
+	if d.Len() != 12 || d.Format != "sharegpt" || d.OutputLengths != report.DatasetOutputsDataset {
 		t.Fatalf("sharegpt: %d prompts, format %q, outputs %q; want 12, sharegpt, dataset", d.Len(), d.Format, d.OutputLengths)
 	}
 	for i := range 12 {
@@ -85,7 +86,7 @@ func TestLoadDataset(t *testing.T) {
 		t.Errorf("info %+v", info)
 	}
 
-	d, err = bench.LoadDataset(ctx, "testdata/prompts.jsonl", 0, bench.DatasetOutputsDataset)
+	d, err = bench.LoadDataset(ctx, "testdata/prompts.jsonl", 0, report.DatasetOutputsDataset)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestLoadDataset(t *testing.T) {
 		}
 	}
 
-	d, err = bench.LoadDataset(ctx, "testdata/messages.jsonl", 0, bench.DatasetOutputsWorkload)
+	d, err = bench.LoadDataset(ctx, "testdata/messages.jsonl", 0, report.DatasetOutputsWorkload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +263,7 @@ func TestDatasetStageMaxRequestsPercentiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := bench.ParsePercentiles("50,90,99")
+	ps, err := report.ParsePercentiles("50,90,99")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +340,7 @@ func TestDatasetStageMaxRequestsPercentiles(t *testing.T) {
 	if err := rep.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	if err := rep.WriteMarkdown(&md, bench.MarkdownOptions{}); err != nil {
+	if err := rep.WriteMarkdown(&md, report.MarkdownOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", text.String())
@@ -381,7 +382,7 @@ func TestClosedLoopLevels(t *testing.T) {
 		if peak != c {
 			t.Errorf("concurrency %d: the server had at most %d in flight, want %d", c, peak, c)
 		}
-		if l.Concurrency != c || l.Sent != len(bodies) || l.Served == 0 || !(l.Throughput > 0) || !(l.LittleRate > 0) || l.Note != bench.ClosedLoopNote {
+		if l.Concurrency != c || l.Sent != len(bodies) || l.Served == 0 || !(l.Throughput > 0) || !(l.LittleRate > 0) || l.Note != report.ClosedLoopNote {
 			t.Errorf("level %+v", l)
 		}
 	}
@@ -400,7 +401,7 @@ func TestClosedLoopLevels(t *testing.T) {
 	}
 	var text, md, js strings.Builder
 	_ = rep.WriteText(&text)
-	_ = rep.WriteMarkdown(&md, bench.MarkdownOptions{})
+	_ = rep.WriteMarkdown(&md, report.MarkdownOptions{})
 	_ = rep.WriteJSON(&js)
 	t.Logf("\n%s", text.String())
 	for _, want := range []string{"CLOSED-LOOP levels (concurrency sweep), not open-loop stages", "hides queueing", "concurrency"} {
@@ -426,6 +427,20 @@ func TestClosedLoopLevels(t *testing.T) {
 	for _, s := range back.Stages {
 		if _, ok := s["concurrency"]; ok {
 			t.Error("an open-loop stage has a concurrency")
+		}
+	}
+	// Each level has vllm bench serve's figures, as a run of its with
+	// --max-concurrency: every request it sent, at most that many at once.
+	for i, l := range back.ClosedLoop {
+		c := rep.ClosedLoop[i].Concurrency
+		completed, _ := l["completed"].(float64)
+		failed, _ := l["failed"].(float64)
+		peak, _ := l["max_concurrent_requests"].(float64)
+		if completed+failed != 9 || peak < 1 || int(peak) > c {
+			t.Errorf("level %d: completed %v, failed %v, peak concurrency %v (concurrency %d)", i+1, completed, failed, peak, c)
+		}
+		if want := fmt.Sprintf("Maximum request concurrency:             %-10d\n", c); !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q", want)
 		}
 	}
 }

@@ -7,13 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 )
 
@@ -54,7 +54,7 @@ const (
 //
 // Capacity: stages at StartRate × Factor^k (k = 0, 1, ...) until, against
 // the previous stage, neither the served request rate
-// (StageReport.ServedRate) nor the served output tokens/s grew by MinGain
+// (report.StageReport.ServedRate) nor the served output tokens/s grew by MinGain
 // (plateau), or TTFT p50 more than doubled while the served rate grew by
 // less than half the offered step (the queue runs away), or a stage is
 // not trusted (the harness could not deliver the load, or the target
@@ -64,7 +64,7 @@ const (
 // SLO: a stage meets the SLO when it is trusted, served at least 90% of
 // the rate it was sent (otherwise its queue grows and its latencies are
 // those of a transient, which a longer stage would make worse), holds
-// enough samples and its SLOReport is met. A quantile bound q needs
+// enough samples and its report.SLOReport is met. A quantile bound q needs
 // max(MinRequests, ⌈1/(1−q)⌉) samples (p99: 100, p99.9: 1000), a
 // per-request objective of ratio r max(MinRequests, ⌈1/(1−r)⌉) judged
 // requests. From the capacity (found or given), else from StartRate, the
@@ -97,9 +97,9 @@ type FindOptions struct {
 }
 
 func (f *FindOptions) defaults() {
-	if f.Mode != FindCapacity || f.Capacity > 0 {
-		// The capacity ramp estimates its start when none is given
-		// (find_estimate.go).
+	if f.Mode == "" || f.Capacity > 0 {
+		// The capacity ramp, and the SLO search without a capacity,
+		// estimate their start when none is given (find_estimate.go).
 		orDefault(&f.StartRate, DefaultFindStartRate)
 	}
 	if f.Factor <= 1 {
@@ -121,115 +121,14 @@ func orDefault[T ~int | ~int64 | ~float64](v *T, def T) {
 	}
 }
 
-// FindReport is the outcome of a search: Report.Find.
-type FindReport struct {
-	Mode string `json:"mode"`
-	// Rules states how stages were sized and judged.
-	Rules []string `json:"rules"`
-	// Capacity is the capacity the levels and the SLO search used: found
-	// by the ramp, or given.
-	Capacity *CapacityResult `json:"capacity,omitempty"`
-	// Ramp lists the capacity ramp's stages in order.
-	Ramp []FindStep `json:"capacity_ramp,omitempty"`
-	// Levels are the stages at fractions of the capacity.
-	Levels []LevelStage `json:"levels,omitempty"`
-	// SLO is the outcome of the SLO search.
-	SLO *SLOSearch `json:"slo_search,omitempty"`
-	// Estimate is how the capacity ramp chose its first rate (nil when
-	// it was given).
-	Estimate *CapacityEstimate `json:"capacity_estimate,omitempty"`
-	// Untrusted lists the stages that were not taken as evidence because
-	// the verdict did not trust them.
-	Untrusted []int `json:"untrusted_stages_not_evidence,omitempty"`
-}
-
-// CapacityResult is the capacity of the target.
-type CapacityResult struct {
-	// Given: the capacity was given (--capacity), not measured.
-	Given bool `json:"given"`
-	// Found: a trusted stage showed the plateau or the runaway queue, so
-	// RequestsPerSecond is the capacity; otherwise it is only a lower
-	// bound (the ramp stopped on an untrusted stage or ran out of
-	// stages), and StopReason says why.
-	Found                 bool    `json:"found"`
-	RequestsPerSecond     float64 `json:"requests_per_second"`
-	OutputTokensPerSecond float64 `json:"output_tokens_per_second"`
-	// Stage is the stage that showed it (the trusted stage with the
-	// highest served rate) and OfferedRate the rate it was sent at.
-	Stage       int     `json:"stage,omitempty"`
-	OfferedRate float64 `json:"offered_rate,omitempty"`
-	StopReason  string  `json:"stop_reason,omitempty"`
-}
-
-// FindStep is one stage of the capacity ramp.
-type FindStep struct {
-	Stage                 int     `json:"stage"`
-	OfferedRate           float64 `json:"offered_rate"`
-	SentRate              float64 `json:"sent_rate"`
-	ServedRate            float64 `json:"served_rate"`
-	ServedOutputTokensSec float64 `json:"served_output_tokens_per_second"`
-	Served                int     `json:"served_requests"`
-	TTFTP50               float64 `json:"ttft_p50_seconds"`
-	Trusted               bool    `json:"trusted"`
-	// Gain is ServedRate over the previous trusted step's, minus 1 (0 for
-	// the first).
-	Gain float64 `json:"served_gain"`
-}
-
-// LevelStage is one stage at a fraction of the capacity.
-type LevelStage struct {
-	Fraction float64 `json:"fraction"`
-	Rate     float64 `json:"rate"`
-	Stage    int     `json:"stage"`
-}
-
-// SLOSearch is the outcome of the SLO search: the highest rate that met
-// the SLO, bracketed by the probes just below and above the limit.
-type SLOSearch struct {
-	// MinSamples is the number of samples (per quantile bound, and of
-	// judged requests) a stage needed to be evidence.
-	MinSamples int `json:"min_samples"`
-	// Found: some stage met the SLO. Rate is the highest rate that did.
-	Found bool    `json:"found"`
-	Rate  float64 `json:"rate,omitempty"`
-	// Met is the stage at Rate; Above the lowest stage above it that did
-	// not meet the SLO (or was no evidence of it): the limit lies between
-	// their rates. Either is nil when the search found none.
-	Met   *SLOProbe `json:"met,omitempty"`
-	Above *SLOProbe `json:"not_met_above,omitempty"`
-	// Precision is Above's rate over Rate, minus 1.
-	Precision float64    `json:"precision,omitempty"`
-	Probes    []SLOProbe `json:"probes"`
-	Note      string     `json:"note,omitempty"`
-}
-
-// SLOProbe is one stage of the SLO search.
-type SLOProbe struct {
-	Stage      int     `json:"stage"`
-	Rate       float64 `json:"rate"`
-	ServedRate float64 `json:"served_rate"`
-	Trusted    bool    `json:"trusted"`
-	// Met: the stage is evidence that the SLO holds at Rate. Why says what
-	// it is otherwise: "SLO not met", "not trusted", "too few samples",
-	// "not keeping up".
-	Met bool   `json:"met"`
-	Why string `json:"why,omitempty"`
-	// Quantiles are the stage's quantile bounds with their values and
-	// sample counts; Judged is the number of requests judged against the
-	// per-request objective and GoodShare their good share.
-	Quantiles []QuantileCheck `json:"quantile_bounds,omitempty"`
-	Judged    int             `json:"judged_requests"`
-	GoodShare float64         `json:"good_share"`
-}
-
 // ErrFindTargets is returned when a search is asked of other than one
 // target.
 var ErrFindTargets = errors.New("a search (--find, --levels) runs against exactly one target: select it with --target")
 
 // Find runs a search (f.Mode) against the one target opts selects and
-// returns every stage it ran, with the outcome in Report.Find. opts.Stages
+// returns every stage it ran, with the outcome in report.Report.Find. opts.Stages
 // is ignored. A cancelled ctx ends the search with what it has.
-func Find(ctx context.Context, opts Options, f FindOptions) (*Report, error) {
+func Find(ctx context.Context, opts Options, f FindOptions) (*report.Report, error) {
 	f.defaults()
 	switch f.Mode {
 	case FindCapacity, FindSLO, "":
@@ -242,9 +141,11 @@ func Find(ctx context.Context, opts Options, f FindOptions) (*Report, error) {
 	if f.Mode != FindCapacity && len(f.Levels) > 0 && !(f.Capacity > 0) {
 		return nil, fmt.Errorf("levels need a capacity: find it (mode %s) or give it", FindCapacity)
 	}
+	var target *config.Target
 	n := 0
 	for _, t := range opts.Config.Targets {
 		if len(opts.Targets) == 0 || slices.Contains(opts.Targets, t.Name) {
+			target = t
 			n++
 		}
 	}
@@ -255,8 +156,9 @@ func Find(ctx context.Context, opts Options, f FindOptions) (*Report, error) {
 	if warmup < 0 {
 		warmup = time.Duration(opts.Config.Global.Warmup)
 	}
-	s := &search{ctx: ctx, opts: opts, f: f, warmup: warmup,
-		rep: &Report{Started: time.Now()}, find: &FindReport{Mode: f.Mode}}
+	s := &search{ctx: ctx, opts: opts, f: f, warmup: warmup, target: target,
+		raise: !target.MaxInflightSet(), inflight: target.MaxInflight,
+		rep: &report.Report{Started: time.Now()}, find: &report.FindReport{Mode: f.Mode}}
 	s.rep.Find = s.find
 	s.need = f.MinRequests
 	if f.Mode == FindSLO {
@@ -264,11 +166,14 @@ func Find(ctx context.Context, opts Options, f FindOptions) (*Report, error) {
 	}
 	s.find.Rules = s.rules()
 	if f.Capacity > 0 {
-		s.find.Capacity = &CapacityResult{Given: true, Found: true, RequestsPerSecond: f.Capacity}
+		s.find.Capacity = &report.CapacityResult{Given: true, Found: true, RequestsPerSecond: f.Capacity}
 	}
 	var err error
 	if f.Mode == FindCapacity {
 		err = s.capacity()
+	}
+	if err == nil && f.Mode == FindSLO && s.find.Capacity == nil && !(f.StartRate > 0) {
+		s.f.StartRate = s.estimate()
 	}
 	if err == nil && len(f.Levels) > 0 && s.find.Capacity != nil && s.find.Capacity.RequestsPerSecond > 0 {
 		err = s.levels()
@@ -293,8 +198,17 @@ type search struct {
 	f      FindOptions
 	warmup time.Duration
 	need   int // samples a stage should hold
-	rep    *Report
-	find   *FindReport
+	rep    *report.Report
+	find   *report.FindReport
+
+	target *config.Target // the one target searched
+	// raise: the configuration did not set the target's max_inflight,
+	// so each stage runs with what it needs (inflightFor); e2e is the
+	// latest mean E2E seen (seconds, 0: none yet) and inflight the
+	// max_inflight of the stage that ran last.
+	raise    bool
+	e2e      float64
+	inflight int
 }
 
 // sloSamples is N for the SLO search: MinRequests, raised to ⌈1/(1−q)⌉
@@ -338,9 +252,13 @@ func (s *search) rules() []string {
 	r := []string{
 		window,
 		"served rate: successful requests that ended inside the measured window, per second of it (the grace period's completions do not count)",
-		"a stage the verdict does not trust (harness saturated, or drops over max_inflight) is never evidence of capacity or of meeting the SLO",
+		"a stage the verdict does not trust (harness saturated, or drops over max_inflight) is never evidence of capacity or of meeting the SLO, nor a side of a bracket; the search says which bound capped it and what to change",
+		"rates: each stage's load is the rate it achieved (requests sent per second), the requested rate beside it; capacity is what the target served",
 	}
-	if s.f.Mode == FindCapacity && !(s.f.StartRate > 0) {
+	if s.raise {
+		r = append(r, s.inflightRule())
+	}
+	if s.f.Mode != "" && !(s.f.StartRate > 0) && s.find.Capacity == nil {
 		r = append(r, s.estimateRule())
 	}
 	if s.f.Mode == FindCapacity {
@@ -348,18 +266,18 @@ func (s *search) rules() []string {
 		if !(s.f.StartRate > 0) {
 			start = "(the estimate's start)"
 		}
-		r = append(r, fmt.Sprintf("capacity ramp: rates %s × %g^k req/s until neither the served rate nor the served output tokens/s grows by %.0f%% over the previous stage, or TTFT p50 more than doubles while the served rate grows by less than half the step, or a stage is not trusted, or %d stages ran; capacity = the trusted stage with the highest served rate",
-			start, s.f.Factor, 100*s.f.MinGain, s.f.MaxStages))
+		r = append(r, fmt.Sprintf("capacity ramp: rates %s × %g^k req/s until neither the served rate nor the served output tokens/s grows by %.0f%% over the previous stage, or TTFT p50 more than doubles while the served rate grows by less than half the step or is under %.0f%% of the stage's achieved rate, or a stage is not trusted, or %d stages ran; capacity = the trusted stage with the highest served rate",
+			start, s.f.Factor, 100*s.f.MinGain, 100*findKeepUp, s.f.MaxStages))
 	}
 	if s.f.Mode == FindSLO {
-		r = append(r, fmt.Sprintf("SLO search: a stage meets the SLO when it is trusted, served at least %.0f%% of the rate it was sent, holds at least %d samples per quantile bound (max(%d, ⌈1/(1−q)⌉)) and %d judged requests for a per-request objective, and its bounds held; the rate is stepped by ×%g to a bracket, then bisected until the bracket is within %.0f%%",
+		r = append(r, fmt.Sprintf("SLO search: a stage meets the SLO when it is trusted, served at least %.0f%% of the rate it was sent, holds at least %d samples per quantile bound (max(%d, ⌈1/(1−q)⌉)) and %d judged requests for a per-request objective, and its bounds held; it is evidence the SLO is not met when it is trusted and its bounds did not hold or it did not keep up; the achieved rate is stepped by ×%g to a bracket of the two, then bisected until the bracket is within %.0f%%; an untrusted stage or one with too few samples is evidence of neither, and no rate at or above it is tried again",
 			100*findKeepUp, s.need, s.f.MinRequests, s.need, s.f.Factor, 100*s.f.Precision))
 	}
 	return r
 }
 
 // stage runs one stage at rate and appends it to the report.
-func (s *search) stage(rate float64) (*StageReport, error) {
+func (s *search) stage(rate float64) (*report.StageReport, error) {
 	window := time.Duration(findWindowMargin * float64(s.need) / rate * float64(time.Second))
 	if s.f.StageDuration > 0 {
 		window = min(max(window, s.f.StageDuration), max(s.f.MaxWindow, s.f.StageDuration))
@@ -368,6 +286,10 @@ func (s *search) stage(rate float64) (*StageReport, error) {
 	}
 	o := s.opts
 	o.Stages = []Stage{{Rate: rate, Duration: (s.warmup + window).Round(time.Millisecond)}}
+	s.inflight = s.target.MaxInflight
+	if s.raise {
+		o.Config = s.withInflight(s.inflightFor(rate, o.Stages[0].Duration))
+	}
 	o.Warmup = s.warmup
 	o.StopWhenSaturated = false
 	// A search sizes its stages and runs open-loop ones only.
@@ -390,13 +312,103 @@ func (s *search) stage(rate float64) (*StageReport, error) {
 	s.rep.Stages = append(s.rep.Stages, sr)
 	if !sr.Trusted {
 		s.find.Untrusted = append(s.find.Untrusted, sr.Stage)
+		s.noteCaps(sr)
+	}
+	if sr.E2E.Count > 0 {
+		s.e2e = sr.E2E.Mean
 	}
 	return sr, nil
 }
 
+// noteCaps records the bounds an untrusted stage shows, by its verdict's
+// reasons, each bound once (the first stage it capped).
+func (s *search) noteCaps(sr *report.StageReport) {
+	for _, why := range sr.Reasons {
+		c := report.Cap{Stage: sr.Stage, Rate: sr.RequestedRate, Reason: why}
+		switch {
+		case strings.HasPrefix(why, reasonOverloaded):
+			c.By = report.CapMaxInflight
+			if s.raise {
+				c.What = fmt.Sprintf("max_inflight (%d, raised by bench for this stage)", s.inflight)
+				c.Advice = "the stage held more requests than its rate × (mean E2E + its length): set a higher max_inflight for the target in the configuration"
+			} else {
+				c.What = fmt.Sprintf("max_inflight (%d, set in the configuration)", s.inflight)
+				c.Advice = "raise the target's max_inflight, or leave it unset for bench to raise it to what each search stage needs"
+			}
+		case strings.HasPrefix(why, reasonHarness):
+			c.By, c.What = report.CapHarness, "the harness"
+			c.Advice = "this machine could not send the load on time: free CPU (stop other processes), run `llmprobe selftest` for the rate it delivers honestly, or split the load over several llmprobe processes"
+		default:
+			continue
+		}
+		if !slices.ContainsFunc(s.find.Capped, func(o report.Cap) bool { return o.By == c.By }) {
+			s.find.Capped = append(s.find.Capped, c)
+		}
+	}
+}
+
+// maxSearchInflight bounds the max_inflight a search raises a target's
+// to.
+const maxSearchInflight = 1 << 14
+
+// inflightFor is the max_inflight a stage at rate lasting d needs, by
+// Little's law: rate × (mean E2E + d), the requests a stage holds in
+// flight if its whole length queues (past capacity the queue grows all
+// stage long), never below the target's own. The mean E2E is the latest
+// stage's, else the estimate's (concurrency / rate of its last level),
+// else the request timeout.
+func (s *search) inflightFor(rate float64, d time.Duration) int {
+	w := s.e2e
+	if w <= 0 {
+		if e := s.find.Estimate; e != nil && len(e.Levels) > 0 {
+			if l := e.Levels[len(e.Levels)-1]; l.Rate > 0 {
+				w = float64(l.Concurrency) / l.Rate
+			}
+		}
+	}
+	if w <= 0 {
+		w = s.target.Timeout(s.opts.Config.Global).Seconds()
+	}
+	need := rate * (w + d.Seconds())
+	if !(need < maxSearchInflight) {
+		return maxSearchInflight
+	}
+	return max(s.target.MaxInflight, int(math.Ceil(need)))
+}
+
+// withInflight is the search's configuration with the target's
+// max_inflight set to n, and records it.
+func (s *search) withInflight(n int) *config.Config {
+	s.inflight = n
+	if n > s.target.MaxInflight {
+		r := s.find.MaxInflight
+		if r == nil {
+			r = &report.MaxInflightRaise{From: s.target.MaxInflight, Rule: s.inflightRule()}
+			s.find.MaxInflight = r
+		}
+		r.To = max(r.To, n)
+	}
+	cfg := *s.opts.Config
+	cfg.Targets = slices.Clone(cfg.Targets)
+	for i, t := range cfg.Targets {
+		if t == s.target {
+			tc := *t
+			tc.MaxInflight = n
+			cfg.Targets[i] = &tc
+		}
+	}
+	return &cfg
+}
+
+// inflightRule states inflightFor for report.FindReport.Rules.
+func (s *search) inflightRule() string {
+	return fmt.Sprintf("max_inflight: the configuration does not set it, so each stage runs with rate × (mean E2E + the stage's length) (Little's law, with the whole stage queued as headroom: the latest stage's mean E2E, else the estimate's, else the request timeout), never below %d, at most %d",
+		s.target.MaxInflight, maxSearchInflight)
+}
+
 // capacity runs the ramp.
 func (s *search) capacity() error {
-	var prev, best *StageReport
+	var prev, best *report.StageReport
 	stop := ""
 	found := false
 	rate := s.f.StartRate
@@ -415,7 +427,7 @@ func (s *search) capacity() error {
 		if sr == nil {
 			break
 		}
-		step := FindStep{Stage: sr.Stage, OfferedRate: sr.RequestedRate, SentRate: sr.AchievedRate,
+		step := report.FindStep{Stage: sr.Stage, OfferedRate: sr.RequestedRate, SentRate: sr.AchievedRate,
 			ServedRate: sr.ServedRate, ServedOutputTokensSec: sr.ServedOutputTokensPerSec, Served: sr.Served,
 			TTFTP50: sr.TTFT.P50, Trusted: sr.Trusted}
 		if !sr.Trusted {
@@ -447,7 +459,17 @@ func (s *search) capacity() error {
 			}
 			if prev.TTFT.Count > 0 && sr.TTFT.P50 > 2*prev.TTFT.P50 && step.Gain < (s.f.Factor-1)/2 {
 				stop = fmt.Sprintf("queue runs away: stage %d's TTFT p50 %s is more than twice stage %d's %s while the served rate grew %+.1f%% for a %+.0f%% step",
-					sr.Stage, fmtSeconds(sr.TTFT.P50), prev.Stage, fmtSeconds(prev.TTFT.P50), 100*step.Gain, 100*(s.f.Factor-1))
+					sr.Stage, report.FormatSeconds(sr.TTFT.P50), prev.Stage, report.FormatSeconds(prev.TTFT.P50), 100*step.Gain, 100*(s.f.Factor-1))
+				found = true
+				break
+			}
+			// The same queue, seen in the stage itself: with heavy-tailed
+			// lengths the stage below served less than it was sent (its
+			// long requests end after its window), so its gain says
+			// little.
+			if prev.TTFT.Count > 0 && sr.TTFT.P50 > 2*prev.TTFT.P50 && sr.ServedRate < findKeepUp*sr.AchievedRate {
+				stop = fmt.Sprintf("queue runs away: stage %d's TTFT p50 %s is more than twice stage %d's %s while it served %.3g of the %.3g req/s it was sent (under %.0f%%)",
+					sr.Stage, report.FormatSeconds(sr.TTFT.P50), prev.Stage, report.FormatSeconds(prev.TTFT.P50), sr.ServedRate, sr.AchievedRate, 100*findKeepUp)
 				found = true
 				break
 			}
@@ -462,10 +484,10 @@ func (s *search) capacity() error {
 			stop = fmt.Sprintf("%d stages ran and the served rate still grew", s.f.MaxStages)
 		}
 	}
-	c := &CapacityResult{Found: found && best != nil, StopReason: stop}
+	c := &report.CapacityResult{Found: found && best != nil, StopReason: stop}
 	if best != nil {
 		c.RequestsPerSecond, c.OutputTokensPerSecond = best.ServedRate, best.ServedOutputTokensPerSec
-		c.Stage, c.OfferedRate = best.Stage, best.RequestedRate
+		c.Stage, c.OfferedRate, c.AchievedRate = best.Stage, best.RequestedRate, best.AchievedRate
 	}
 	s.find.Capacity = c
 	return nil
@@ -477,7 +499,8 @@ func (s *search) levels() error {
 		if s.ctx.Err() != nil {
 			return nil
 		}
-		rate := frac * s.find.Capacity.RequestsPerSecond
+		c := s.find.Capacity
+		rate := frac * c.RequestsPerSecond
 		sr, err := s.stage(rate)
 		if err != nil {
 			return err
@@ -485,14 +508,15 @@ func (s *search) levels() error {
 		if sr == nil {
 			return nil
 		}
-		s.find.Levels = append(s.find.Levels, LevelStage{Fraction: frac, Rate: rate, Stage: sr.Stage})
+		s.find.Levels = append(s.find.Levels, report.LevelStage{Fraction: frac, Rate: rate, Stage: sr.Stage,
+			AchievedRate: sr.AchievedRate, ServedRate: sr.ServedRate, NotTrusted: !sr.Trusted, OfLowerBound: !c.Found})
 	}
 	return nil
 }
 
 // judgeSLO decides whether a stage is evidence that the SLO holds.
-func (s *search) judgeSLO(sr *StageReport) SLOProbe {
-	p := SLOProbe{Stage: sr.Stage, Rate: sr.RequestedRate, ServedRate: sr.ServedRate, Trusted: sr.Trusted}
+func (s *search) judgeSLO(sr *report.StageReport) report.SLOProbe {
+	p := report.SLOProbe{Stage: sr.Stage, Rate: sr.RequestedRate, AchievedRate: sr.AchievedRate, ServedRate: sr.ServedRate, Trusted: sr.Trusted}
 	if sr.SLO != nil {
 		p.Quantiles = sr.SLO.Quantiles
 		p.Judged = sr.SLO.Good + sr.SLO.Bad
@@ -515,76 +539,78 @@ func (s *search) judgeSLO(sr *StageReport) SLOProbe {
 	case sr.SLO == nil:
 		p.Why = "no SLO judged"
 	case !sr.SLO.Met:
-		p.Why = "SLO not met"
+		p.Why, p.NotMet = "SLO not met", true
+	case sr.ServedRate < findKeepUp*sr.AchievedRate:
+		// Before the sample count: a stage that does not keep up also
+		// completes too few.
+		p.Why, p.NotMet = fmt.Sprintf("not keeping up: served %.3g of %.3g req/s sent", sr.ServedRate, sr.AchievedRate), true
 	case len(few) > 0:
 		p.Why = fmt.Sprintf("too few samples (need %d): %s", s.need, strings.Join(few, ", "))
-	case sr.ServedRate < findKeepUp*sr.AchievedRate:
-		p.Why = fmt.Sprintf("not keeping up: served %.3g of %.3g req/s sent", sr.ServedRate, sr.AchievedRate)
 	default:
 		p.Met = true
 	}
 	return p
 }
 
-// slo brackets then bisects the rate at which the SLO stops holding.
+// slo brackets then bisects the achieved rate at which the SLO stops
+// holding. Only evidence brackets: the highest achieved rate of a stage
+// that met the SLO (lo), and the lowest above it of a trusted stage that
+// did not (hi). A stage that is evidence of neither (not trusted, too
+// few samples) is a ceiling: no rate at or above it is tried again, and
+// the search bisects below it instead. It ends when the bracket, or lo
+// and the ceiling, are within Precision.
 func (s *search) slo() error {
-	res := &SLOSearch{MinSamples: s.need}
+	res := &report.SLOSearch{MinSamples: s.need}
 	s.find.SLO = res
-	var lo, hi *SLOProbe
 	budget := s.f.MaxStages
-	stopped := false // a stage did not run: the search was cancelled
-	// probe runs a stage at rate, spending one of the budget, and moves
-	// the bound of the bracket it falls on; nil (and no error) when the
-	// stage did not run.
-	probe := func(rate float64) (*SLOProbe, error) {
-		sr, err := s.stage(rate)
-		if err != nil || sr == nil {
-			stopped = sr == nil
-			return nil, err
-		}
-		if sr.SLO == nil {
-			return nil, fmt.Errorf("--find=slo: no SLO to judge by: give --slo or an slo: block of the target")
-		}
-		budget--
-		res.Probes = append(res.Probes, s.judgeSLO(sr))
-		p := &res.Probes[len(res.Probes)-1]
-		if p.Met {
-			lo = p
-		} else {
-			hi = p
-		}
-		return p, nil
-	}
 	rate := s.f.StartRate
 	if c := s.find.Capacity; c != nil && c.RequestsPerSecond > 0 {
 		rate = c.RequestsPerSecond
 	}
 	floor := rate / math.Pow(s.f.Factor, float64(s.f.MaxStages))
-	// Bracket: step up from a met stage, or down from a failed one.
-	for !stopped && budget > 0 && (lo == nil || hi == nil) {
-		p, err := probe(rate)
+	var lo, hi *report.SLOProbe
+	ceil := math.Inf(1) // the lowest requested rate of a stage that was no evidence, above lo
+	for budget > 0 && s.ctx.Err() == nil {
+		sr, err := s.stage(rate)
 		if err != nil {
 			return err
 		}
-		if stopped || !p.Met && rate/s.f.Factor < floor {
+		if sr == nil {
+			break // cancelled
+		}
+		if sr.SLO == nil {
+			return fmt.Errorf("--find=slo: no SLO to judge by: give --slo or an slo: block of the target")
+		}
+		budget--
+		res.Probes = append(res.Probes, s.judgeSLO(sr))
+		lo, hi, ceil = sloBracket(res.Probes)
+		top := ceil
+		if hi != nil {
+			top = min(top, hi.AchievedRate)
+		}
+		switch {
+		case lo == nil:
+			// Nothing met yet: step down from the lowest rate that was
+			// not met or no evidence.
+			rate = min(top, rate) / s.f.Factor
+			if rate < floor {
+				budget = 0
+			}
+		case math.IsInf(top, 1):
+			rate = lo.AchievedRate * s.f.Factor
+		case top/lo.AchievedRate-1 <= s.f.Precision:
+			budget = 0
+		default:
+			rate = (lo.AchievedRate + top) / 2
+		}
+		if rate > config.MaxArrivalRate {
 			break
 		}
-		if p.Met {
-			rate *= s.f.Factor
-		} else {
-			rate /= s.f.Factor
-		}
 	}
-	// Bisect the bracket.
-	for !stopped && budget > 0 && lo != nil && hi != nil && hi.Rate/lo.Rate-1 > s.f.Precision && s.ctx.Err() == nil {
-		if _, err := probe((lo.Rate + hi.Rate) / 2); err != nil {
-			return err
-		}
-	}
-	// The probes slice may have grown: take copies.
+	// The probes slice no longer grows: point into it by copies.
 	if lo != nil {
 		m := *lo
-		res.Found, res.Rate, res.Met = true, m.Rate, &m
+		res.Found, res.Rate, res.RequestedRate, res.Met = true, m.AchievedRate, m.Rate, &m
 	}
 	if hi != nil {
 		a := *hi
@@ -593,10 +619,12 @@ func (s *search) slo() error {
 	switch {
 	case lo == nil:
 		res.Note = "no stage met the SLO"
+	case hi == nil && !math.IsInf(ceil, 1):
+		res.Note = fmt.Sprintf("the limit is not bracketed: no stage at or above %.3g req/s requested was evidence either way (see capped_by)", ceil)
 	case hi == nil:
 		res.Note = "every stage met the SLO: the limit is above the highest rate probed"
 	default:
-		res.Precision = hi.Rate/lo.Rate - 1
+		res.Precision = hi.AchievedRate/lo.AchievedRate - 1
 		if res.Precision > s.f.Precision {
 			res.Note = fmt.Sprintf("the search ran out of stages before the bracket was within %.0f%%", 100*s.f.Precision)
 		}
@@ -604,92 +632,31 @@ func (s *search) slo() error {
 	return nil
 }
 
-// writeFind writes the search's outcome after the stage table.
-func writeFind(w io.Writer, f *FindReport) {
-	if f == nil {
-		return
-	}
-	mode := f.Mode
-	if mode == "" {
-		mode = "levels"
-	}
-	fmt.Fprintf(w, "find %s:\n", mode)
-	for _, r := range f.Rules {
-		fmt.Fprintf(w, "  rule: %s\n", r)
-	}
-	writeEstimate(w, f.Estimate)
-	for _, st := range f.Ramp {
-		trusted := ""
-		if !st.Trusted {
-			trusted = " NOT TRUSTED, not evidence"
-		}
-		fmt.Fprintf(w, "  ramp stage %d: offered %.3g req/s, sent %.3g, served %.3g req/s (%d, %+.1f%%), %.0f output tok/s, TTFT p50 %s%s\n",
-			st.Stage, st.OfferedRate, st.SentRate, st.ServedRate, st.Served, 100*st.Gain, st.ServedOutputTokensSec, fmtSeconds(st.TTFTP50), trusted)
-	}
-	if c := f.Capacity; c != nil {
-		switch {
-		case c.Given:
-			fmt.Fprintf(w, "  capacity: %.3g req/s (given)\n", c.RequestsPerSecond)
-		case c.Stage == 0:
-			fmt.Fprintf(w, "  capacity: NOT FOUND, no trusted stage (%s)\n", c.StopReason)
-		default:
-			what := "capacity"
-			if !c.Found {
-				what = "capacity NOT FOUND, at least"
-			}
-			fmt.Fprintf(w, "  %s: %.3g req/s served, %.0f output tok/s, shown by stage %d (offered %.3g req/s); stopped: %s\n",
-				what, c.RequestsPerSecond, c.OutputTokensPerSecond, c.Stage, c.OfferedRate, c.StopReason)
+// sloBracket is the SLO search's evidence so far: lo the probe that met
+// the SLO at the highest achieved rate, hi the probe that did not (trusted,
+// bounds broken or not keeping up) at the lowest achieved rate above lo's,
+// and ceil the lowest requested rate above lo's of a probe that was no
+// evidence (+Inf: none).
+func sloBracket(probes []report.SLOProbe) (lo, hi *report.SLOProbe, ceil float64) {
+	for i := range probes {
+		if p := &probes[i]; p.Met && (lo == nil || p.AchievedRate > lo.AchievedRate) {
+			lo = p
 		}
 	}
-	for _, l := range f.Levels {
-		fmt.Fprintf(w, "  level %g × capacity = %.3g req/s: stage %d\n", l.Fraction, l.Rate, l.Stage)
-	}
-	if r := f.SLO; r != nil {
-		for _, p := range r.Probes {
-			verdict := "met"
-			if !p.Met {
-				verdict = "NOT MET (" + p.Why + ")"
-			}
-			fmt.Fprintf(w, "  slo probe stage %d: %.3g req/s (served %.3g): %s; %s\n", p.Stage, p.Rate, p.ServedRate, verdict, probeFigures(p))
+	ceil = math.Inf(1)
+	for i := range probes {
+		p := &probes[i]
+		if lo != nil && p.AchievedRate <= lo.AchievedRate && (p.Met || p.NotMet) {
+			continue
 		}
 		switch {
-		case !r.Found:
-			fmt.Fprintf(w, "  SLO: NOT MET at any rate probed (%s)\n", r.Note)
-		case r.Above == nil:
-			fmt.Fprintf(w, "  SLO: met up to %.3g req/s (stage %d; %s)\n", r.Rate, r.Met.Stage, r.Note)
-		default:
-			fmt.Fprintf(w, "  SLO: met up to %.3g req/s (stage %d: %s); not at %.3g req/s (stage %d: %s); the limit lies between (within %.1f%%)",
-				r.Rate, r.Met.Stage, probeFigures(*r.Met), r.Above.Rate, r.Above.Stage, probeFigures(*r.Above), 100*r.Precision)
-			if r.Note != "" {
-				fmt.Fprintf(w, "; %s", r.Note)
+		case p.NotMet:
+			if hi == nil || p.AchievedRate < hi.AchievedRate {
+				hi = p
 			}
-			fmt.Fprintln(w)
+		case !p.Met && (lo == nil || p.Rate > lo.AchievedRate):
+			ceil = min(ceil, p.Rate)
 		}
 	}
-	if len(f.Untrusted) > 0 {
-		s := make([]string, len(f.Untrusted))
-		for i, n := range f.Untrusted {
-			s[i] = fmt.Sprint(n)
-		}
-		fmt.Fprintf(w, "  stages %s are not trusted: not taken as evidence of capacity or of meeting the SLO\n", strings.Join(s, ", "))
-	}
-}
-
-// probeFigures is a probe's quantiles and sample counts in words.
-func probeFigures(p SLOProbe) string {
-	var parts []string
-	for _, q := range p.Quantiles {
-		v := "no samples"
-		if q.Count > 0 {
-			v = fmtSeconds(q.Value)
-		}
-		parts = append(parts, fmt.Sprintf("%s: %s, n=%d", q.Bound, v, q.Count))
-	}
-	if p.Judged > 0 {
-		parts = append(parts, fmt.Sprintf("good %.2f%% of n=%d", 100*p.GoodShare, p.Judged))
-	}
-	if len(parts) == 0 {
-		return "no figures"
-	}
-	return strings.Join(parts, ", ")
+	return lo, hi, ceil
 }

@@ -6,12 +6,11 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"time"
 
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 )
 
@@ -26,13 +25,17 @@ import (
 // max(1 s, 2 × that mean E2E) passed, at most 15 s. With heavy-tailed
 // lengths (the demo's E2E runs from 0.1 s to 10 s) fewer completions, or
 // a count that starts with the new workers, told a 20% gain from noise
-// no better than a coin. Once two doublings in a row raise the rate by
-// less than MinGain over the best level the target is saturated and the
-// highest rate is the estimate. The ramp then starts at
-// estimate / Factor, below the capacity, so that its next stages cross
-// it: the capacity is still the trusted open-loop stage with the highest
-// served rate, by the same rules; the estimate only saves the stages from
-// 1 req/s up. At the end the requests still in flight are cancelled.
+// no better than a coin. Once a doubling raises the rate by less than
+// MinGain over the best level the target is saturated and the highest
+// rate is the estimate. The ramp then starts at the estimate: a closed
+// loop that keeps the batch full serves at about the capacity, so the
+// first stage is near it and the next one past it (when noise stopped the
+// estimate early, below the knee, the ramp takes one stage more): the
+// capacity is still the trusted open-loop stage with the highest served
+// rate, by the same rules; the estimate only saves the stages from 1
+// req/s up. (Two flat doublings and a start at estimate / Factor cost the
+// demo two levels of 20 s and a stage: its capacity search took 2.5
+// minutes.) At the end the requests still in flight are cancelled.
 const (
 	estimateStartC       = 4                // the first level's concurrency
 	estimateMinCompleted = 16               // completed requests a level counts at least (and twice its concurrency)
@@ -43,34 +46,10 @@ const (
 	estimateMaxC         = 1024             // highest concurrency (and the target's max_inflight)
 )
 
-// CapacityEstimate is how the capacity ramp chose its first rate
-// (FindReport.Estimate).
-type CapacityEstimate struct {
-	// Levels are the closed-loop levels, in order.
-	Levels []EstimateLevel `json:"levels"`
-	// RequestsPerSecond is the estimate (0: none); StartRate the ramp's
-	// first rate.
-	RequestsPerSecond float64       `json:"requests_per_second"`
-	StartRate         float64       `json:"ramp_start_rate"`
-	Duration          time.Duration `json:"duration_ns"`
-	Note              string        `json:"note"`
-}
-
-// EstimateLevel is one closed-loop level of the estimate.
-type EstimateLevel struct {
-	Concurrency int           `json:"concurrency"`
-	Duration    time.Duration `json:"duration_ns"`
-	Completed   int           `json:"completed"`
-	Errors      int           `json:"errors"`
-	// Rate is Completed per second of Duration; Concurrency / Rate is
-	// the mean E2E it implies (Little's law).
-	Rate float64 `json:"requests_per_second"`
-}
-
 // estimate runs the levels and returns the ramp's first rate.
 func (s *search) estimate() float64 {
 	start := time.Now()
-	est := &CapacityEstimate{}
+	est := &report.CapacityEstimate{}
 	s.find.Estimate = est
 	best, err := s.estimateLevels(est)
 	est.Duration = time.Since(start)
@@ -78,7 +57,7 @@ func (s *search) estimate() float64 {
 	switch {
 	case best > 0:
 		est.RequestsPerSecond = best
-		est.StartRate = best / s.f.Factor
+		est.StartRate = best
 		if !saturated {
 			msg := "not saturated within the levels' bounds"
 			if err != nil {
@@ -101,16 +80,10 @@ func (s *search) estimate() float64 {
 // estimateLevels runs the closed-loop levels and returns the highest
 // rate; est.Note is set when the target saturated, err when a level
 // failed.
-func (s *search) estimateLevels(est *CapacityEstimate) (float64, error) {
-	var target *config.Target
-	for _, t := range s.opts.Config.Targets {
-		if len(s.opts.Targets) == 0 || slices.Contains(s.opts.Targets, t.Name) {
-			target = t
-			break
-		}
-	}
+func (s *search) estimateLevels(est *report.CapacityEstimate) (float64, error) {
+	target := s.target
 	maxC := estimateMaxC
-	if m := target.MaxInflight; m > 0 {
+	if m := target.MaxInflight; m > 0 && target.MaxInflightSet() {
 		maxC = min(maxC, m)
 	}
 	cfg := stageConfig(s.opts.Config, []*config.Target{target}, 1, estimateBudget, 0)
@@ -132,7 +105,7 @@ func (s *search) estimateLevels(est *CapacityEstimate) (float64, error) {
 	began := time.Now()
 	workers := 0
 	best := 0.0
-	flat := 0 // levels in a row that did not raise the best rate by MinGain
+	flat := 0 // levels that did not raise the best rate by MinGain
 	minLevel, settle := estimateMinLevel, time.Duration(0)
 	for c := min(estimateStartC, maxC); c <= maxC && s.ctx.Err() == nil && time.Since(began) < estimateBudget; c *= 2 {
 		for ; workers < c; workers++ {
@@ -158,7 +131,7 @@ func (s *search) estimateLevels(est *CapacityEstimate) (float64, error) {
 			<-tick.C
 		}
 		tick.Stop()
-		l := EstimateLevel{Concurrency: c, Duration: time.Since(levelStart),
+		l := report.EstimateLevel{Concurrency: c, Duration: time.Since(levelStart),
 			Completed: int(ct.done.Load() - done0), Errors: int(ct.failed.Load() - failed0)}
 		l.Rate = float64(l.Completed) / l.Duration.Seconds()
 		est.Levels = append(est.Levels, l)
@@ -172,8 +145,8 @@ func (s *search) estimateLevels(est *CapacityEstimate) (float64, error) {
 			flat = 0
 		}
 		best = max(best, l.Rate)
-		if flat == 2 {
-			est.Note = fmt.Sprintf("saturated: doubling the concurrency twice, to %d, raised the rate by less than %.0f%%", c, 100*s.f.MinGain)
+		if flat == 1 {
+			est.Note = fmt.Sprintf("saturated: doubling the concurrency to %d raised the rate by less than %.0f%%", c, 100*s.f.MinGain)
 			return best, nil
 		}
 		// The next level waits out this one's mean E2E before it counts,
@@ -186,23 +159,10 @@ func (s *search) estimateLevels(est *CapacityEstimate) (float64, error) {
 	return best, nil
 }
 
-// estimateRule states the estimate for FindReport.Rules.
+// estimateRule states the estimate for report.FindReport.Rules.
 func (s *search) estimateRule() string {
-	return fmt.Sprintf("capacity estimate (no --find.start-rate): closed-loop workers, %d then doubled level by level without draining (at most %d and max_inflight); a level first waits out the previous level's mean E2E by Little's law (at most %v), then its rate is its completed requests per second, once max(%d, 2 × concurrency) completed and max(%v, 2 × that mean E2E) passed (at most %v; none starts after %v); when two doublings in a row raise it by less than %.0f%% the target is saturated, and the ramp starts at the highest rate / %g, below the capacity. The estimate is not evidence (a closed loop hides queueing): the capacity is the trusted open-loop stage with the highest served rate",
-		estimateStartC, estimateMaxC, estimateMaxSettle, estimateMinCompleted, estimateMinLevel, estimateMaxLevel, estimateBudget, 100*s.f.MinGain, s.f.Factor)
-}
-
-// writeEstimate writes the estimate's levels before the ramp.
-func writeEstimate(w io.Writer, e *CapacityEstimate) {
-	if e == nil {
-		return
-	}
-	for _, l := range e.Levels {
-		fmt.Fprintf(w, "  estimate level (closed loop, not evidence): concurrency %d, %d completed in %s, %d errors: %.3g req/s (mean E2E %s by Little's law)\n",
-			l.Concurrency, l.Completed, l.Duration.Round(10*time.Millisecond), l.Errors, l.Rate, fmtSeconds(float64(l.Concurrency)/l.Rate))
-	}
-	fmt.Fprintf(w, "  estimate: %.3g req/s in %s (%s); the ramp starts at %.3g req/s\n",
-		e.RequestsPerSecond, e.Duration.Round(100*time.Millisecond), e.Note, e.StartRate)
+	return fmt.Sprintf("capacity estimate (no --find.start-rate): closed-loop workers, %d then doubled level by level without draining (at most %d, and max_inflight where the configuration sets it); a level first waits out the previous level's mean E2E by Little's law (at most %v), then its rate is its completed requests per second, once max(%d, 2 × concurrency) completed and max(%v, 2 × that mean E2E) passed (at most %v; none starts after %v); when a doubling raises it by less than %.0f%% the target is saturated, and the search starts at the highest rate, about the capacity. The estimate is not evidence (a closed loop hides queueing): the capacity is the trusted open-loop stage with the highest served rate",
+		estimateStartC, estimateMaxC, estimateMaxSettle, estimateMinCompleted, estimateMinLevel, estimateMaxLevel, estimateBudget, 100*s.f.MinGain)
 }
 
 // sleepCtx waits d, or until ctx ends (false).

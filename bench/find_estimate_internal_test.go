@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/simtest"
 	"github.com/llmprobe/llmprobe/sim"
@@ -58,7 +59,7 @@ targets:
 	defer cancel()
 	f := FindOptions{Mode: FindCapacity}
 	f.defaults()
-	s := &search{ctx: ctx, opts: Options{Config: cfg, Logger: logger}, f: f, find: &FindReport{}}
+	s := &search{ctx: ctx, opts: Options{Config: cfg, Logger: logger}, f: f, find: &report.FindReport{}, target: cfg.Targets[0]}
 	s.estimate()
 	est := s.find.Estimate
 	for _, l := range est.Levels {
@@ -66,7 +67,7 @@ targets:
 	}
 	t.Logf("estimate %.3g req/s in %v (%s)", est.RequestsPerSecond, est.Duration.Round(time.Millisecond), est.Note)
 
-	rep := &Report{}
+	rep := &report.Report{}
 	if err := runClosedLoopLevels(ctx, Options{Config: cfg, Logger: logger, Concurrency: []int{64}, ClosedLoopDuration: 15 * time.Second, Warmup: 3 * time.Second},
 		cfg, cfg.Targets, rep); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/internal/simtest"
 )
 
@@ -34,7 +35,7 @@ func TestFindCapacityDefaults(t *testing.T) {
 	base, simLog := startFindSim(t)
 	cfg := findConfig(t, base)
 	type found struct {
-		rep      *bench.Report
+		rep      *report.Report
 		requests []byte
 		wall     time.Duration
 	}
@@ -46,7 +47,7 @@ func TestFindCapacityDefaults(t *testing.T) {
 		ctx, stop := context.WithTimeout(ctx, findFastBudget+time.Minute)
 		defer stop()
 		var buf bytes.Buffer
-		log := bench.NewRequestLog(&buf)
+		log := report.NewRequestLog(&buf)
 		began := time.Now()
 		rep, err := bench.Find(ctx, bench.Options{Config: cfg, Warmup: 5 * time.Second, Logger: logger, Requests: log},
 			bench.FindOptions{Mode: bench.FindCapacity})

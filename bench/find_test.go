@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/simtest"
 	"github.com/llmprobe/llmprobe/sim"
@@ -117,7 +118,7 @@ func (h *cancelOnUntrusted) Handle(_ context.Context, r slog.Record) error {
 
 // untrustedReasons is why the search's untrusted stages were not
 // trusted, "" when all were.
-func untrustedReasons(rep *bench.Report) string {
+func untrustedReasons(rep *report.Report) string {
 	var why []string
 	for _, n := range rep.Find.Untrusted {
 		if n >= 1 && n <= len(rep.Stages) {
@@ -157,7 +158,7 @@ targets:
 	return cfg
 }
 
-func logReport(t *testing.T, rep *bench.Report) string {
+func logReport(t *testing.T, rep *report.Report) string {
 	t.Helper()
 	var sb strings.Builder
 	if err := rep.WriteText(&sb); err != nil {
@@ -189,14 +190,14 @@ func TestFindCapacity(t *testing.T) {
 	base, simLog := startFindSim(t)
 	cfg := findConfig(t, base)
 	type found struct {
-		rep      *bench.Report
+		rep      *report.Report
 		requests []byte
 	}
 	got := simtest.RetryFor(t, findAttempts, findBudget, func(int) (found, string) {
 		ctx, logger, cancel := untrustedStop()
 		defer cancel()
 		var buf bytes.Buffer
-		log := bench.NewRequestLog(&buf)
+		log := report.NewRequestLog(&buf)
 		rep, err := bench.Find(ctx, bench.Options{Config: cfg, Warmup: time.Second, Grace: 20 * time.Second, Logger: logger, Requests: log},
 			bench.FindOptions{Mode: bench.FindCapacity, StartRate: 15, Factor: 1.5, MinRequests: 60,
 				MinWindow: 3 * time.Second, MaxWindow: 10 * time.Second, MaxStages: 8, Levels: []float64{0.5, 0.9}})
@@ -279,7 +280,7 @@ func stageSpan(t *testing.T, requests []byte, stage int) (from, to time.Time) {
 	sc := bufio.NewScanner(bytes.NewReader(requests))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var r bench.RequestRecord
+		var r report.RequestRecord
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatal(err)
 		}
@@ -340,7 +341,7 @@ func TestFindSLO(t *testing.T) {
 	// The search is judged when its bracket rests on trusted stages: the
 	// met one must be, and an untrusted one was taken as "not met" and
 	// stepped down from.
-	rep := simtest.RetryFor(t, findAttempts, findBudget, func(int) (*bench.Report, string) {
+	rep := simtest.RetryFor(t, findAttempts, findBudget, func(int) (*report.Report, string) {
 		ctx, logger, cancel := untrustedStop()
 		defer cancel()
 		rep, err := bench.Find(ctx, bench.Options{Config: cfg, Warmup: time.Second, Grace: 20 * time.Second, SLO: spec, Logger: logger},
@@ -356,12 +357,12 @@ func TestFindSLO(t *testing.T) {
 	if r == nil || !r.Found || r.Met == nil || r.Above == nil {
 		t.Fatalf("SLO search: %+v", r)
 	}
-	t.Logf("SLO met up to %.2f req/s (stage %d), not at %.2f (stage %d); model capacity %.2f", r.Rate, r.Met.Stage, r.Above.Rate, r.Above.Stage, capacity)
+	t.Logf("SLO met up to %.2f req/s achieved (stage %d), not at %.2f (stage %d); model capacity %.2f", r.Rate, r.Met.Stage, r.Above.AchievedRate, r.Above.Stage, capacity)
 	if r.MinSamples != 100 {
 		t.Errorf("min samples %d, want 100 for a p99", r.MinSamples)
 	}
 	met := rep.Stages[r.Met.Stage-1]
-	if !met.Trusted || met.SLO == nil || !met.SLO.Met || met.RequestedRate != r.Rate {
+	if !met.Trusted || met.SLO == nil || !met.SLO.Met || met.RequestedRate != r.RequestedRate || met.AchievedRate != r.Rate {
 		t.Errorf("stage %d at %.2f req/s: trusted %v, SLO %+v", met.Stage, met.RequestedRate, met.Trusted, met.SLO)
 	}
 	for _, q := range met.SLO.Quantiles {
@@ -373,8 +374,11 @@ func TestFindSLO(t *testing.T) {
 	if r.Above.Met || r.Above.Why == "" || (r.Above.Why == "SLO not met" && above.SLO.Met) {
 		t.Errorf("stage %d above (%.2f req/s) is evidence the SLO holds: %+v", above.Stage, above.RequestedRate, r.Above)
 	}
-	if !(r.Above.Rate > r.Rate) || r.Above.Rate/r.Rate-1 > precision+1e-9 {
-		t.Errorf("bracket %.2f–%.2f req/s is not within %.0f%%", r.Rate, r.Above.Rate, 100*precision)
+	if !above.Trusted || !r.Above.NotMet {
+		t.Errorf("stage %d above is not evidence the SLO fails: trusted %v, %+v", above.Stage, above.Trusted, r.Above)
+	}
+	if !(r.Above.AchievedRate > r.Rate) || r.Above.AchievedRate/r.Rate-1 > precision+1e-9 {
+		t.Errorf("bracket %.2f–%.2f req/s achieved is not within %.0f%%", r.Rate, r.Above.AchievedRate, 100*precision)
 	}
 	if r.Rate > 1.15*capacity {
 		t.Errorf("SLO rate %.2f req/s is above the capacity %.2f", r.Rate, capacity)

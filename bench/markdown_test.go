@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 )
 
 // TestMarkdown: the Markdown report of a real run has a title, the run's
@@ -21,14 +21,14 @@ func TestMarkdown(t *testing.T) {
 	sw := runSweep(t)
 	rep := untrustedCopy(t, sw.rep)
 	var sb strings.Builder
-	if err := rep.WriteMarkdown(&sb, bench.MarkdownOptions{Plot: "plots/run.svg"}); err != nil {
+	if err := rep.WriteMarkdown(&sb, report.MarkdownOptions{Plot: "plots/run.svg"}); err != nil {
 		t.Fatal(err)
 	}
 	md := sb.String()
 	t.Logf("\n%s", md)
 	for _, want := range []string{
 		"# llmprobe bench report\n",
-		"![Latency and throughput against offered load](plots/run.svg)",
+		"![Latency and throughput against achieved load](plots/run.svg)",
 		"## Parameters",
 		"| sim | sim-model | chat |",
 		"| sim | chat | 0.7 | uniform min=16 max=64 | fixed value=8 | 2 groups × 32 tokens, p=0.9 |",
@@ -41,7 +41,9 @@ func TestMarkdown(t *testing.T) {
 		"Verdict: **trusted**",
 		"Verdict: **NOT TRUSTED**",
 		"- target overloaded: for the test",
-		"| metric | n | p50 | p95 | p99 | max |",
+		"| metric | n | p50 | p90 | p99 | max |",
+		"```text\n============ Serving Benchmark Result ============\n",
+		"\nOutput token throughput (tok/s):         ",
 		"Prefix-cache hit rate: ",
 		"goodput ",
 		"TPOT p99 ≤ 100ms: ",
@@ -67,7 +69,7 @@ func TestMarkdown(t *testing.T) {
 		}
 	}
 	var plain strings.Builder
-	if err := trustedCopy(t, sw.rep).WriteMarkdown(&plain, bench.MarkdownOptions{}); err != nil {
+	if err := trustedCopy(t, sw.rep).WriteMarkdown(&plain, report.MarkdownOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(plain.String(), "![") || strings.Contains(plain.String(), "NOT TRUSTED") {

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/tracefile"
 )
@@ -66,7 +67,7 @@ type Replay struct {
 	unusable  int // records the reader skipped (tracefile.Reader.Skipped)
 }
 
-// Why a replay's window ends (ReplayInfo.Ended).
+// Why a replay's window ends (report.ReplayInfo.Ended).
 const (
 	ReplayEndTrace       = "the end of the trace"
 	ReplayEndDuration    = "--replay.duration"
@@ -194,53 +195,8 @@ func (rp *Replay) TraceRate() float64 {
 
 func (rp *Replay) OfferedRate() float64 { return rp.TraceRate() * rp.opts.TimeScale }
 
-// ReplayInfo describes a replay stage (StageReport.Replay): the trace,
-// the window replayed, the time scale and how the schedule went.
-type ReplayInfo struct {
-	File      string  `json:"file"`
-	Format    string  `json:"format"`
-	BlockSize int     `json:"block_size"`
-	TimeScale float64 `json:"time_scale"`
-	// Start is --replay.start, Duration --replay.duration (0: to the
-	// end), MaxRequests --max-requests (0: none).
-	Start       time.Duration `json:"start_ns"`
-	Duration    time.Duration `json:"duration_ns,omitempty"`
-	MaxRequests int           `json:"max_requests,omitempty"`
-	// RecordsRead are the trace's records read up to the window's end,
-	// Skipped those before Start, Records those replayed (planned for
-	// the target; StageReport.Scheduled says how many came due, Sent how
-	// many went out). Ended says why the window ends where it does.
-	RecordsRead int    `json:"records_read"`
-	Skipped     int    `json:"records_skipped"`
-	Records     int    `json:"records"`
-	Sent        int    `json:"sent"`
-	Ended       string `json:"ended"`
-	// Reordered counts the replayed records that were behind the record
-	// before them in the file (within the reader's tolerance of
-	// disorder), planned at that one's instant instead; Behind is the
-	// most one was behind, in the trace's time.
-	Reordered int           `json:"reordered,omitempty"`
-	Behind    time.Duration `json:"behind_ns,omitempty"`
-	// Unusable counts the records the reader skipped up to the window's
-	// end (no output length, say: tracefile).
-	Unusable int `json:"records_unusable,omitempty"`
-	// TraceSpan is the replayed records' span in the trace (first to
-	// last offset), TraceRate their mean rate in it (0: one instant),
-	// OfferedRate that times the time scale.
-	TraceSpan   time.Duration `json:"trace_span_ns"`
-	TraceRate   float64       `json:"trace_rate"`
-	OfferedRate float64       `json:"offered_rate"`
-	// PlannedWall is the schedule's length (the stage's start to the last
-	// record's planned instant), Wall how long it took to walk it.
-	PlannedWall time.Duration `json:"planned_wall_ns"`
-	Wall        time.Duration `json:"wall_ns"`
-	// Error is what stopped the target's reading of the trace before the
-	// window's end ("": nothing did).
-	Error string `json:"error,omitempty"`
-}
-
-func (rp *Replay) info() ReplayInfo {
-	return ReplayInfo{
+func (rp *Replay) info() report.ReplayInfo {
+	return report.ReplayInfo{
 		File: rp.opts.Path, Format: string(rp.format), BlockSize: rp.block, TimeScale: rp.opts.TimeScale,
 		Start: rp.opts.Start, Duration: rp.opts.Duration, MaxRequests: rp.opts.MaxRequests,
 		RecordsRead: rp.read, Skipped: rp.skipped, Records: rp.records, Ended: rp.ended,
@@ -248,28 +204,6 @@ func (rp *Replay) info() ReplayInfo {
 		TraceSpan: rp.last - rp.first, TraceRate: rp.TraceRate(), OfferedRate: rp.OfferedRate(),
 		PlannedWall: rp.PlannedWall(),
 	}
-}
-
-// describe is the replay in one line of the text report.
-func (ri *ReplayInfo) describe() string {
-	rate := "all at one instant"
-	if ri.TraceRate > 0 {
-		rate = fmt.Sprintf("%.3g req/s, offered %.3g req/s", ri.TraceRate, ri.OfferedRate)
-	}
-	s := fmt.Sprintf("%s (%s, %d-token blocks): %d records from %v (%d read, %d skipped before it), ended by %s; span %v at %s; time scale %s: planned %v, took %v; sent %d of %d",
-		ri.File, ri.Format, ri.BlockSize, ri.Records, ri.Start, ri.RecordsRead, ri.Skipped, ri.Ended,
-		ri.TraceSpan, rate, strconv.FormatFloat(ri.TimeScale, 'g', -1, 64),
-		ri.PlannedWall.Round(time.Millisecond), ri.Wall.Round(time.Millisecond), ri.Sent, ri.Records)
-	if ri.Unusable > 0 {
-		s += fmt.Sprintf("; %d records the reader could not use were skipped", ri.Unusable)
-	}
-	if ri.Reordered > 0 {
-		s += fmt.Sprintf("; %d records behind the one before them in the file (by up to %v) were planned at its instant", ri.Reordered, ri.Behind)
-	}
-	if ri.Error != "" {
-		s += "; reading stopped: " + ri.Error
-	}
-	return s
 }
 
 // replayRun is one stage's walk of a replay: a timeline per target.
@@ -310,7 +244,7 @@ func (rr *replayRun) close() {
 }
 
 // info is target's replay figures after the stage, wall its length.
-func (rr *replayRun) info(target string, wall time.Duration, sent int) *ReplayInfo {
+func (rr *replayRun) info(target string, wall time.Duration, sent int) *report.ReplayInfo {
 	ri := rr.rp.info()
 	ri.Wall, ri.Sent = wall, sent
 	rr.mu.Lock()
@@ -374,15 +308,4 @@ func (t *replayTimeline) BlockSize() int { return t.run.rp.block }
 func (t *replayTimeline) Rate() float64  { return t.run.rp.OfferedRate() }
 func (t *replayTimeline) String() string {
 	return fmt.Sprintf("replay(%s, %s, ×%s)", t.run.rp.opts.Path, t.run.rp.format, strconv.FormatFloat(t.run.rp.opts.TimeScale, 'g', -1, 64))
-}
-
-// writeReplay writes the replay facts of the stages that replayed a
-// trace, with the schedule's fidelity.
-func writeReplay(w io.Writer, stages []*StageReport) {
-	for _, s := range stages {
-		if ri := s.Replay; ri != nil {
-			fmt.Fprintf(w, "stage %d %s replay: %s; schedule lag p50 %s p99 %s max %s\n", s.Stage, s.Target, ri.describe(),
-				fmtQ(s.Lag, s.Lag.P50), fmtQ(s.Lag, s.Lag.P99), fmtQ(s.Lag, s.Lag.Max))
-		}
-	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/simtest"
 	"github.com/llmprobe/llmprobe/probe"
@@ -287,13 +288,13 @@ targets:
 }
 
 // readRequests parses a request log.
-func readRequests(t testing.TB, data []byte) []bench.RequestRecord {
+func readRequests(t testing.TB, data []byte) []report.RequestRecord {
 	t.Helper()
-	var out []bench.RequestRecord
+	var out []report.RequestRecord
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var r bench.RequestRecord
+		var r report.RequestRecord
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatal(err)
 		}
@@ -344,7 +345,7 @@ func TestReplayMooncakePrefixCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
-	reqs := bench.NewRequestLog(&log)
+	reqs := report.NewRequestLog(&log)
 	start := time.Now()
 	// A busy machine sends late rather than drops (late_after 30s): the
 	// reference follows the requests that were sent anyway.
@@ -473,7 +474,7 @@ func TestReplaySchedule(t *testing.T) {
 				t.Fatal(err)
 			}
 			var log bytes.Buffer
-			reqs := bench.NewRequestLog(&log)
+			reqs := report.NewRequestLog(&log)
 			rep, err := bench.Run(context.Background(), bench.Options{
 				Config: replayConfig(t, base+"/v1", "a", "b"), Replay: rp, Warmup: 0, Requests: reqs,
 				Logger: slog.New(slog.DiscardHandler),
@@ -487,7 +488,7 @@ func TestReplaySchedule(t *testing.T) {
 			if len(rep.Stages) != 2 {
 				t.Fatalf("%d stage reports, want one per target", len(rep.Stages))
 			}
-			byTarget := map[string][]bench.RequestRecord{}
+			byTarget := map[string][]report.RequestRecord{}
 			for _, r := range readRequests(t, log.Bytes()) {
 				byTarget[r.Target] = append(byTarget[r.Target], r)
 			}
@@ -507,7 +508,7 @@ func TestReplaySchedule(t *testing.T) {
 					t.Errorf("%s: scheduled %d, sent %d, dropped %v; want %d planned", s.Target, s.Scheduled, s.Sent, s.Dropped, tc.records)
 				}
 				rs := byTarget[s.Target]
-				slices.SortFunc(rs, func(a, b bench.RequestRecord) int { return a.TraceLine - b.TraceLine })
+				slices.SortFunc(rs, func(a, b report.RequestRecord) int { return a.TraceLine - b.TraceLine })
 				if len(rs) != s.Sent {
 					t.Fatalf("%s: %d request lines, %d sent", s.Target, len(rs), s.Sent)
 				}
@@ -535,7 +536,7 @@ func TestReplaySchedule(t *testing.T) {
 			if err := rep.WriteText(&text); err != nil {
 				t.Fatal(err)
 			}
-			if err := rep.WriteMarkdown(&md, bench.MarkdownOptions{}); err != nil {
+			if err := rep.WriteMarkdown(&md, report.MarkdownOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			if err := rep.WriteJSON(&js); err != nil {
@@ -552,7 +553,7 @@ func TestReplaySchedule(t *testing.T) {
 			if err := os.WriteFile(jsPath, js.Bytes(), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			back, err := bench.ReadReport(jsPath)
+			back, err := report.ReadReport(jsPath)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -563,7 +564,7 @@ func TestReplaySchedule(t *testing.T) {
 	}
 }
 
-func dropped(s *bench.StageReport) int {
+func dropped(s *report.StageReport) int {
 	n := 0
 	for _, d := range s.Dropped {
 		n += d

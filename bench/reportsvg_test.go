@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 )
 
 // svgElement is what the tests read of an SVG element.
@@ -65,7 +65,7 @@ func parseSVG(t *testing.T, doc []byte) []svgElement {
 
 // untrustedCopy is rep with its last stage marked not trusted and the
 // others trusted.
-func untrustedCopy(t *testing.T, rep *bench.Report) *bench.Report {
+func untrustedCopy(t *testing.T, rep *report.Report) *report.Report {
 	t.Helper()
 	cp := trustedCopy(t, rep)
 	last := cp.Stages[len(cp.Stages)-1]
@@ -74,13 +74,13 @@ func untrustedCopy(t *testing.T, rep *bench.Report) *bench.Report {
 }
 
 // trustedCopy is rep with every stage marked trusted.
-func trustedCopy(t *testing.T, rep *bench.Report) *bench.Report {
+func trustedCopy(t *testing.T, rep *report.Report) *report.Report {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := rep.WriteJSON(&buf); err != nil {
 		t.Fatal(err)
 	}
-	var cp bench.Report
+	var cp report.Report
 	if err := json.Unmarshal(buf.Bytes(), &cp); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func trustedCopy(t *testing.T, rep *bench.Report) *bench.Report {
 }
 
 // TestPlotSVG: the picture of a real run is XML with, for each of TTFT,
-// TPOT and E2E p50 and p99, the achieved rate and the output tokens/s, one point per stage and
+// TPOT and E2E p50 and p99, the achieved rate and the output throughput, one point per stage and
 // a line through them; markers of trusted stages are filled, of an
 // untrusted one hollow and named in a note; the SLO's bounds are lines
 // with labels; axes have units; and the same report draws the same bytes.
@@ -127,7 +127,7 @@ func TestPlotSVG(t *testing.T) {
 	for _, m := range []string{"TTFT", "TPOT", "E2E"} {
 		want = append(want, "sim "+m+" p50", "sim "+m+" p99")
 	}
-	want = append(want, "sim achieved", "sim output tokens/s")
+	want = append(want, "sim served", "sim served output tokens/s")
 	if len(points) != len(want) {
 		t.Errorf("series %v, want %v", keys(points), want)
 	}
@@ -150,8 +150,8 @@ func TestPlotSVG(t *testing.T) {
 		}
 	}
 	all := strings.Join(texts, "\n")
-	for _, w := range []string{"offered rate (req/s)", "ms", "req/s", "SLO TTFT ≤ 500.0ms per request", "SLO TPOT p99 ≤ 100.0ms",
-		"Not trusted", "stage 2 sim", "p50", "p99", "not trusted", "Time to first token", "Achieved throughput"} {
+	for _, w := range []string{"achieved rate (req/s sent)", "ms", "req/s", "SLO TTFT ≤ 500.0ms per request", "SLO TPOT p99 ≤ 100.0ms",
+		"Not trusted", "stage 2 sim", "p50", "p99", "not trusted", "Time to first token", "Served throughput"} {
 		if !strings.Contains(all, w) {
 			t.Errorf("no text %q in the SVG:\n%s", w, all)
 		}
@@ -196,16 +196,18 @@ func keys[V any](m map[string]V) []string {
 // millisecond latencies under an SLO of seconds, its last stage not
 // trusted for the harness' reason and one target's middle stage for the
 // target's.
-func axisReport() *bench.Report {
-	r := &bench.Report{SLOBounds: []bench.SLOBound{{Metric: "ttft", Seconds: 5}, {Metric: "e2e", Quantile: 0.99, Seconds: 20}}}
+func axisReport() *report.Report {
+	r := &report.Report{SLOBounds: []report.SLOBound{{Metric: "ttft", Seconds: 5}, {Metric: "e2e", Quantile: 0.99, Seconds: 20}}}
 	for i, rate := range []float64{20, 24, 28} {
 		for j, target := range []string{"alpha", "beta"} {
 			f := 1 + 0.3*float64(i) + 0.1*float64(j)
-			s := &bench.StageReport{Stage: i + 1, Target: target, RequestedRate: rate, AchievedRate: rate * (1 - 0.05*float64(i)), Trusted: true,
-				TTFT:               bench.Quantiles{Count: 100, P50: 0.040 * f, P99: 0.120 * f},
-				TPOT:               bench.Quantiles{Count: 100, P50: 0.012 * f, P99: 0.020 * f},
-				E2E:                bench.Quantiles{Count: 100, P50: 0.9 * f, P99: 1.6 * f},
-				OutputTokensPerSec: 1000 * rate * (1 + 0.2*float64(j)),
+			s := &report.StageReport{Stage: i + 1, Target: target, RequestedRate: rate, AchievedRate: rate * (1 - 0.05*float64(i)), Trusted: true,
+				TTFT:                     report.Quantiles{Count: 100, P50: 0.040 * f, P99: 0.120 * f},
+				TPOT:                     report.Quantiles{Count: 100, P50: 0.012 * f, P99: 0.020 * f},
+				E2E:                      report.Quantiles{Count: 100, P50: 0.9 * f, P99: 1.6 * f},
+				Serving:                  &report.Serving{OutputThroughput: 1000 * rate * (1 + 0.2*float64(j))},
+				ServedOutputTokensPerSec: 1000 * rate * (1 + 0.2*float64(j)),
+				ServedRate:               rate * (1 - 0.05*float64(i)),
 			}
 			r.Stages = append(r.Stages, s)
 		}
@@ -220,8 +222,8 @@ func axisReport() *bench.Report {
 // TestPlotAxesAndNotes: the latency axes are logarithmic (tick positions
 // are affine in the logarithm of their values, round values) and span the
 // data and the SLO bounds, so that an SLO of seconds does not press
-// millisecond medians onto the floor; the offered-rate axis spans the
-// rates (20 to 28 req/s), not 0 to them; the note on untrusted stages
+// millisecond medians onto the floor; the achieved-rate axis spans the
+// achieved rates (20 to 25.2 req/s), not 0 to them; the note on untrusted stages
 // gives each stage's own reasons in full, in lines inside the picture;
 // and a panel shows output tokens/s, a point per stage and target, higher
 // for more.
@@ -287,7 +289,7 @@ func TestPlotAxesAndNotes(t *testing.T) {
 		lo, hi := ts[0], ts[len(ts)-1]
 		var min, max float64 = math.Inf(1), 0
 		for _, s := range rep.Stages {
-			q := map[string]bench.Quantiles{"ttft": s.TTFT, "tpot": s.TPOT, "e2e": s.E2E}[panel]
+			q := map[string]report.Quantiles{"ttft": s.TTFT, "tpot": s.TPOT, "e2e": s.E2E}[panel]
 			min, max = math.Min(min, q.P50), math.Max(max, q.P99)
 		}
 		for _, b := range rep.SLOBounds {
@@ -311,8 +313,8 @@ func TestPlotAxesAndNotes(t *testing.T) {
 		t.Fatalf("%d x ticks", len(xs))
 	}
 	slices.SortFunc(xs, func(a, b tick) int { return cmp.Compare(a.v, b.v) })
-	if xs[0].v > 20 || xs[0].v < 10 || xs[len(xs)-1].v < 28 || xs[len(xs)-1].v > 40 {
-		t.Errorf("offered-rate ticks %g to %g for rates 20 to 28", xs[0].v, xs[len(xs)-1].v)
+	if xs[0].v > 20 || xs[0].v < 10 || xs[len(xs)-1].v < 25.2 || xs[len(xs)-1].v > 40 {
+		t.Errorf("achieved-rate ticks %g to %g for rates 20 to 25.2", xs[0].v, xs[len(xs)-1].v)
 	}
 	joined := strings.Join(note, " ")
 	for _, s := range rep.Stages {
@@ -331,7 +333,7 @@ func TestPlotAxesAndNotes(t *testing.T) {
 		t.Errorf("the note names a reason of its own:\n%s", strings.Join(note, "\n"))
 	}
 	for _, target := range []string{"alpha", "beta"} {
-		ps := points[target+" output tokens/s"]
+		ps := points[target+" served output tokens/s"]
 		if len(ps) != 3 {
 			t.Fatalf("%s: %d tokens/s points, want 3", target, len(ps))
 		}
@@ -344,7 +346,7 @@ func TestPlotAxesAndNotes(t *testing.T) {
 			prev = cy
 		}
 	}
-	if !bytes.Contains(buf.Bytes(), []byte("Output tokens/s")) {
+	if !bytes.Contains(buf.Bytes(), []byte("Served output tokens/s")) {
 		t.Error("no tokens/s panel title")
 	}
 }
@@ -354,17 +356,17 @@ func TestPlotAxesAndNotes(t *testing.T) {
 // can be) still draws, every coordinate a number inside the picture.
 func TestPlotOddReports(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
-	for name, stages := range map[string][]*bench.StageReport{
+	for name, stages := range map[string][]*report.StageReport{
 		"one stage": {{Stage: 1, Target: "t", RequestedRate: 5, AchievedRate: 5, Trusted: true,
-			TTFT: bench.Quantiles{Count: 3, P50: 0.1, P99: 0.1}, OutputTokensPerSec: 300}},
+			TTFT: report.Quantiles{Count: 3, P50: 0.1, P99: 0.1}, Serving: &report.Serving{OutputThroughput: 300}}},
 		"no answers": {{Stage: 1, Target: "t", RequestedRate: 5, Reasons: []string{"no request was sent"}}},
 		"odd figures": {
-			{Stage: 1, Target: "t", RequestedRate: 0, AchievedRate: nan, Trusted: true, TTFT: bench.Quantiles{Count: 3, P50: 0, P99: inf}, OutputTokensPerSec: nan},
-			{Stage: 2, Target: "t", RequestedRate: 10, AchievedRate: inf, Trusted: true, E2E: bench.Quantiles{Count: 3, P50: nan, P99: 2}},
+			{Stage: 1, Target: "t", RequestedRate: 0, AchievedRate: nan, Trusted: true, TTFT: report.Quantiles{Count: 3, P50: 0, P99: inf}, Serving: &report.Serving{OutputThroughput: nan}},
+			{Stage: 2, Target: "t", RequestedRate: 10, AchievedRate: inf, Trusted: true, E2E: report.Quantiles{Count: 3, P50: nan, P99: 2}},
 		},
 	} {
 		var buf bytes.Buffer
-		if err := (&bench.Report{Stages: stages}).WriteSVG(&buf); err != nil {
+		if err := (&report.Report{Stages: stages}).WriteSVG(&buf); err != nil {
 			t.Fatal(err)
 		}
 		if bytes.Contains(buf.Bytes(), []byte("NaN")) || bytes.Contains(buf.Bytes(), []byte("Inf")) {
@@ -385,7 +387,7 @@ func TestPlotOddReports(t *testing.T) {
 				}
 			}
 		}
-		if err := (&bench.Report{Stages: stages}).WritePNG(io.Discard); err != nil {
+		if err := (&report.Report{Stages: stages}).WritePNG(io.Discard); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/slo"
@@ -25,7 +26,7 @@ import (
 // by the tests of the report's outputs (the request log, Markdown, plot
 // and compare), with its per-request export and progress reports.
 type sweep struct {
-	rep      *bench.Report
+	rep      *report.Report
 	requests []byte
 	lines    int
 	progress []bench.Progress
@@ -64,7 +65,7 @@ targets:
 			return
 		}
 		var buf bytes.Buffer
-		log := bench.NewRequestLog(&buf)
+		log := report.NewRequestLog(&buf)
 		var mu sync.Mutex
 		var progress []bench.Progress
 		rep, err := bench.Run(context.Background(), bench.Options{
@@ -108,7 +109,7 @@ func TestRequestLog(t *testing.T) {
 	if want == 0 || sw.lines != want {
 		t.Fatalf("%d lines written, the report counts %d results", sw.lines, want)
 	}
-	allowed := []string{"stage", "target", "class", "conversation", "turn", "warmup", "planned", "sent", "schedule_lag_seconds",
+	allowed := []string{"stage", "target", "class", "conversation", "turn", "warmup", "planned", "sent", "schedule_lag_seconds", "client_wait_seconds", "sent_offset_seconds",
 		"ttft_seconds", "itl_seconds", "e2e_seconds", "prompt_tokens", "output_tokens", "cached_tokens", "usage_reported",
 		"outcome", "error_type", "status_code"}
 	perStage := map[int]int{}
@@ -127,7 +128,7 @@ func TestRequestLog(t *testing.T) {
 				t.Errorf("line %d has the field %q: %s", n, k, sc.Bytes())
 			}
 		}
-		var rec bench.RequestRecord
+		var rec report.RequestRecord
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
 			t.Fatal(err)
 		}
@@ -233,7 +234,7 @@ targets:
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	log := bench.NewRequestLog(&buf)
+	log := report.NewRequestLog(&buf)
 	var last bench.Progress
 	rep, err := bench.Run(context.Background(), bench.Options{
 		Config: cfg, Stages: []bench.Stage{{Rate: 5, Duration: time.Second}}, Warmup: 0, Grace: 5 * time.Second,
@@ -250,7 +251,7 @@ targets:
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	for _, l := range lines {
-		var rec bench.RequestRecord
+		var rec report.RequestRecord
 		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec.Stage != 5 {
 			t.Errorf("%v: %s", err, l)
 		}

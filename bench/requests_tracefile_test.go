@@ -11,7 +11,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/tracefile"
 )
 
@@ -32,10 +32,10 @@ func TestRequestLogIsATrace(t *testing.T) {
 	sc := bufio.NewScanner(bytes.NewReader(sw.requests))
 	sc.Buffer(nil, 1<<20)
 	n := 0
-	var first bench.RequestRecord
+	var first report.RequestRecord
 	for sc.Scan() {
 		n++
-		var want bench.RequestRecord
+		var want report.RequestRecord
 		if err := json.Unmarshal(sc.Bytes(), &want); err != nil {
 			t.Fatal(err)
 		}

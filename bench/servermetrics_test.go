@@ -25,8 +25,10 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/promtest"
+	"github.com/llmprobe/llmprobe/servermetrics"
 	"github.com/llmprobe/llmprobe/sim"
 )
 
@@ -187,7 +189,7 @@ func TestServerMetricsMatchSimulator(t *testing.T) {
 	}
 	// check compares a report's figure with the simulator's: equal, or
 	// with a relative tolerance tol > 0 within it.
-	check := func(what string, got *bench.Float, want, tol float64) {
+	check := func(what string, got *servermetrics.Float, want, tol float64) {
 		t.Helper()
 		if got == nil {
 			t.Errorf("%s: missing, want %g", what, want)
@@ -202,8 +204,8 @@ func TestServerMetricsMatchSimulator(t *testing.T) {
 			t.Errorf("%s = %g, simulator's %g", what, *got, want)
 		}
 	}
-	exact := func(what string, got *bench.Float, want float64) { t.Helper(); check(what, got, want, 0) }
-	near := func(what string, got *bench.Float, want float64) { t.Helper(); check(what, got, want, 1e-9) }
+	exact := func(what string, got *servermetrics.Float, want float64) { t.Helper(); check(what, got, want, 0) }
+	near := func(what string, got *servermetrics.Float, want float64) { t.Helper(); check(what, got, want, 1e-9) }
 	exact("prompt tokens", ss.PromptTokens, delta("vllm:prompt_tokens_total"))
 	exact("generation tokens", ss.GenerationTokens, delta("vllm:generation_tokens_total"))
 	exact("requests finished", ss.RequestsFinished, delta("vllm:request_success_total"))
@@ -224,7 +226,7 @@ func TestServerMetricsMatchSimulator(t *testing.T) {
 
 	for _, h := range []struct {
 		name string
-		q    *bench.ServerQuantiles
+		q    *servermetrics.Quantiles
 	}{{"vllm:time_to_first_token_seconds", ss.TTFT}, {"vllm:request_queue_time_seconds", ss.QueueTime}} {
 		if h.q == nil {
 			t.Errorf("%s: missing", h.name)
@@ -266,7 +268,7 @@ func TestServerMetricsMatchSimulator(t *testing.T) {
 			t.Errorf("JSON lacks %s", want)
 		}
 	}
-	if err := rep.WriteMarkdown(&md, bench.MarkdownOptions{}); err != nil {
+	if err := rep.WriteMarkdown(&md, report.MarkdownOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"### Server metrics (vllm)", "| probe − server TTFT p50 | ", "| requests finished | "} {
@@ -279,7 +281,7 @@ func TestServerMetricsMatchSimulator(t *testing.T) {
 	if err := os.WriteFile(f, js.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	back, err := bench.ReadReport(f)
+	back, err := report.ReadReport(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,10 +413,10 @@ func TestGPUFromPrometheus(t *testing.T) {
 			w := want[d.GPU]
 			for _, c := range []struct {
 				metric string
-				got    *bench.Float
+				got    *servermetrics.Float
 			}{
-				{bench.GPUMetrics.Util, d.UtilPercent}, {bench.GPUMetrics.SMActive, d.SMActive},
-				{bench.GPUMetrics.FBUsed, d.FBUsedMiB}, {bench.GPUMetrics.Power, d.PowerWatts},
+				{servermetrics.GPUMetrics.Util, d.UtilPercent}, {servermetrics.GPUMetrics.SMActive, d.SMActive},
+				{servermetrics.GPUMetrics.FBUsed, d.FBUsedMiB}, {servermetrics.GPUMetrics.Power, d.PowerWatts},
 			} {
 				if c.got == nil {
 					t.Errorf("stage %d GPU %s: no %s", s.Stage, d.GPU, c.metric)
@@ -434,7 +436,7 @@ func TestGPUFromPrometheus(t *testing.T) {
 		t.Error("the text lacks the GPU table")
 	}
 	var md bytes.Buffer
-	if err := rep.WriteMarkdown(&md, bench.MarkdownOptions{}); err != nil {
+	if err := rep.WriteMarkdown(&md, report.MarkdownOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(md.String(), "### GPU (averaged over") || !strings.Contains(md.String(), "73214 MiB") {

@@ -5,50 +5,14 @@ package bench
 
 import (
 	"fmt"
-	"io"
 	"slices"
 	"strings"
-	"time"
 
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
-	"github.com/llmprobe/llmprobe/dist"
 	"github.com/llmprobe/llmprobe/probe/wire"
 	"github.com/llmprobe/llmprobe/slo"
 )
-
-// SLOReport is a stage's goodput: its requests judged one by one against
-// the SLO of their class (slo.Objective.Judge, as the daemon's
-// llmprobe_slo_* counters are), and the stage's quantiles against the
-// quantile bounds of --slo.
-type SLOReport struct {
-	// Objectives describes the objective of each judged class.
-	Objectives map[string]string `json:"objectives,omitempty"`
-	Good       int               `json:"good"`
-	Bad        int               `json:"bad"`
-	// GoodShare is Good / (Good + Bad); Goodput is good requests per
-	// second of the stage.
-	GoodShare float64 `json:"good_share"`
-	Goodput   float64 `json:"goodput_per_second"`
-	// RequiredShare is the good share the objectives ask of the requests
-	// judged: each request's class objective, averaged over the requests.
-	RequiredShare float64           `json:"required_good_share"`
-	Violations    map[slo.Bound]int `json:"violations,omitempty"`
-	Quantiles     []QuantileCheck   `json:"quantile_bounds,omitempty"`
-	// Met: the good share reached the required share (when requests were
-	// judged) and every quantile bound held.
-	Met bool `json:"met"`
-}
-
-// QuantileCheck is one quantile bound over a stage.
-type QuantileCheck struct {
-	Bound string `json:"bound"` // e.g. "TPOT p99 ≤ 100ms"
-	// Value is the stage's quantile (0 without samples).
-	Value float64 `json:"value_seconds"`
-	// Count is the number of samples the quantile rests on; with none the
-	// bound is not met (nothing says it held).
-	Count int  `json:"count"`
-	Met   bool `json:"met"`
-}
 
 // sloJudge holds what a target's requests are judged against in a stage.
 type sloJudge struct {
@@ -80,22 +44,39 @@ func newSLOJudge(cfg *config.Config, t *config.Target, spec *slo.Spec) *sloJudge
 	return j
 }
 
+// perRequest is whether a class has an objective: requests are judged
+// one by one (the stage has a goodput).
+func (j *sloJudge) perRequest() bool {
+	for _, obj := range j.classes {
+		if obj != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // sloCounts are a target's judged requests in a stage.
 type sloCounts struct {
 	good, bad  int
 	judged     map[string]int // per class
 	violations [len(slo.Bounds)]int
+	// measured counts the requests after the warm-up, cancelled those
+	// of them cut at the grace's end (judged by no SLO).
+	measured, cancelled int
 }
 
-// observe judges one request (after warm-up) of class.
-func (c *sloCounts) observe(j *sloJudge, r *wire.Result) {
+// observe judges one request (after warm-up) of class, and says whether
+// it was good.
+func (c *sloCounts) observe(j *sloJudge, r *wire.Result) bool {
+	c.measured++
 	obj := j.classes[r.Class]
-	if obj == nil {
-		return
-	}
 	req, ok := r.SLORequest()
 	if !ok {
-		return
+		c.cancelled++
+		return false
+	}
+	if obj == nil {
+		return false
 	}
 	if c.judged == nil {
 		c.judged = map[string]int{}
@@ -104,7 +85,7 @@ func (c *sloCounts) observe(j *sloJudge, r *wire.Result) {
 	v := obj.Judge(req)
 	if v.Good {
 		c.good++
-		return
+		return true
 	}
 	c.bad++
 	for i, b := range v.Broke {
@@ -112,12 +93,36 @@ func (c *sloCounts) observe(j *sloJudge, r *wire.Result) {
 			c.violations[i]++
 		}
 	}
+	return false
 }
 
-// report builds the stage's SLOReport from the counts and the stage's
-// latency samples (seconds, any order; copied before sorting).
-func (j *sloJudge) report(c *sloCounts, elapsed time.Duration, samples map[string][]float64) *SLOReport {
-	rep := &SLOReport{Good: c.good, Bad: c.bad, Met: true}
+// notJudged says why no request was judged ("" when some were).
+func (j *sloJudge) notJudged(c *sloCounts) string {
+	switch {
+	case c.good+c.bad > 0:
+		return ""
+	case c.measured == 0:
+		return "none was planned after the warm-up"
+	case c.cancelled == c.measured:
+		return "every one planned after the warm-up was cancelled at the grace's end"
+	case !j.perRequest():
+		return "none planned after the warm-up completed, for the quantile bounds"
+	}
+	var judged []string
+	for class, obj := range j.classes {
+		if obj != nil {
+			judged = append(judged, class)
+		}
+	}
+	slices.Sort(judged)
+	return fmt.Sprintf("none planned after the warm-up was of a class with an objective (%s)", strings.Join(judged, ", "))
+}
+
+// report builds the stage's report.SLOReport from the counts, the stage's
+// figures (its goodput is theirs) and quantile, the stage's quantiles of a
+// metric (ttft, tpot, itl, e2e) and the number of values they rest on.
+func (j *sloJudge) report(c *sloCounts, fig *report.Serving, quantile func(metric string, q float64) (float64, int)) *report.SLOReport {
+	rep := &report.SLOReport{Good: c.good, Bad: c.bad, Met: true}
 	for class, obj := range j.classes {
 		if obj != nil {
 			if rep.Objectives == nil {
@@ -136,8 +141,8 @@ func (j *sloJudge) report(c *sloCounts, elapsed time.Duration, samples map[strin
 	} else if len(rep.Objectives) > 0 {
 		rep.Met = false // nothing was judged: nothing says it held
 	}
-	if secs := elapsed.Seconds(); secs > 0 {
-		rep.Goodput = float64(c.good) / secs
+	if fig != nil && fig.RequestGoodput != nil {
+		rep.Goodput = *fig.RequestGoodput
 	}
 	for i, n := range c.violations {
 		if n > 0 {
@@ -147,56 +152,19 @@ func (j *sloJudge) report(c *sloCounts, elapsed time.Duration, samples map[strin
 			rep.Violations[slo.Bounds[i]] = n
 		}
 	}
+	sampled := false
 	for _, q := range j.quantiles {
-		v := slices.Clone(samples[q.Metric])
-		slices.Sort(v)
-		qc := QuantileCheck{Bound: q.String(), Count: len(v)}
-		if len(v) > 0 {
-			qc.Value = dist.Quantile(v, q.Quantile)
+		qc := report.QuantileCheck{Bound: q.String()}
+		qc.Value, qc.Count = quantile(q.Metric, q.Quantile)
+		if qc.Count > 0 {
 			qc.Met = qc.Value <= q.Max.Seconds()
+			sampled = true
 		}
 		rep.Met = rep.Met && qc.Met
 		rep.Quantiles = append(rep.Quantiles, qc)
 	}
-	return rep
-}
-
-// writeSLO writes one line per stage and target judged against an SLO.
-func writeSLO(w io.Writer, stages []*StageReport) {
-	for _, s := range stages {
-		r := s.SLO
-		if r == nil {
-			continue
-		}
-		var parts []string
-		if len(r.Objectives) > 0 {
-			parts = append(parts, fmt.Sprintf("goodput %.2f/s, %d of %d good (%.2f%%, objective %.2f%%)",
-				r.Goodput, r.Good, r.Good+r.Bad, 100*r.GoodShare, 100*r.RequiredShare))
-			var v []string
-			for _, b := range slo.Bounds {
-				if n := r.Violations[b]; n > 0 {
-					v = append(v, fmt.Sprintf("%s %d", b, n))
-				}
-			}
-			if len(v) > 0 {
-				parts = append(parts, "broken: "+strings.Join(v, ", "))
-			}
-		}
-		for _, q := range r.Quantiles {
-			verdict := "held"
-			if !q.Met {
-				verdict = "NOT HELD"
-			}
-			value := "no samples"
-			if q.Count > 0 {
-				value = time.Duration(q.Value * float64(time.Second)).Round(10 * time.Microsecond).String()
-			}
-			parts = append(parts, fmt.Sprintf("%s: %s over %d (%s)", q.Bound, value, q.Count, verdict))
-		}
-		met := "met"
-		if !r.Met {
-			met = "NOT MET"
-		}
-		fmt.Fprintf(w, "stage %d %s SLO %s: %s\n", s.Stage, s.Target, met, strings.Join(parts, "; "))
+	if why := j.notJudged(c); why != "" && !sampled {
+		rep.NotJudged, rep.Met = why, false
 	}
+	return rep
 }

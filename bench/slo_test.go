@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/simtest"
 	"github.com/llmprobe/llmprobe/probe/wire"
@@ -62,13 +63,13 @@ targets:
 		t.Fatal(err)
 	}
 	type stage struct {
-		byTarget map[string]*bench.StageReport
+		byTarget map[string]*report.StageReport
 		good     map[string]int // requests that succeeded with TTFT ≤ 100ms, by the export
 	}
 	run := func(spec *slo.Spec) stage {
 		return simtest.RetryFor(t, 3, 40*time.Second, func(int) (stage, string) {
 			var buf bytes.Buffer
-			log := bench.NewRequestLog(&buf)
+			log := report.NewRequestLog(&buf)
 			rep, err := bench.Run(context.Background(), bench.Options{
 				Config: cfg, Stages: []bench.Stage{{Rate: 4, Duration: 4 * time.Second}}, Warmup: 0,
 				Grace: 5 * time.Second, SLO: spec, Requests: log,
@@ -82,7 +83,7 @@ targets:
 			var sb strings.Builder
 			_ = rep.WriteText(&sb)
 			t.Logf("\n%s", sb.String())
-			st := stage{byTarget: map[string]*bench.StageReport{}, good: map[string]int{}}
+			st := stage{byTarget: map[string]*report.StageReport{}, good: map[string]int{}}
 			var why []string
 			for _, s := range rep.Stages {
 				st.byTarget[s.Target] = s
@@ -95,7 +96,7 @@ targets:
 			}
 			sc := bufio.NewScanner(&buf)
 			for sc.Scan() {
-				var r bench.RequestRecord
+				var r report.RequestRecord
 				if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 					t.Fatal(err)
 				}
@@ -110,7 +111,7 @@ targets:
 	// The configuration's SLO, request by request.
 	st := run(nil)
 	short, long := st.byTarget["short"], st.byTarget["long"]
-	ok := func(s *bench.StageReport) int { return s.Outcomes[wire.OutcomeSuccess] }
+	ok := func(s *report.StageReport) int { return s.Outcomes[wire.OutcomeSuccess] }
 	if ok(short) < 12 || ok(long) < 12 {
 		t.Fatalf("too few successes to judge: short %v, long %v", short.Outcomes, long.Outcomes)
 	}
@@ -138,7 +139,7 @@ targets:
 	}
 	st = run(spec)
 	short, long = st.byTarget["short"], st.byTarget["long"]
-	for _, s := range []*bench.StageReport{short, long} {
+	for _, s := range []*report.StageReport{short, long} {
 		if s.SLO == nil || s.SLO.Bad != 0 || s.SLO.Good != ok(s) || len(s.SLO.Quantiles) != 1 {
 			t.Fatalf("%s under --slo: %+v", s.Target, s.SLO)
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 )
 
@@ -74,7 +75,7 @@ func TestStageDrainReported(t *testing.T) {
 		t.Errorf("the text does not account for the drain")
 	}
 	var md bytes.Buffer
-	if err := rep.WriteMarkdown(&md, bench.MarkdownOptions{}); err != nil {
+	if err := rep.WriteMarkdown(&md, report.MarkdownOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(md.String(), "in flight at the stage's end") {

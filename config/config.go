@@ -45,7 +45,7 @@ type Config struct {
 // UnmarshalYAML implements yaml.Unmarshaler: defaults apply to sections
 // the file leaves out.
 func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
-	*c = Config{Global: DefaultGlobal, Tracing: DefaultTracing}
+	*c = *New()
 	type plain Config
 	return decodePlain(unmarshal, (*plain)(c))
 }
@@ -277,7 +277,7 @@ func (im *Images) UnmarshalYAML(unmarshal func(any) error) error {
 // UnmarshalYAML implements yaml.Unmarshaler. Problems are kept, not
 // returned (see Config.takeDecodeErrors).
 func (c *Class) UnmarshalYAML(unmarshal func(any) error) error {
-	*c = Class{Weight: 1, Sampling: DefaultSampling}
+	*c = *NewClass()
 	type plain Class
 	c.decodeErrs = typeErrorLines(decodePlain(unmarshal, (*plain)(c)))
 	return nil
@@ -447,6 +447,8 @@ type Target struct {
 	decodeErrs []string // see Config.takeDecodeErrors
 	// enableHTTP2Set: the file sets http_client_config.enable_http2.
 	enableHTTP2Set bool
+	// maxInflightSet: the file sets max_inflight (MaxInflightSet).
+	maxInflightSet bool
 }
 
 // HTTP versions (http_version).
@@ -512,6 +514,11 @@ const (
 // DefaultMaxInflight applies when a target sets no max_inflight.
 const DefaultMaxInflight = 64
 
+// MaxInflightSet reports whether the configuration file set the target's
+// max_inflight (else it is DefaultMaxInflight, which a bench search may
+// raise to what its stages need).
+func (t *Target) MaxInflightSet() bool { return t.maxInflightSet }
+
 // DefaultIdleConnTimeout applies when a target sets no idle_conn_timeout:
 // below the 5s after which uvicorn (vLLM) and llama.cpp close idle
 // connections. MaxIdleConnTimeout bounds it.
@@ -532,16 +539,7 @@ var DefaultTargetHTTPClientConfig = func() commoncfg.HTTPClientConfig {
 // UnmarshalYAML implements yaml.Unmarshaler. Problems are kept, not
 // returned (see Config.takeDecodeErrors).
 func (t *Target) UnmarshalYAML(unmarshal func(any) error) error {
-	*t = Target{
-		API:              APIChat,
-		Tokenize:         TokenizeAuto,
-		PromptFormat:     PromptFormatText,
-		Arrival:          Arrival{Process: ProcessPoisson, Burstiness: 1},
-		MaxInflight:      DefaultMaxInflight,
-		IdleTimeout:      model.Duration(DefaultIdleConnTimeout),
-		HTTPClientConfig: DefaultTargetHTTPClientConfig,
-		Identity:         TargetIdentity{PollInterval: model.Duration(DefaultVersionPollInterval)},
-	}
+	*t = *NewTarget()
 	type plain Target
 	t.decodeErrs = typeErrorLines(decodePlain(unmarshal, (*plain)(t)))
 	// prometheus/common's UnmarshalYAML starts over from its own default,
@@ -552,6 +550,7 @@ func (t *Target) UnmarshalYAML(unmarshal func(any) error) error {
 	}
 	if ref.node != nil {
 		t.enableHTTP2Set = setsKey(ref.node, "http_client_config", "enable_http2")
+		t.maxInflightSet = setsKey(ref.node, "max_inflight")
 	}
 	// rate_per and max_replicas have defaults only with discovery (set
 	// without it, they are an error).

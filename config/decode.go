@@ -421,7 +421,7 @@ func fatalMessage(err error) string {
 // decoding could not go on at all). The configuration is what could be
 // decoded; the fields that failed keep their defaults.
 func decodeYAML(data []byte) (*Config, error) {
-	cfg := &Config{Global: DefaultGlobal, Tracing: DefaultTracing}
+	cfg := New()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	err := dec.Decode(cfg)

@@ -408,7 +408,7 @@ func vllmExposition() (*prometheus.Registry, func(i int)) {
 // 0 to, so the energy and cost rules join the two.
 var engineLabels = map[string]string{"namespace": "llm-serving", "pod": "vllm-llama-8b-6d9f7c5b8-x2k4q"}
 
-// tgiExposition exposes the TGI metric names bench/servermetrics.go
+// tgiExposition exposes the TGI metric names servermetrics/servermetrics.go
 // reads (classic histograms, no model label), observed continuously.
 func tgiExposition() (*prometheus.Registry, func(i int)) {
 	reg := prometheus.NewRegistry()

@@ -65,7 +65,7 @@ func TestCorrelationScopesEngineSeries(t *testing.T) {
 }
 
 // TestEnginePanelsOfEveryEngine: the correlation dashboard reads TGI's and
-// llama.cpp's metrics (the names bench knows, bench/servermetrics.go), not
+// llama.cpp's metrics (the names bench knows, servermetrics/servermetrics.go), not
 // only vLLM's and SGLang's, and the server job variable lists their jobs.
 func TestEnginePanelsOfEveryEngine(t *testing.T) {
 	var all strings.Builder

@@ -13,7 +13,7 @@ import (
 )
 
 // Jobs of the model servers the simulator does not imitate: TGI and
-// llama.cpp, whose metric names (bench/servermetrics.go) the correlation
+// llama.cpp, whose metric names (servermetrics/servermetrics.go) the correlation
 // dashboard's per-instance panels read.
 const (
 	tgiJob      = "tgi"

@@ -63,6 +63,12 @@ type Options struct {
 	// place of its arrival process and workload (bench --replay,
 	// timeline.go); it is called once per runner started.
 	Timelines func(target string) (Timeline, error)
+	// Stream, when non-zero, is mixed into every runner's seed of its
+	// draws (arrival gaps, class picks, request plans and each request's
+	// own stream), not into the shared prefixes' text, which global.seed
+	// alone sets: bench gives each stage its own, so that its stages draw
+	// independently and the same seed still repeats them.
+	Stream uint64
 	// Discovery is what the discoverers of targets with a discovery block
 	// are built with (tests: a fake Kubernetes clientset); its Logger is
 	// the engine's.
@@ -304,6 +310,15 @@ func targetArrivals(t *config.Target, div float64) (Arrivals, error) {
 	return NewArrivals(t.Arrival.Process, t.Arrival.Rate/div, t.Arrival.Burstiness)
 }
 
+// streamMix spreads a stream number over the seed's bits; stream 0
+// leaves the seed as it is.
+func streamMix(stream uint64) uint64 {
+	if stream == 0 {
+		return 0
+	}
+	return workload.SplitMix64(stream)
+}
+
 // newRunner builds the runner of spec, its rate divided by div.
 func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64, identity *identityTracker, conns *httpclient.Conns, div float64) (*runner, error) {
 	t := &spec.Target
@@ -350,7 +365,7 @@ func (e *Engine) newRunner(spec runnerSpec, budget *atomic.Int64, identity *iden
 		obs:         e.opts.Observer,
 		arrivalHook: e.arrivalHook,
 		logger:      e.opts.Logger,
-		seed:        seed ^ h.Sum64(),
+		seed:        seed ^ h.Sum64() ^ streamMix(e.opts.Stream),
 		start:       now,
 		warmupUntil: now.Add(g.Warmup),
 		lateAfter:   g.LateAfter,

@@ -88,7 +88,7 @@ func genBurstGPT() []byte {
 	return b.Bytes()
 }
 
-// genLLMProbe writes 120 lines of `bench --requests` (bench.RequestRecord),
+// genLLMProbe writes 120 lines of `bench --requests` (report.RequestRecord),
 // in completion order as the bench writes them: planned times out of
 // order by up to the requests' durations; conversations of 1-3 turns.
 func genLLMProbe() []byte {

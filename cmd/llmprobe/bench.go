@@ -12,9 +12,11 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,10 +24,12 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/examples"
 	"github.com/llmprobe/llmprobe/internal/bounded"
 	"github.com/llmprobe/llmprobe/internal/httpclient"
+	"github.com/llmprobe/llmprobe/internal/scrub"
 	"github.com/llmprobe/llmprobe/slo"
 )
 
@@ -52,17 +56,21 @@ type benchOptions struct {
 	gpuSelector   string   // --gpu.selector
 	gpuPrice      float64  // --gpu.price-per-hour
 	gpuCount      int      // --gpu.count
-	noPreflight   bool     // --no-preflight
+	preflight     bool     // --preflight (--no-preflight)
 	maxErrorRatio float64  // --max-error-ratio
 	seed          uint64   // --seed
 	seedSet       bool
+	selftestFile  string    // --selftest.file
+	crn           bool      // --common-random-numbers
 	childOut      io.Writer // the simulator child's output (nil: standard error)
 
+	quick  quickFlags  // --url, --model, ... (bench_quick.go)
 	find   findFlags   // --find, --levels, --capacity, --find.*
 	load   loadFlags   // --dataset, --max-requests, --percentiles, --concurrency (bench_load.go)
 	replay replayFlags // --replay, --replay.*, --time-scale (bench_replay.go)
 
 	stageDurationSet bool // --stage.duration was given
+	warmupSet        bool // --warmup was given
 }
 
 func registerBench(app *kingpin.Application) command {
@@ -70,15 +78,17 @@ func registerBench(app *kingpin.Application) command {
 	o := &benchOptions{}
 	cmd.Flag("config.file", "llmprobe configuration file (targets, workloads). With --sim and no file, the embedded demo configuration.").StringVar(&o.configFile)
 	cmd.Flag("target", "Only these targets (repeatable). Default: all.").StringsVar(&o.targets)
-	cmd.Flag("stage", "A stage as RATE[:DURATION], e.g. 10:60s (repeatable, run in order; required but with compare).").StringsVar(&o.stages)
-	cmd.Flag("stage.duration", "Duration of stages given without one.").Default("60s").IsSetByUser(&o.stageDurationSet).DurationVar(&o.stageDuration)
+	o.quick.register(cmd)
+	cmd.Flag("stage", "A stage as RATE[:DURATION], e.g. 10:60s (repeatable, run in order). Instead: --find, --concurrency, --replay, or the quick start's --request-rate.").StringsVar(&o.stages)
+	cmd.Flag("stage.duration", "Duration of stages given without one, and of closed-loop levels (the quick start's stage: 30s without it).").Default("60s").IsSetByUser(&o.stageDurationSet).DurationVar(&o.stageDuration)
 	cmd.Flag("stage.grace", "Wait at most this long after each stage for its requests still in flight (their results count for the stage; those still running then are cancelled, and the report says how many). 0: the longest request timeout of the targets.").Default("0s").DurationVar(&o.grace)
-	cmd.Flag("warmup", "Warm-up excluded from each stage's latency figures (negative: global.warmup).").Default("5s").DurationVar(&o.warmup)
+	cmd.Flag("warmup", "Warm-up at the start of each stage (inside its duration), excluded from its latency figures; 0: none (the default with the quick start's --num-prompts).").Default("5s").IsSetByUser(&o.warmupSet).DurationVar(&o.warmup)
 	cmd.Flag("output", "Also write the report to this file: FILE.json (what compare reads) or FILE.md (Markdown); repeatable. Every output file (and --plot, --requests) is checked before the first request.").PlaceHolder("FILE").StringsVar(&o.outputs)
-	cmd.Flag("no-preflight", "Do not send the one request per target that must succeed before the first stage.").BoolVar(&o.noPreflight)
+	cmd.Flag("preflight", "Send one request per target, which must succeed, before the first stage (--no-preflight: do not).").Default("true").BoolVar(&o.preflight)
 	cmd.Flag("max-error-ratio", "Exit non-zero (after writing the reports) when a stage's share of failed results is above this.").Default("0.5").Float64Var(&o.maxErrorRatio)
 	cmd.Flag("seed", "Seed of the workload's random draws (arrivals, classes, lengths, prompts): the same seed repeats them. Default: global.seed, else a random one; the report records it.").IsSetByUser(&o.seedSet).Uint64Var(&o.seed)
-	cmd.Flag("plot", "Also draw latency (TTFT, TPOT, E2E p50 and p99) and throughput against offered rate into this file: FILE.svg or FILE.png.").PlaceHolder("FILE").StringVar(&o.plot)
+	cmd.Flag("common-random-numbers", "Every stage reuses the same random draws (arrival gaps, classes, lengths), rescaled to its rate, for a paired comparison of stages; the report says so. Default: each stage draws its own, from the seed and the stage's number.").BoolVar(&o.crn)
+	cmd.Flag("plot", "Also draw latency (TTFT, TPOT, E2E p50 and p99) and served throughput against the achieved rate, stages in rate order, into this file: FILE.svg or FILE.png.").PlaceHolder("FILE").StringVar(&o.plot)
 	cmd.Flag("requests", "Also write one JSON line per request (stage, class, times, TTFT, ITLs, E2E, tokens, outcome; no text) to this file.").PlaceHolder("FILE.jsonl").StringVar(&o.requests)
 	cmd.Arg("compare", "compare OLD.json NEW.json: say, per stage and metric, whether the latency of NEW differs from OLD's beyond chance (Mann-Whitney U for medians, Fisher's exact test for p99, Holm-adjusted; no verdict on stages not trusted).").StringsVar(&o.args)
 	cmd.Flag("slo", "Judge each stage's goodput by this SLO instead of the configuration's slo blocks: per-request bounds ttft=, tpot=, e2e=, objective= and quantile bounds such as tpot_p99=100ms, comma-separated (e.g. ttft=500ms,tpot=60ms).").StringVar(&o.slo)
@@ -90,9 +100,10 @@ func registerBench(app *kingpin.Application) command {
 	o.find.register(cmd)
 	o.load.register(cmd)
 	o.replay.register(cmd)
+	cmd.Flag("selftest.file", "Result of llmprobe selftest: a stage asking for more than the ceiling it measured on this host (without one, the documented ceiling per CPU) is warned of before the run and in the report.").Default(defaultSelftestFile()).StringVar(&o.selftestFile)
 	cmd.Flag("stop-when-saturated", "Stop after the first stage whose load was not delivered.").BoolVar(&o.stopSaturated)
 	cmd.Flag("sim", "Start the built-in simulator in a child process on a loopback port; "+examples.DemoURLPlaceholder+" in the config stands for its base URL.").BoolVar(&o.sim)
-	cmd.Flag("sim.config.file", "Simulator configuration for --sim.").StringVar(&o.simConfig)
+	cmd.Flag("sim.config.file", "Simulator configuration for --sim.").PlaceHolder("FILE").StringVar(&o.simConfig)
 	cmd.Flag("sim.zero-latency", "Run the --sim simulator in zero-latency mode (measures the harness itself).").BoolVar(&o.simZero)
 	return command{
 		clause: cmd,
@@ -109,6 +120,20 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		}
 		return runBenchCompare(ctx, os.Stdout, o.args[1], o.args[2])
 	}
+	if o.stageDuration <= 0 {
+		return usagef("--stage.duration must be positive, got %v", o.stageDuration)
+	}
+	if o.warmup < 0 {
+		return usagef("--warmup must not be negative, got %v (0: no warm-up)", o.warmup)
+	}
+	if !o.sim {
+		switch {
+		case o.simConfig != "":
+			return usagef("--sim.config.file needs --sim")
+		case o.simZero:
+			return usagef("--sim.zero-latency needs --sim")
+		}
+	}
 	if err := o.find.check(len(o.stages) > 0); err != nil {
 		return err
 	}
@@ -118,35 +143,42 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	if err := o.replay.check(o); err != nil {
 		return err
 	}
+	if o.stopSaturated && (o.find.active() || o.replay.path != "") {
+		return usagef("--stop-when-saturated stops a list of --stage; a search stops by its own rules, a replay is one stage")
+	}
+	if err := o.quick.check(o); err != nil {
+		return err
+	}
 	if o.stageDurationSet && o.find.active() {
 		o.find.opts.StageDuration = o.stageDuration // the search's measured window (bench-find.md)
 	}
-	if o.plot != "" && len(o.stages) == 0 && !o.find.active() && o.replay.path == "" {
-		return usagef("--plot draws open-loop stages against their offered rate; closed-loop levels (--concurrency) are not drawn: add --stage or leave out --plot")
-	}
-	if len(o.stages) == 0 && !o.find.active() && len(o.load.levels) == 0 && o.replay.path == "" {
-		return usagef("required flag(s) '--stage' not provided (or --concurrency for closed-loop levels, --replay for a trace)")
+	if o.configFile == "" && !o.sim && !o.quick.active() {
+		return usagef("--config.file is required (or --url and --model for the quick start, --sim for the embedded demo)")
 	}
 	stages, err := parseStages(o.stages, o.stageDuration)
 	if err != nil {
 		return err
 	}
+	stages = append(stages, o.quick.stages(o, o.load.maxRequests)...)
+	if o.plot != "" && len(stages) == 0 && !o.find.active() && o.replay.path == "" {
+		return usagef("--plot draws open-loop stages against their achieved rate; closed-loop levels (--concurrency) are not drawn: add --stage or leave out --plot")
+	}
+	if len(stages) == 0 && !o.find.active() && len(o.load.levels) == 0 && o.replay.path == "" {
+		return usagef("required flag(s) '--stage' not provided (or --concurrency for closed-loop levels, --replay for a trace)")
+	}
 	if o.grace < 0 {
 		return usagef("--stage.grace must not be negative, got %v", o.grace)
 	}
-	if err := checkGPUCostFlags(o); err != nil {
+	if err := checkGPUFlags(o); err != nil {
 		return err
 	}
-	plotFormat := ""
+	var plotFormat report.Format
 	if o.plot != "" {
-		switch strings.ToLower(filepath.Ext(o.plot)) {
-		case ".svg":
-			plotFormat = "svg"
-		case ".png":
-			plotFormat = "png"
-		default:
-			return usagef("--plot %q: the file must end in .svg or .png", o.plot)
+		f, ok := report.FormatOf(o.plot)
+		if !ok || !f.Plot {
+			return usagef("--plot %q: the file must end in %s", o.plot, report.Extensions(true))
 		}
+		plotFormat = f
 	}
 	var spec *slo.Spec
 	if o.slo != "" {
@@ -175,9 +207,6 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		logger = slog.New(consoleHandler{logger.Handler(), con})
 		o.childOut = &lineWriter{c: con, w: os.Stderr}
 	}
-	if o.configFile == "" && !o.sim {
-		return usagef("--config.file is required (or --sim for the embedded demo)")
-	}
 	var data []byte
 	if o.configFile != "" && o.sim {
 		if data, err = bounded.ReadFile(ctx, o.configFile, config.MaxFileSize); err != nil {
@@ -186,6 +215,10 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	}
 	var cfg *config.Config
 	switch {
+	case o.quick.active():
+		if cfg, err = o.quick.config(ctx, logger); err != nil {
+			return err
+		}
 	case o.sim:
 		base, stop, _, err := startSimChild(ctx, logger, o)
 		if err != nil {
@@ -213,19 +246,20 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	}
 	seed, seedSource := resolveSeed(cfg, o.seed, o.seedSet)
 	bopts := bench.Options{
-		Config:            cfg,
-		Targets:           o.targets,
-		Stages:            stages,
-		Warmup:            o.warmup,
-		Grace:             o.grace,
-		Logger:            logger,
-		StopWhenSaturated: o.stopSaturated,
-		SLO:               spec,
-		ServerMetrics:     o.serverMetrics,
-		PrometheusURL:     o.promURL,
-		GPUSelector:       o.gpuSelector,
-		GPUPricePerHour:   o.gpuPrice,
-		GPUCount:          o.gpuCount,
+		Config:              cfg,
+		Targets:             o.targets,
+		Stages:              stages,
+		Warmup:              o.warmup,
+		Grace:               o.grace,
+		Logger:              logger,
+		StopWhenSaturated:   o.stopSaturated,
+		CommonRandomNumbers: o.crn,
+		SLO:                 spec,
+		ServerMetrics:       o.serverMetrics,
+		PrometheusURL:       o.promURL,
+		GPUSelector:         o.gpuSelector,
+		GPUPricePerHour:     o.gpuPrice,
+		GPUCount:            o.gpuCount,
 	}
 	if err := o.load.apply(ctx, &bopts, o.stageDuration); err != nil {
 		return err
@@ -238,15 +272,16 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 	} else {
 		bopts.Progress, bopts.ProgressInterval = plainProgress(os.Stderr, plan), plainProgressInterval
 	}
-	if o.find.active() && !o.noPreflight {
-		// A search's target count is checked before the preflight sends
-		// anything (bench.Find checks it again).
-		if n := countTargets(cfg, o.targets); n != 1 {
-			return usagef("%v", bench.ErrFindTargets)
-		}
+	// What needs the configuration is checked before anything is sent.
+	if err := checkBenchConfig(o, bopts); err != nil {
+		return err
 	}
-	if !o.noPreflight {
-		if err := preflight(ctx, logger, bopts); err != nil {
+	warnings := stageWarnings(stages, countTargets(cfg, o.targets), o.warmup, o.selftestFile)
+	for _, w := range warnings {
+		logger.Warn(w)
+	}
+	if o.preflight {
+		if err := preflight(ctx, logger, bopts, o.quick.active()); err != nil {
 			return err
 		}
 	}
@@ -256,13 +291,22 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 			return err
 		}
 		defer reqFile.Close()
-		bopts.Requests = bench.NewRequestLog(reqFile)
+		bopts.Requests = report.NewRequestLog(reqFile)
 	}
 	rep, err := o.find.run(ctx, bopts)
 	if err != nil {
 		return err
 	}
-	rep.SchemaVersion, rep.Run = bench.ReportSchemaVersion, runInfo(os.Args[1:], seed, seedSource)
+	rep.SchemaVersion, rep.Run = report.ReportSchemaVersion, runInfo(os.Args[1:], seed, seedSource)
+	if len(stages) == 0 {
+		// A search's or a replay's stages are known once they ran.
+		for _, w := range ranAboveCeiling(rep, o.selftestFile) {
+			logger.Warn(w)
+			warnings = append(warnings, w)
+		}
+	}
+	rep.Run.Warnings = warnings
+	rep.Run.CommonRandomNumbers = o.crn
 	if reqFile != nil {
 		if err := bopts.Requests.Flush(); err != nil {
 			return fmt.Errorf("--requests: %w", err)
@@ -276,17 +320,14 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		return err
 	}
 	if o.plot != "" {
-		if err := writeFile(o.plot, func(w io.Writer) error { return rep.WritePlot(w, plotFormat) }); err != nil {
+		if err := writeFile(o.plot, func(w io.Writer) error { return rep.Write(w, plotFormat, report.MarkdownOptions{}) }); err != nil {
 			return err
 		}
 		logger.Info("plot written", "file", o.plot)
 	}
 	for _, out := range outputs {
-		write := rep.WriteJSON
-		if out.markdown {
-			write = func(w io.Writer) error {
-				return rep.WriteMarkdown(w, bench.MarkdownOptions{Plot: relativeLink(out.path, o.plot)})
-			}
+		write := func(w io.Writer) error {
+			return rep.Write(w, out.format, report.MarkdownOptions{Plot: relativeLink(out.path, o.plot)})
 		}
 		if err := writeFile(out.path, write); err != nil {
 			return err
@@ -294,6 +335,36 @@ func runBench(ctx context.Context, logger *slog.Logger, o *benchOptions) error {
 		logger.Info("report written", "file", out.path)
 	}
 	return benchVerdict(ctx, rep, o.maxErrorRatio)
+}
+
+// givenFlags registers a group of flags and records which of them the
+// command line sets, in the order they were registered.
+type givenFlags struct {
+	names []string
+	set   map[string]*bool
+}
+
+// flag registers flag name of cmd in the group.
+func (g *givenFlags) flag(cmd *kingpin.CmdClause, name, help string) *kingpin.FlagClause {
+	if g.set == nil {
+		g.set = map[string]*bool{}
+	}
+	g.names, g.set[name] = append(g.names, name), new(bool)
+	return cmd.Flag(name, help).IsSetByUser(g.set[name])
+}
+
+// given says whether the command line sets flag name.
+func (g *givenFlags) given(name string) bool { return *g.set[name] }
+
+// first is the first flag of the group the command line sets, but for
+// those named in except ("" for none).
+func (g *givenFlags) first(except ...string) string {
+	for _, name := range g.names {
+		if g.given(name) && !slices.Contains(except, name) {
+			return name
+		}
+	}
+	return ""
 }
 
 // writeFile writes path with write, which writes to memory first: a
@@ -327,16 +398,16 @@ func relativeLink(doc, target string) string {
 // runBenchCompare is `bench compare OLD.json NEW.json`; the reads give
 // way to ctx (SIGINT/SIGTERM).
 func runBenchCompare(ctx context.Context, w io.Writer, oldPath, newPath string) error {
-	old, err := bench.ReadReportContext(ctx, oldPath)
+	old, err := report.ReadReportContext(ctx, oldPath)
 	if err != nil {
 		return err
 	}
-	cur, err := bench.ReadReportContext(ctx, newPath)
+	cur, err := report.ReadReportContext(ctx, newPath)
 	if err != nil {
 		return err
 	}
-	cs, unmatched := bench.Compare(old, cur)
-	return bench.WriteCompare(w, cs, unmatched)
+	cs, unmatched := report.Compare(old, cur)
+	return report.WriteCompare(w, cs, unmatched)
 }
 
 // isTerminal says whether f is a terminal: a character device other than
@@ -377,7 +448,10 @@ func parseStages(specs []string, def time.Duration) ([]bench.Stage, error) {
 		}
 		d := def
 		if hasDur {
-			if d, err = time.ParseDuration(dur); err != nil || d <= 0 {
+			if d, err = time.ParseDuration(dur); err != nil {
+				return nil, usagef("--stage %q: %s (a duration is like 30s or 5m)", s, strings.TrimPrefix(err.Error(), "time: "))
+			}
+			if d <= 0 {
 				return nil, usagef("--stage %q: duration must be positive, like 30s or 5m", s)
 			}
 		}
@@ -459,10 +533,19 @@ func startSimChild(ctx context.Context, logger *slog.Logger, o *benchOptions) (s
 	return base, stop, cmd.Process.Pid, nil
 }
 
-// checkGPUCostFlags refuses a --gpu.price-per-hour or --gpu.count that
-// cannot give a cost per token, before anything starts.
-func checkGPUCostFlags(o *benchOptions) error {
+// checkGPUFlags refuses, before anything starts, a --prometheus.url that
+// is not a URL Prometheus can be asked at, a --gpu.selector without it,
+// and a --gpu.price-per-hour or --gpu.count that cannot give a cost per
+// token.
+func checkGPUFlags(o *benchOptions) error {
+	if o.promURL != "" {
+		if u, err := url.Parse(o.promURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usagef("--prometheus.url %q: want an http or https URL, like http://prometheus:9090", scrub.URL(o.promURL))
+		}
+	}
 	switch {
+	case o.gpuSelector != "" && o.promURL == "":
+		return usagef("--gpu.selector needs --prometheus.url: the selector picks the GPUs' series Prometheus is asked for")
 	case o.gpuPrice < 0 || math.IsNaN(o.gpuPrice) || math.IsInf(o.gpuPrice, 0):
 		return usagef("--gpu.price-per-hour must be 0 (none) or positive, got %g", o.gpuPrice)
 	case o.gpuCount < 0:

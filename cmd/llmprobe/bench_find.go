@@ -14,6 +14,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 )
 
@@ -33,21 +34,23 @@ type findFlags struct {
 	precision    float64
 	maxStages    int
 
-	opts bench.FindOptions // set by check
+	rules givenFlags        // the --find.* flags
+	opts  bench.FindOptions // set by check
 }
 
 func (f *findFlags) register(cmd *kingpin.CmdClause) {
+	rule := func(name, help string) *kingpin.FlagClause { return f.rules.flag(cmd, name, help) }
 	cmd.Flag("find", "Search instead of running --stage: capacity (ramp the rate until the served throughput stops growing or the queue runs away) or slo (bisect the highest rate that meets --slo, or the targets' slo blocks). One target.").EnumVar(&f.mode, bench.FindCapacity, bench.FindSLO)
 	cmd.Flag("levels", "Run one stage at each of these fractions of the capacity (found by --find=capacity, or --capacity), e.g. 0.7,0.85,0.95.").PlaceHolder("F,F,...").StringVar(&f.levels)
 	cmd.Flag("capacity", "The target's capacity in requests/s, for --levels and --find=slo instead of measuring it.").PlaceHolder("RATE").Float64Var(&f.capacity)
-	cmd.Flag("find.start-rate", "First rate of a search, req/s. Default: --find=capacity estimates it by a short closed-loop concurrency ramp (doubling workers until the served rate stops growing) and starts below the estimate; --find=slo starts at the capacity, else at "+strconv.FormatFloat(bench.DefaultFindStartRate, 'g', -1, 64)+".").IsSetByUser(&f.startRateSet).Float64Var(&f.startRate)
-	cmd.Flag("find.factor", "Ratio of successive rates of the capacity ramp (and of the SLO search's bracketing steps).").Default(strconv.FormatFloat(bench.DefaultFindFactor, 'g', -1, 64)).Float64Var(&f.factor)
-	cmd.Flag("find.min-gain", "The capacity ramp stops when neither served requests/s nor output tokens/s grew by this share over the previous stage.").Default(strconv.FormatFloat(bench.DefaultFindMinGain, 'g', -1, 64)).Float64Var(&f.minGain)
-	cmd.Flag("find.min-requests", "N: completed requests a search stage should hold (its window is max(--find.min-window, 1.25 N / rate)); for --find=slo raised to 1/(1-q) for a quantile q (p99: 100).").Default(strconv.Itoa(bench.DefaultFindMinRequests)).IntVar(&f.minRequests)
-	cmd.Flag("find.min-window", "Shortest measured window of a search stage (after --warmup).").Default(bench.DefaultFindMinWindow.String()).DurationVar(&f.minWindow)
-	cmd.Flag("find.max-window", "Longest measured window of a search stage.").Default(bench.DefaultFindMaxWindow.String()).DurationVar(&f.maxWindow)
-	cmd.Flag("find.precision", "The SLO search stops when the rates that met and did not meet the SLO are within this share of each other.").Default(strconv.FormatFloat(bench.DefaultFindPrecision, 'g', -1, 64)).Float64Var(&f.precision)
-	cmd.Flag("find.max-stages", "Most stages of the capacity ramp, and of the SLO search.").Default(strconv.Itoa(bench.DefaultFindMaxStages)).IntVar(&f.maxStages)
+	rule("find.start-rate", "First rate of a search, req/s. Default: --find=capacity estimates it by a short closed-loop concurrency ramp (doubling workers until the served rate stops growing) and starts below the estimate; --find=slo starts at the capacity, else at "+strconv.FormatFloat(bench.DefaultFindStartRate, 'g', -1, 64)+".").Float64Var(&f.startRate)
+	rule("find.factor", "Ratio of successive rates of the capacity ramp (and of the SLO search's bracketing steps).").Default(strconv.FormatFloat(bench.DefaultFindFactor, 'g', -1, 64)).Float64Var(&f.factor)
+	rule("find.min-gain", "The capacity ramp stops when neither served requests/s nor output tokens/s grew by this share over the previous stage.").Default(strconv.FormatFloat(bench.DefaultFindMinGain, 'g', -1, 64)).Float64Var(&f.minGain)
+	rule("find.min-requests", "N: completed requests a search stage should hold (its window is max(--find.min-window, 1.25 N / rate)); for --find=slo raised to 1/(1-q) for a quantile q (p99: 100).").Default(strconv.Itoa(bench.DefaultFindMinRequests)).IntVar(&f.minRequests)
+	rule("find.min-window", "Shortest measured window of a search stage (after --warmup).").Default(bench.DefaultFindMinWindow.String()).DurationVar(&f.minWindow)
+	rule("find.max-window", "Longest measured window of a search stage.").Default(bench.DefaultFindMaxWindow.String()).DurationVar(&f.maxWindow)
+	rule("find.precision", "The SLO search stops when the rates that met and did not meet the SLO are within this share of each other.").Default(strconv.FormatFloat(bench.DefaultFindPrecision, 'g', -1, 64)).Float64Var(&f.precision)
+	rule("find.max-stages", "Most stages of the capacity ramp, and of the SLO search.").Default(strconv.Itoa(bench.DefaultFindMaxStages)).IntVar(&f.maxStages)
 }
 
 // active reports whether a search was asked for.
@@ -60,8 +63,12 @@ func (f *findFlags) check(stages bool) error {
 		if capacitySet {
 			return usagef("--capacity is only used by --levels and --find=slo")
 		}
+		if name := f.rules.first(); name != "" {
+			return usagef("--%s applies only to --find or --levels", name)
+		}
 		return nil
 	}
+	f.startRateSet = f.rules.given("find.start-rate")
 	if stages {
 		return usagef("--stage cannot be combined with --find or --levels: a search sizes its own stages")
 	}
@@ -114,13 +121,25 @@ func (f *findFlags) check(stages bool) error {
 	return nil
 }
 
-// run runs the search, or the stages when none was asked for.
-func (f *findFlags) run(ctx context.Context, opts bench.Options) (*bench.Report, error) {
+// checkConfig checks the search against the loaded configuration, before
+// anything is sent: one target, and for --find=slo an SLO to judge by.
+func (f *findFlags) checkConfig(opts bench.Options) error {
 	if !f.active() {
-		return bench.Run(ctx, opts)
+		return nil
+	}
+	if n := countTargets(opts.Config, opts.Targets); n != 1 {
+		return usagef("%v", bench.ErrFindTargets)
 	}
 	if f.mode == bench.FindSLO && opts.SLO == nil && !configHasSLO(opts) {
-		return nil, usagef("--find=slo needs an SLO: --slo (e.g. tpot_p99=100ms,ttft_p99=1s) or an slo: block of the target")
+		return usagef("--find=slo needs an SLO: --slo (e.g. tpot_p99=100ms,ttft_p99=1s) or an slo: block of the target")
+	}
+	return nil
+}
+
+// run runs the search, or the stages when none was asked for.
+func (f *findFlags) run(ctx context.Context, opts bench.Options) (*report.Report, error) {
+	if !f.active() {
+		return bench.Run(ctx, opts)
 	}
 	rep, err := bench.Find(ctx, opts, f.opts)
 	if errors.Is(err, bench.ErrFindTargets) {

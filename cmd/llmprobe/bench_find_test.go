@@ -63,7 +63,7 @@ func TestBenchLevels(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit code %d\n%s", r.code, r.stderr)
 	}
-	for _, want := range []string{"find levels:", "capacity: 20 req/s (given)", "level 0.25 × capacity = 5 req/s: stage 1", "level 0.5 × capacity = 10 req/s: stage 2"} {
+	for _, want := range []string{"find levels:", "capacity: 20 req/s (given)", "level 0.25 × capacity = 5 req/s requested: stage 1, achieved ", "level 0.5 × capacity = 10 req/s requested: stage 2, achieved "} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
 		}

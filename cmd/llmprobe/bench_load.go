@@ -12,6 +12,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 )
 
 // loadFlags are bench's flags for what is sent and reported: --dataset,
@@ -31,10 +32,10 @@ type loadFlags struct {
 
 func (l *loadFlags) register(cmd *kingpin.CmdClause) {
 	cmd.Flag("dataset", "Send real prompts from this file instead of synthesised ones (single-turn classes): a ShareGPT JSON array ([{\"conversations\": [{\"from\": \"human\", \"value\": ...}, {\"from\": \"gpt\", ...}]}]) or JSON Lines of {\"prompt\": ...} or {\"messages\": [...]}, each with an optional \"output_tokens\". Read in the file's order, at most 100000 prompts; each target walks it from the start.").PlaceHolder("FILE").StringVar(&l.dataset)
-	cmd.Flag("dataset.output-lengths", "max_tokens of a dataset's requests: dataset (the reference answer's length by the workload's token estimate, or output_tokens; the workload's draw where there is none) or workload (the class's output_tokens).").Default(bench.DatasetOutputsDataset).EnumVar(&l.outputLengths, bench.DatasetOutputsDataset, bench.DatasetOutputsWorkload)
+	cmd.Flag("dataset.output-lengths", "max_tokens of a dataset's requests: dataset (the reference answer's length by the workload's token estimate, or output_tokens; the workload's draw where there is none) or workload (the class's output_tokens).").Default(report.DatasetOutputsDataset).EnumVar(&l.outputLengths, report.DatasetOutputsDataset, report.DatasetOutputsWorkload)
 	cmd.Flag("max-requests", "End every stage (and closed-loop level) once each target was sent N requests, or at its duration if sooner.").PlaceHolder("N").IntVar(&l.maxRequests)
 	cmd.Flag("num-prompts", "Alias of --max-requests (as in vllm bench).").PlaceHolder("N").IntVar(&l.numPrompts)
-	cmd.Flag("percentiles", "Percentiles to report for every metric, in percent, e.g. 50,90,99,99.9 (stdout, JSON and Markdown). Default: 50,95,99.").PlaceHolder("P,P,...").StringVar(&l.percentiles)
+	cmd.Flag("percentiles", "Percentiles to report for every metric, in percent, e.g. 50,90,99,99.9, beside the mean and the median (stdout, JSON and Markdown; vllm bench's --metric-percentiles). Default: 90,99.").PlaceHolder("P,P,...").StringVar(&l.percentiles)
 	cmd.Flag("concurrency", "Closed-loop levels (saturation runs): N workers per target each send the next request when the previous ended, for --stage.duration (or --max-requests); a list, e.g. 1,4,16, is a concurrency sweep. Reported apart from the open-loop stages, as CLOSED-LOOP: it hides queueing, so its latencies are not those of any arrival rate.").PlaceHolder("N,N,...").StringVar(&l.concurrency)
 }
 
@@ -53,7 +54,7 @@ func (l *loadFlags) check(find bool) error {
 		l.maxRequests = l.numPrompts
 	}
 	if l.percentiles != "" {
-		ps, err := bench.ParsePercentiles(l.percentiles)
+		ps, err := report.ParsePercentiles(l.percentiles)
 		if err != nil {
 			return usagef("--percentiles %v", err)
 		}
@@ -74,7 +75,7 @@ func (l *loadFlags) check(find bool) error {
 	if find && len(l.levels) > 0 {
 		return usagef("--concurrency cannot be combined with --find or --levels: a search runs open-loop stages")
 	}
-	if l.dataset == "" && l.outputLengths != bench.DatasetOutputsDataset {
+	if l.dataset == "" && l.outputLengths != report.DatasetOutputsDataset {
 		return usagef("--dataset.output-lengths needs --dataset")
 	}
 	return nil

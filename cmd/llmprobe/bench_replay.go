@@ -25,27 +25,27 @@ type replayFlags struct {
 	start     time.Duration
 	duration  time.Duration
 
-	set    bool // a --replay.* or --time-scale flag was given
+	flags  givenFlags // --replay.* and --time-scale
 	replay *bench.Replay
 }
 
 func (r *replayFlags) register(cmd *kingpin.CmdClause) {
-	set := func(c *kingpin.FlagClause) *kingpin.FlagClause { return c.IsSetByUser(&r.set) }
+	flag := func(name, help string) *kingpin.FlagClause { return r.flags.flag(cmd, name, help) }
 	cmd.Flag("replay", "Replay this trace as one stage instead of --stage: each record is sent at its recorded offset (÷ --time-scale), open-loop, to every target, with its prompt and output lengths (and Mooncake's hash_ids as shared prefixes). Mooncake JSONL, Azure or BurstGPT CSV, llmprobe --requests JSONL or an access log; gzip or zstd. With --max-requests, the first N records.").PlaceHolder("FILE").StringVar(&r.path)
-	set(cmd.Flag("replay.format", "The trace's format: auto (detected), mooncake, azure, burstgpt, llmprobe or accesslog.")).Default(string(tracefile.Auto)).
+	flag("replay.format", "The trace's format: auto (detected), mooncake, azure, burstgpt, llmprobe or accesslog.").Default(string(tracefile.Auto)).
 		EnumVar(&r.format, string(tracefile.Auto), string(tracefile.Mooncake), string(tracefile.Azure), string(tracefile.BurstGPT), string(tracefile.LLMProbe), string(tracefile.AccessLog))
-	set(cmd.Flag("replay.block-size", "Tokens per hash_ids block of the trace (0: the format's, 512 for Mooncake).")).Default("0").IntVar(&r.blockSize)
-	set(cmd.Flag("time-scale", "Replay speed: the trace's offsets are divided by this (2 replays twice as fast, 0.5 at half speed).")).Default("1").Float64Var(&r.timeScale)
-	set(cmd.Flag("replay.start", "Skip the trace's records before this offset from its first one; the replay starts there.")).Default("0s").DurationVar(&r.start)
-	set(cmd.Flag("replay.duration", "Replay only this much of the trace's time from --replay.start (0: to its end).")).Default("0s").DurationVar(&r.duration)
+	flag("replay.block-size", "Tokens per hash_ids block of the trace (0: the format's, 512 for Mooncake).").Default("0").IntVar(&r.blockSize)
+	flag("time-scale", "Replay speed: the trace's offsets are divided by this (2 replays twice as fast, 0.5 at half speed).").Default("1").Float64Var(&r.timeScale)
+	flag("replay.start", "Skip the trace's records before this offset from its first one; the replay starts there.").Default("0s").DurationVar(&r.start)
+	flag("replay.duration", "Replay only this much of the trace's time from --replay.start (0: to its end).").Default("0s").DurationVar(&r.duration)
 }
 
 // check validates the flags against the rest of the command line, before
 // anything is read or sent: stages says --stage was given.
 func (r *replayFlags) check(o *benchOptions) error {
 	if r.path == "" {
-		if r.set {
-			return usagef("--replay.format, --replay.block-size, --replay.start, --replay.duration and --time-scale need --replay=FILE")
+		if name := r.flags.first(); name != "" {
+			return usagef("--%s needs --replay=FILE", name)
 		}
 		return nil
 	}
@@ -58,6 +58,8 @@ func (r *replayFlags) check(o *benchOptions) error {
 		return usagef("--replay cannot be combined with --concurrency: a replay is open-loop, each record sent at its offset")
 	case o.load.dataset != "":
 		return usagef("--replay cannot be combined with --dataset: the trace's records make the requests")
+	case o.stageDurationSet:
+		return usagef("--stage.duration does not apply to --replay: the trace gives the stage its length (--replay.duration, --time-scale)")
 	case !(r.timeScale > 0) || r.timeScale > 1e9:
 		return usagef("--time-scale must be a positive factor (2 replays twice as fast), got %v", r.timeScale)
 	case r.blockSize < 0:

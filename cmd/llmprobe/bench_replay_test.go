@@ -39,7 +39,7 @@ func TestBenchReplayUsage(t *testing.T) {
 		{[]string{"--replay=" + fixture, "--target=sim-chat", "--find=capacity"}, "--replay cannot be combined with --find"},
 		{[]string{"--replay=" + fixture, "--concurrency=4"}, "--replay cannot be combined with --concurrency"},
 		{[]string{"--replay=" + fixture, "--dataset=" + fixture}, "--replay cannot be combined with --dataset"},
-		{[]string{"--stage=1:1s", "--time-scale=2"}, "need --replay=FILE"},
+		{[]string{"--stage=1:1s", "--time-scale=2"}, "--time-scale needs --replay=FILE"},
 	}
 	expectBenchUsageErrors(t, bin, tests)
 }

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/internal/simtest"
 )
 
@@ -198,7 +198,7 @@ func TestBenchOutputFiles(t *testing.T) {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var rec bench.RequestRecord
+		var rec report.RequestRecord
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
 			t.Fatalf("line %d: %v", lines+1, err)
 		}

@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,8 +26,10 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/scrub"
+	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // What bench does around its stages: the output files checked before the
@@ -35,8 +39,8 @@ import (
 
 // benchOutput is one --output file and how it is written.
 type benchOutput struct {
-	path     string
-	markdown bool
+	path   string
+	format report.Format
 }
 
 // checkBenchOutputs validates every file the run will write (--output,
@@ -62,18 +66,14 @@ func checkBenchOutputs(o *benchOptions) ([]benchOutput, error) {
 		return nil
 	}
 	for _, p := range o.outputs {
-		var md bool
-		switch strings.ToLower(filepath.Ext(p)) {
-		case ".json":
-		case ".md":
-			md = true
-		default:
-			return nil, usagef("--output %q: the file must end in .json (the JSON report, what compare reads) or .md (Markdown)", p)
+		f, ok := report.FormatOf(p)
+		if !ok || f.Plot {
+			return nil, usagef("--output %q: the file must end in %s", p, report.Extensions(false))
 		}
 		if err := check("--output", p); err != nil {
 			return nil, err
 		}
-		outs = append(outs, benchOutput{path: p, markdown: md})
+		outs = append(outs, benchOutput{path: p, format: f})
 	}
 	if o.plot != "" {
 		if err := check("--plot", o.plot); err != nil {
@@ -134,9 +134,9 @@ func resolveSeed(cfg *config.Config, flag uint64, flagSet bool) (uint64, string)
 }
 
 // runInfo is what the report says of the run that wrote it.
-func runInfo(args []string, seed uint64, source string) *bench.RunInfo {
+func runInfo(args []string, seed uint64, source string) *report.RunInfo {
 	host, _ := os.Hostname()
-	ri := &bench.RunInfo{
+	ri := &report.RunInfo{
 		Version:     version.Version,
 		Revision:    version.Revision,
 		CommandLine: redactArgs(args),
@@ -157,6 +157,59 @@ func runInfo(args []string, seed uint64, source string) *bench.RunInfo {
 		}
 	}
 	return ri
+}
+
+// stageWarnings are the warnings of the planned open-loop stages, given
+// before the run: a stage asking for more than this host's ceiling
+// (harnessCeiling; the targets share the process, so their rates add
+// up), and a stage the warm-up fills (it is inside the stage's duration).
+func stageWarnings(stages []bench.Stage, targets int, warmup time.Duration, selftestFile string) []string {
+	ceiling, source := harnessCeiling(selftestFile)
+	var out []string
+	for i, st := range stages {
+		if w := aboveCeiling(i+1, st.Rate*float64(targets), targets, ceiling, source); w != "" {
+			out = append(out, w)
+		}
+		if warmup >= st.Duration {
+			out = append(out, fmt.Sprintf("stage %d: the warm-up (%v) is as long as the stage (%v): none of its requests is measured; give a shorter --warmup or a longer stage", i+1, warmup, st.Duration))
+		}
+	}
+	return out
+}
+
+// ranAboveCeiling are the ceiling's warnings of the stages of rep (a
+// search's, a replay's), once they ran.
+func ranAboveCeiling(rep *report.Report, selftestFile string) []string {
+	ceiling, source := harnessCeiling(selftestFile)
+	var out []string
+	for i := 0; i < len(rep.Stages); {
+		total, targets := 0.0, 0
+		for _, s := range rep.Stages[i:] {
+			if s.Stage != rep.Stages[i].Stage {
+				break
+			}
+			total, targets = total+s.RequestedRate, targets+1
+		}
+		if w := aboveCeiling(rep.Stages[i].Stage, total, targets, ceiling, source); w != "" {
+			out = append(out, w)
+		}
+		i += targets
+	}
+	return out
+}
+
+// aboveCeiling is the warning of a stage asking for total req/s of its
+// targets together, when that is above ceiling ("" otherwise).
+func aboveCeiling(stage int, total float64, targets int, ceiling float64, source string) string {
+	if !(total > ceiling) {
+		return ""
+	}
+	rate := fmtRate(total) + " req/s"
+	if targets > 1 {
+		rate += fmt.Sprintf(" (%d targets together)", targets)
+	}
+	return fmt.Sprintf("stage %d asks for %s, above the %s req/s this host drives with an honest verdict (%s): expect it NOT TRUSTED (harness saturated); give llmprobe more CPU, or split the load over several hosts",
+		stage, rate, fmtRate(ceiling), source)
 }
 
 // secretFlag matches the flags whose value is a secret, should one exist.
@@ -210,8 +263,9 @@ func redactURLArg(s string) string {
 }
 
 // preflight sends one request per selected target and fails the run,
-// naming each target that failed and why, unless every one succeeded.
-func preflight(ctx context.Context, logger *slog.Logger, opts bench.Options) error {
+// naming each target that failed and why (with what to try for a 404),
+// unless every one succeeded. quick says the target came from --url.
+func preflight(ctx context.Context, logger *slog.Logger, opts bench.Options, quick bool) error {
 	results, err := bench.Preflight(ctx, opts)
 	if err != nil && ctx.Err() != nil {
 		return errors.New("interrupted during the preflight requests: nothing was benchmarked")
@@ -225,7 +279,11 @@ func preflight(ctx context.Context, logger *slog.Logger, opts bench.Options) err
 			logger.Info("preflight request succeeded", "target", r.Target, "ttft", r.TTFT, "e2e", r.E2E)
 			continue
 		}
-		failed = append(failed, fmt.Sprintf("target %s (%s): %s", r.Target, r.URL, r.Cause()))
+		cause := r.Cause()
+		if t := opts.Config.Target(r.Target); t != nil && r.StatusCode == http.StatusNotFound {
+			cause += "; " + notFoundHint(r, t.API, quick)
+		}
+		failed = append(failed, fmt.Sprintf("target %s (%s): %s", r.Target, r.URL, cause))
 	}
 	switch len(failed) {
 	case 0:
@@ -236,11 +294,28 @@ func preflight(ctx context.Context, logger *slog.Logger, opts bench.Options) err
 	return fmt.Errorf("preflight requests failed, nothing was benchmarked (--no-preflight skips the check):\n  %s", strings.Join(failed, "\n  "))
 }
 
+// notFoundHint is what to try when target r's preflight request was
+// answered 404: the endpoint it asked, and for a base URL without a /v1
+// segment (where OpenAI-compatible servers serve) that URL with /v1,
+// else where the served models are listed (vLLM and the simulator answer
+// 404 for a model they do not serve).
+func notFoundHint(r bench.PreflightResult, api string, quick bool) string {
+	base := strings.TrimSuffix(r.URL, "/")
+	s := fmt.Sprintf("the server answered 404 for %s%s", base, wire.API(api).Path())
+	if u, err := url.Parse(r.URL); err == nil && !slices.Contains(strings.Split(u.Path, "/"), "v1") {
+		if quick {
+			return s + "; OpenAI-compatible servers serve under /v1: try --url=" + base + "/v1"
+		}
+		return s + fmt.Sprintf("; OpenAI-compatible servers serve under /v1: try url: %s/v1 for target %s", base, r.Target)
+	}
+	return s + fmt.Sprintf("; GET %s/models lists the models the server serves", base)
+}
+
 // benchVerdict is the run's failure when a stage's error share is above
 // maxRatio (each such stage named with its outcomes) or the run was
 // interrupted (ctx cancelled); nil otherwise. The reports are written
 // before.
-func benchVerdict(ctx context.Context, rep *bench.Report, maxRatio float64) error {
+func benchVerdict(ctx context.Context, rep *report.Report, maxRatio float64) error {
 	var bad []string
 	interrupted := ctx.Err() != nil
 	for _, s := range rep.Stages {
@@ -377,6 +452,29 @@ func (o *benchOptions) progressPlan(stages []bench.Stage) progressPlan {
 		return progressPlan{total: levels, exact: true}
 	}
 	return progressPlan{total: o.find.maxStages + levels}
+}
+
+// checkBenchConfig checks, once the configuration is loaded and before
+// anything is sent, what the command line asks of it: the targets
+// --target names, the --server-metrics URLs, and a search's one target
+// and SLO.
+func checkBenchConfig(o *benchOptions, opts bench.Options) error {
+	for _, name := range opts.Targets {
+		if opts.Config.Target(name) == nil {
+			names := make([]string, 0, len(opts.Config.Targets))
+			for _, t := range opts.Config.Targets {
+				names = append(names, t.Name)
+			}
+			if len(names) > 10 {
+				names = append(names[:10], "...")
+			}
+			return usagef("--target %q: the configuration has no such target (its targets: %s)", name, strings.Join(names, ", "))
+		}
+	}
+	if err := bench.CheckServerMetrics(opts); err != nil {
+		return usagef("--server-metrics: %v", err)
+	}
+	return o.find.checkConfig(opts)
 }
 
 // countTargets is how many targets of cfg names selects (all when empty).

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,6 +26,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/llmprobe/llmprobe/bench"
+	"github.com/llmprobe/llmprobe/bench/report"
 	"github.com/llmprobe/llmprobe/internal/proctest"
 )
 
@@ -116,7 +118,7 @@ func TestBenchPreflight(t *testing.T) {
 	if msg := lastLine(res.stderr); !strings.Contains(msg, "--max-error-ratio=0.5") || !strings.Contains(msg, "stage 1 down") {
 		t.Errorf("the error-share failure: %q", msg)
 	}
-	rep, err := bench.ReadReport(js)
+	rep, err := report.ReadReport(js)
 	if err != nil {
 		t.Fatalf("the report is written before the failure: %v", err)
 	}
@@ -236,12 +238,12 @@ func TestBenchReportRunInfo(t *testing.T) {
 	if res.code != 0 {
 		t.Fatalf("exit code %d: %s", res.code, res.stderr)
 	}
-	rep, err := bench.ReadReport(js)
+	rep, err := report.ReadReport(js)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ri := rep.Run
-	if rep.SchemaVersion != bench.ReportSchemaVersion || ri == nil {
+	if rep.SchemaVersion != report.ReportSchemaVersion || ri == nil {
 		t.Fatalf("schema %d, run %+v", rep.SchemaVersion, ri)
 	}
 	host, _ := os.Hostname()
@@ -256,7 +258,7 @@ func TestBenchReportRunInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"report schema 2", "command line: `bench --sim", "--seed=7", "host " + host, "GOMAXPROCS ", "seed 7 (flag)"} {
+	for _, want := range []string{fmt.Sprintf("report schema %d", report.ReportSchemaVersion), "command line: `bench --sim", "--seed=7", "host " + host, "GOMAXPROCS ", "seed 7 (flag)"} {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("the Markdown has no %q", want)
 		}
@@ -284,7 +286,7 @@ func TestBenchReportRunInfo(t *testing.T) {
 	if err := os.WriteFile(old, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := bench.ReadReport(old); err != nil || r.SchemaVersion != 0 || r.Run != nil {
+	if r, err := report.ReadReport(old); err != nil || r.SchemaVersion != 0 || r.Run != nil {
 		t.Fatalf("an old report: %v", err)
 	}
 	if res := runBinary(t, bin, nil, "bench", "compare", old, js); res.code != 0 || !strings.Contains(res.stdout, "no real change") {
@@ -300,17 +302,17 @@ func arrivals(t *testing.T, file string) map[string][]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recs []bench.RequestRecord
+	var recs []report.RequestRecord
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var r bench.RequestRecord
+		var r report.RequestRecord
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatal(err)
 		}
 		recs = append(recs, r)
 	}
-	slices.SortFunc(recs, func(a, b bench.RequestRecord) int { return a.Planned.Compare(b.Planned) })
+	slices.SortFunc(recs, func(a, b report.RequestRecord) int { return a.Planned.Compare(b.Planned) })
 	first := map[string]time.Time{}
 	out := map[string][]string{}
 	for _, r := range recs {
@@ -396,7 +398,7 @@ func TestBenchInterrupted(t *testing.T) {
 	if !strings.Contains(p.Stdout(), "stage 1 sim-chat INTERRUPTED: ") {
 		t.Errorf("stdout:\n%s", p.Stdout())
 	}
-	rep, err := bench.ReadReport(js)
+	rep, err := report.ReadReport(js)
 	if err != nil {
 		t.Fatal(err)
 	}

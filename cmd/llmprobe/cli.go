@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/version"
 
 	"github.com/llmprobe/llmprobe/config"
@@ -40,6 +41,30 @@ const usageHint = " (see llmprobe --help)"
 func reportUsage(w io.Writer, err error) {
 	msg := strings.Join(strings.Fields(err.Error()), " ")
 	fmt.Fprintf(w, "llmprobe: error: %s%s\n", msg, usageHint)
+}
+
+// nameFlag puts the flag whose value kingpin could not take before its
+// error ("--find: enum value must be one of capacity,slo, got 'cap'"):
+// kingpin's parsers say what is wrong with a value, not whose it is. The
+// flag is found by giving each flag of the command line its value again
+// and keeping the one that fails with err. Other errors are returned as
+// they are.
+func nameFlag(app *kingpin.Application, args []string, err error) error {
+	pc, perr := app.ParseContext(args)
+	if perr != nil {
+		return err
+	}
+	for _, e := range pc.Elements {
+		f, ok := e.Clause.(*kingpin.FlagClause)
+		if !ok || e.Value == nil {
+			continue
+		}
+		m := f.Model()
+		if ferr := m.Value.Set(*e.Value); ferr != nil && ferr.Error() == err.Error() {
+			return fmt.Errorf("--%s: %w", m.Name, err)
+		}
+	}
+	return err
 }
 
 // reportError prints a command's failure; a multi-line error (every

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -74,17 +75,27 @@ type usageCase struct {
 // nothing on standard output (no simulator or stage started).
 func expectBenchUsageErrors(t *testing.T, bin string, cases []usageCase) {
 	t.Helper()
-	for _, tt := range cases {
-		args := append([]string{"bench", "--sim"}, tt.args...)
-		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			t.Parallel()
-			r := runBinary(t, bin, nil, append(args, "--log.level=error")...)
-			expectUsageError(t, r, tt.want)
-			if r.stdout != "" {
-				t.Errorf("stdout is not empty:\n%s", r.stdout)
-			}
-		})
-	}
+	expectUsageErrors(t, bin, []string{"bench", "--sim"}, cases)
+}
+
+// expectUsageErrors runs the binary with prefix and each case's arguments,
+// in parallel subtests, and expects each to end as its usage error with
+// nothing on standard output. The subtests are over when it returns.
+func expectUsageErrors(t *testing.T, bin string, prefix []string, cases []usageCase) {
+	t.Helper()
+	t.Run("usage", func(t *testing.T) {
+		for _, tt := range cases {
+			args := append(slices.Clone(prefix), tt.args...)
+			t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+				t.Parallel()
+				r := runBinary(t, bin, nil, append(args, "--log.level=error")...)
+				expectUsageError(t, r, tt.want)
+				if r.stdout != "" {
+					t.Errorf("stdout is not empty:\n%s", r.stdout)
+				}
+			})
+		}
+	})
 }
 
 // runBinary runs the binary with args (and extra environment) to its end.
@@ -122,10 +133,11 @@ func TestBadCommandLine(t *testing.T) {
 		{args: []string{"sim", "--sim.max-num-seqs=lots"}, want: "lots"},
 		{args: []string{"sim", "--sim.timing-step=soon"}, want: "--sim.timing-step"},
 
+		{args: []string{"bench"}, want: "--config.file is required (or --url and --model for the quick start, --sim for the embedded demo)"},
 		{args: []string{"bench", "--sim"}, want: "required flag(s) '--stage' not provided"},
 		{args: []string{"bench", "--bogus"}, want: "unknown long flag '--bogus'"},
 		{args: []string{"bench", "--sim", "--stage=fast"}, want: `--stage "fast": rate must be a positive number`},
-		{args: []string{"bench", "--sim", "--stage=1:never"}, want: `--stage "1:never": duration must be positive`},
+		{args: []string{"bench", "--sim", "--stage=1:never"}, want: `--stage "1:never": invalid duration "never" (a duration is like 30s or 5m)`},
 		{args: []string{"bench", "--stage=1"}, want: "--config.file is required"},
 		{args: []string{"bench", "--sim", "--stage=1", "--slo=ttft=soon"}, want: "--slo"},
 		{args: []string{"bench", "--sim", "--stage=1", "--stage.duration=long"}, want: "long"},

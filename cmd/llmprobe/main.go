@@ -68,7 +68,7 @@ func Main(args []string) int {
 	if err != nil {
 		// One line: kingpin's usage text would re-parse args and print
 		// the error a second time.
-		reportUsage(os.Stderr, err)
+		reportUsage(os.Stderr, nameFlag(app, args, err))
 		return 2
 	}
 	logger := promslog.New(logConfig)

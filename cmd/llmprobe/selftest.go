@@ -9,11 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,19 +22,20 @@ import (
 	"github.com/llmprobe/llmprobe/bench"
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/bounded"
-	"github.com/llmprobe/llmprobe/probe/wire"
 )
 
 // `llmprobe selftest` measures, on this host and with the user's request
 // shape, the highest rate llmprobe drives with an honest verdict: a
 // zero-latency simulator in a child process answers at once, so every
-// limit found is the harness' (or the host's). It ramps the rate up by
-// doubling until a step is not delivered and measured honestly (the
-// daemon's verdicts, bench's stage rules), then bisects, and prints the
-// ceiling with the bottleneck; when even the start rate is not honest it
-// halves the rate until one is (or --min-rate is not either: an error
-// saying what to do, nothing saved). The result is saved where `llmprobe
-// run` looks for it, to warn when a configuration asks for more.
+// limit found is the harness' (or the host's). bench's ceiling search
+// (bench.SearchCeiling, bench/ceiling.go) ramps the rate up by doubling
+// until a step is not delivered and measured honestly (the daemon's
+// verdicts, bench's stage rules), then bisects; when even the start rate
+// is not honest it halves the rate until one is (or --min-rate is not
+// either: an error saying what to do, nothing saved). This file holds the
+// flags, the simulator child, the bottleneck and the advice printed with
+// the ceiling, and the result, saved where `llmprobe run` looks for it,
+// to warn when a configuration asks for more.
 
 // selftestResult is what selftest saves (and run reads).
 type selftestResult struct {
@@ -104,16 +103,6 @@ func registerSelftest(app *kingpin.Application) command {
 	}
 }
 
-// selftestStep is one measured rate.
-type selftestStep struct {
-	rate    float64
-	stage   *bench.StageReport
-	simCPU  float64 // the simulator's CPU seconds per second
-	good    bool
-	failed  bool // requests failed (not the harness' timing)
-	because string
-}
-
 func runSelftest(ctx context.Context, logger *slog.Logger, o *selftestOptions, out io.Writer) error {
 	if !o.minRateSet && o.startRate > 0 && o.startRate < o.minRate {
 		o.minRate = o.startRate // a start below the default floor is the floor
@@ -138,41 +127,21 @@ func runSelftest(ctx context.Context, logger *slog.Logger, o *selftestOptions, o
 	fmt.Fprintf(out, "selftest: %s, GOMAXPROCS %d on %d CPUs, %v per step, against a zero-latency simulator (pid %d)\n",
 		shape, runtime.GOMAXPROCS(0), runtime.NumCPU(), o.step, simPID)
 
-	measure := func(rate float64) (selftestStep, error) {
+	measure := func(rate float64) (bench.CeilingStep, error) {
 		cpu0 := processCPU(simPID)
-		rep, err := bench.Run(ctx, bench.Options{
-			Config: cfg, Stages: []bench.Stage{{Rate: rate, Duration: o.step}}, Warmup: -1,
-			Grace: 5 * time.Second, Logger: slog.New(slog.DiscardHandler),
-		})
+		st, err := bench.MeasureRate(ctx, bench.Options{
+			Config: cfg, Warmup: -1, Grace: 5 * time.Second, Logger: slog.New(slog.DiscardHandler),
+		}, rate, o.step)
 		if err != nil {
-			return selftestStep{}, err
+			return bench.CeilingStep{}, err
 		}
-		st := selftestStep{rate: rate, stage: rep.Stages[0], simCPU: (processCPU(simPID) - cpu0).Seconds() / o.step.Seconds()}
-		s := st.stage
-		errs := 0
-		for oc, n := range s.Outcomes {
-			if oc != "success" {
-				errs += n
-			}
-		}
-		// Failing requests first: they fail at every rate, and a
-		// saturated verdict beside them is not what to fix.
-		switch {
-		case errs > s.Sent/100:
-			st.failed = true
-			st.because = fmt.Sprintf("%d of %d requests failed (%s)", errs, s.Sent, outcomeBreakdown(s.Outcomes))
-		case !s.Trusted:
-			st.because = strings.Join(s.Reasons, "; ")
-		case s.Shortfall() != "":
-			st.because = s.Shortfall()
-		default:
-			st.good = true
-		}
+		st.ServerCPU = (processCPU(simPID) - cpu0).Seconds() / o.step.Seconds()
 		return st, nil
 	}
 
-	var steps []selftestStep
-	good, bad, err := searchCeiling(ctx, o, measure, func(st selftestStep) { steps = append(steps, st); printStep(out, st) })
+	var steps []bench.CeilingStep
+	search := bench.CeilingOptions{StartRate: o.startRate, MinRate: o.minRate, MaxRate: o.maxRate, Bisections: o.bisections}
+	good, bad, err := bench.SearchCeiling(ctx, search, measure, func(st bench.CeilingStep) { steps = append(steps, st); printStep(out, st) })
 	if err != nil {
 		return err
 	}
@@ -186,17 +155,17 @@ func runSelftest(ctx context.Context, logger *slog.Logger, o *selftestOptions, o
 		// Nothing to save: a result of 0 would tell run nothing, and
 		// exit 0 would tell a script the host was measured.
 		why := bottleneck(*bad, o.step)
-		fmt.Fprintf(out, "\nNot even %s req/s (--min-rate) is delivered honestly on this host: %s\n", fmtSelftestRate(bad.rate), why)
+		fmt.Fprintf(out, "\nNot even %s req/s (--min-rate) is delivered honestly on this host: %s\n", fmtSelftestRate(bad.Rate), why)
 		return fmt.Errorf("selftest: no rate from %s down to %s req/s was delivered honestly, so nothing was saved%s. %s",
 			fmtSelftestRate(o.startRate), fmtSelftestRate(o.minRate), savedWhere(o.output), selftestAdvice(*bad, steps))
 	case bad == nil:
-		res.Ceiling = good.rate
+		res.Ceiling = good.Rate
 		res.Bottleneck = "none found up to --max-rate"
-		fmt.Fprintf(out, "\nThis host drives at least %s req/s with an honest verdict (no limit found up to --max-rate).\n", fmtSelftestRate(good.rate))
+		fmt.Fprintf(out, "\nThis host drives at least %s req/s with an honest verdict (no limit found up to --max-rate).\n", fmtSelftestRate(good.Rate))
 	default:
-		res.Ceiling = good.rate
+		res.Ceiling = good.Rate
 		res.Bottleneck = bottleneck(*bad, o.step)
-		fmt.Fprintf(out, "\nThis host drives %s req/s with an honest verdict; at %s req/s: %s\n", fmtSelftestRate(good.rate), fmtSelftestRate(bad.rate), res.Bottleneck)
+		fmt.Fprintf(out, "\nThis host drives %s req/s with an honest verdict; at %s req/s: %s\n", fmtSelftestRate(good.Rate), fmtSelftestRate(bad.Rate), res.Bottleneck)
 	}
 	if o.output != "" && res.Ceiling > 0 {
 		if err := saveSelftest(o.output, res); err != nil {
@@ -205,78 +174,6 @@ func runSelftest(ctx context.Context, logger *slog.Logger, o *selftestOptions, o
 		fmt.Fprintf(out, "saved to %s (llmprobe run warns when a configuration asks for more)\n", o.output)
 	}
 	return nil
-}
-
-// searchCeiling measures rates from o.startRate: doubling while they
-// hold (up to o.maxRate), or, when the start rate does not, halving until
-// one does (down to o.minRate); then o.bisections steps between the last
-// good and the first bad rate. good is nil when no rate held, bad when
-// every rate up to o.maxRate did.
-func searchCeiling(ctx context.Context, o *selftestOptions, measure func(float64) (selftestStep, error), step func(selftestStep)) (good, bad *selftestStep, err error) {
-	run := func(rate float64) (*selftestStep, error) {
-		st, err := measure(rate)
-		if err != nil {
-			return nil, err
-		}
-		step(st)
-		return &st, nil
-	}
-	// try measures rate and files it as the good or the bad rate.
-	try := func(rate float64) error {
-		st, err := run(rate)
-		if err != nil {
-			return err
-		}
-		if st.good {
-			good = st
-		} else {
-			bad = st
-		}
-		return nil
-	}
-	for rate := o.startRate; rate <= o.maxRate && ctx.Err() == nil; rate *= 2 {
-		st, err := run(rate)
-		if err != nil {
-			return nil, nil, err
-		}
-		if !st.good {
-			bad = st
-			break
-		}
-		good = st
-	}
-	// Even the start rate failed: downward, halving.
-	for rate := o.startRate / 2; good == nil && bad != nil && rate >= o.minRate && ctx.Err() == nil; rate /= 2 {
-		if err := try(rate); err != nil {
-			return nil, nil, err
-		}
-	}
-	if good == nil && bad != nil && bad.rate > o.minRate && ctx.Err() == nil {
-		// The halving stepped over the floor: try the floor itself.
-		if err := try(o.minRate); err != nil {
-			return nil, nil, err
-		}
-	}
-	for i := 0; i < o.bisections && good != nil && bad != nil && ctx.Err() == nil; i++ {
-		mid := bisectRate(good.rate, bad.rate)
-		if mid <= good.rate || mid >= bad.rate {
-			break // as close as rates are told apart
-		}
-		if err := try(mid); err != nil {
-			return nil, nil, err
-		}
-	}
-	return good, bad, ctx.Err()
-}
-
-// bisectRate is the geometric mean of two rates, whole above 10 req/s and
-// to a tenth below.
-func bisectRate(good, bad float64) float64 {
-	mid := math.Sqrt(good * bad)
-	if mid >= 10 {
-		return math.Round(mid)
-	}
-	return math.Round(mid*10) / 10
 }
 
 // fmtSelftestRate writes a rate as the steps are named: whole from
@@ -299,69 +196,43 @@ func savedWhere(output string) string {
 // (bad) after the steps measured: failing requests, if any step saw them,
 // are what to fix first, even when the last step sent nothing to fail (a
 // short step at a low rate may plan no arrival at all).
-func selftestAdvice(bad selftestStep, steps []selftestStep) string {
+func selftestAdvice(bad bench.CeilingStep, steps []bench.CeilingStep) string {
 	for _, st := range steps {
-		if !bad.failed && st.failed {
+		if !bad.Failed && st.Failed {
 			bad = st
 		}
 	}
-	if bad.failed {
-		return "The requests themselves fail against the simulator (" + bad.because + "): check the request shape selftest takes from --config.file and --target (the API, the lengths, the sampling and extra_body), e.g. with `llmprobe bench --sim`."
+	if bad.Failed {
+		return "The requests themselves fail against the simulator (" + bad.Because + "): check the request shape selftest takes from --config.file and --target (the API, the lengths, the sampling and extra_body), e.g. with `llmprobe bench --sim`."
 	}
-	return "The harness cannot keep its timing even at the lowest rate (" + bad.because + "): stop other load on this host (or run selftest where llmprobe will run), give llmprobe more CPUs (GOMAXPROCS, the container's CPU limit), and run selftest again; --min-rate lowers the floor."
-}
-
-// outcomeBreakdown lists a stage's outcomes other than success, most
-// frequent first: "connect_error 16, http_4xx 2".
-func outcomeBreakdown(outcomes map[wire.Outcome]int) string {
-	type count struct {
-		o wire.Outcome
-		n int
-	}
-	var cs []count
-	for o, n := range outcomes {
-		if o != wire.OutcomeSuccess && n > 0 {
-			cs = append(cs, count{o, n})
-		}
-	}
-	slices.SortFunc(cs, func(a, b count) int {
-		if a.n != b.n {
-			return b.n - a.n
-		}
-		return strings.Compare(string(a.o), string(b.o))
-	})
-	parts := make([]string, len(cs))
-	for i, c := range cs {
-		parts[i] = fmt.Sprintf("%s %d", c.o, c.n)
-	}
-	return strings.Join(parts, ", ")
+	return "The harness cannot keep its timing even at the lowest rate (" + bad.Because + "): stop other load on this host (or run selftest where llmprobe will run), give llmprobe more CPUs (GOMAXPROCS, the container's CPU limit), and run selftest again; --min-rate lowers the floor."
 }
 
 // bottleneck names what limited a step: the process whose CPU ran out,
 // else the verdict's own reason.
-func bottleneck(st selftestStep, step time.Duration) string {
-	s := st.stage
+func bottleneck(st bench.CeilingStep, step time.Duration) string {
+	s := st.Stage
 	clientCPU := s.ClientCPUPer1000 * s.AchievedRate / 1000 // CPU seconds per second
 	procs := float64(runtime.GOMAXPROCS(0))
 	switch {
-	case st.simCPU >= 0.9 && st.simCPU >= clientCPU:
-		return fmt.Sprintf("the simulator used %.2f CPUs (llmprobe %.2f): on this host they compete for CPU; a real target elsewhere leaves llmprobe more (%s)", st.simCPU, clientCPU, st.because)
+	case st.ServerCPU >= 0.9 && st.ServerCPU >= clientCPU:
+		return fmt.Sprintf("the simulator used %.2f CPUs (llmprobe %.2f): on this host they compete for CPU; a real target elsewhere leaves llmprobe more (%s)", st.ServerCPU, clientCPU, st.Because)
 	case clientCPU >= 0.9*procs:
-		return fmt.Sprintf("llmprobe's CPU: %.2f of its %d (GOMAXPROCS) CPUs at %.3f CPU-s per 1000 requests (%s)", clientCPU, int(procs), s.ClientCPUPer1000, st.because)
-	case clientCPU+st.simCPU >= 0.9*float64(runtime.NumCPU()):
-		return fmt.Sprintf("the host's CPUs: llmprobe %.2f and the simulator %.2f of %d (%s)", clientCPU, st.simCPU, runtime.NumCPU(), st.because)
+		return fmt.Sprintf("llmprobe's CPU: %.2f of its %d (GOMAXPROCS) CPUs at %.3f CPU-s per 1000 requests (%s)", clientCPU, int(procs), s.ClientCPUPer1000, st.Because)
+	case clientCPU+st.ServerCPU >= 0.9*float64(runtime.NumCPU()):
+		return fmt.Sprintf("the host's CPUs: llmprobe %.2f and the simulator %.2f of %d (%s)", clientCPU, st.ServerCPU, runtime.NumCPU(), st.Because)
 	}
-	return st.because
+	return st.Because
 }
 
-func printStep(out io.Writer, st selftestStep) {
-	s := st.stage
+func printStep(out io.Writer, st bench.CeilingStep) {
+	s := st.Stage
 	verdict := "honest"
-	if !st.good {
-		verdict = "NOT HONEST: " + st.because
+	if !st.Good {
+		verdict = "NOT HONEST: " + st.Because
 	}
 	fmt.Fprintf(out, "  %7s req/s  achieved %8.1f/s  lag p99 %8v  llmprobe %.3f CPU-s/1k  simulator %.2f CPUs  %s\n",
-		fmtSelftestRate(st.rate), s.AchievedRate, time.Duration(s.Lag.P99*float64(time.Second)).Round(10*time.Microsecond), s.ClientCPUPer1000, st.simCPU, verdict)
+		fmtSelftestRate(st.Rate), s.AchievedRate, time.Duration(s.Lag.P99*float64(time.Second)).Round(10*time.Microsecond), s.ClientCPUPer1000, st.ServerCPU, verdict)
 }
 
 // selftestConfig is the request shape to measure: the named (or first)

@@ -107,7 +107,7 @@ func TestEveryClientIsBuiltHere(t *testing.T) {
 		t.Fatalf("only %d files parsed: go list found too little", files)
 	}
 	// Every kind of client the binary builds is among the sites.
-	for _, want := range []string{"probe/wire/httpclient.go", "probe/wire/client.go", "bench/servermetrics.go", "bench/gpu.go",
+	for _, want := range []string{"probe/wire/httpclient.go", "probe/wire/client.go", "servermetrics/servermetrics.go", "servermetrics/gpu.go",
 		"cmd/llmprobe/fit.go", "cmd/llmprobe/bench.go", "fit/prometheus.go", "httpclient/oauth2.go"} {
 		if !slices.ContainsFunc(sites, func(s string) bool { return strings.Contains(s, want) }) {
 			t.Errorf("no client is built in %s any more: update this list (sites: %q)", want, sites)

@@ -62,6 +62,11 @@ var layers = map[string]rule{
 	// records, access logs): beside the leaves, reading files only.
 	"tracefile": {imports: []string{"internal/bounded"}},
 
+	// What the serving side says of itself (an engine's exposition, its
+	// GPUs in Prometheus, the cost per token): read by bench, and made to
+	// be read by the daemon's side without bench.
+	"servermetrics": {imports: []string{"internal/bounded", "internal/httpclient", "internal/scrub"}},
+
 	// Replica discovery (dns, file_sd, Kubernetes): read by the engine
 	// and the binary.
 	"discovery": {imports: []string{"config", "internal/bounded", "internal/scrub"}},
@@ -88,7 +93,10 @@ var layers = map[string]rule{
 		imports: join(engine, []string{"config", "slo", "dist", "internal/bounded", "internal/scrub"}),
 		tests:   []string{"regression"}, // the detector's results in the test status (helpers_test.go)
 	},
-	"bench": {imports: join(engine, leaves, []string{"config", "fit", "tracefile"}), tests: []string{"exporter"}},
+	"bench": {imports: join(engine, leaves, []string{"config", "fit", "tracefile", "servermetrics", "bench/report"}), tests: []string{"exporter"}},
+	// What a bench run reports: data and documents, no configuration, no
+	// runner (bench fills it).
+	"bench/report": {imports: []string{"probe", "probe/wire", "dist", "slo", "regression", "internal/bounded", "servermetrics"}},
 
 	// The monitoring mixin and its dashboards.
 	"alerts":              {imports: []string{"internal/bounded"}},
@@ -97,7 +105,7 @@ var layers = map[string]rule{
 	"examples":            {tests: join(engine, []string{"config"})},
 
 	// The binary may import every production package.
-	"cmd/llmprobe": {imports: join(engine, leaves, []string{"config", "fit", "sim", "exporter", "bench", "alerts", "dashboards", "examples", "tracefile", "discovery"}), testOnly: true},
+	"cmd/llmprobe": {imports: join(engine, leaves, []string{"config", "fit", "sim", "exporter", "bench", "bench/report", "servermetrics", "alerts", "dashboards", "examples", "tracefile", "discovery"}), testOnly: true},
 
 	// Test support and the packages that are only tests.
 	"internal/promtest":     {imports: []string{"internal/proctest", "internal/testio"}},

@@ -53,6 +53,15 @@ var protocols = map[API]protocol{
 	APIEmbeddings:  embeddingsAPI{},
 }
 
+// Path is what a request of the API appends to the target's base URL
+// ("/chat/completions"); "" for an unknown API.
+func (a API) Path() string {
+	if p, ok := protocols[a]; ok {
+		return p.path()
+	}
+	return ""
+}
+
 // MessageBased reports whether the API carries a conversation as a list
 // of role messages (chat, responses, messages) rather than one prompt
 // text (completions, embeddings).

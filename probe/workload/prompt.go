@@ -72,9 +72,9 @@ func (p *PromptSynth) Prefix(group, tokens int) string {
 		return ""
 	}
 	return cachedPrefix(&p.mu, p.prefixes, prefixKey{group, tokens}, func() string {
-		src := splitmix{state: splitmix64(p.seed) ^ splitmix64(uint64(group)^0x70726566697865)}
+		src := splitmix{state: SplitMix64(p.seed) ^ SplitMix64(uint64(group)^0x70726566697865)}
 		n := uint64(len(vocab))
-		first := int((splitmix64(p.seed^0x6669727374)%n + uint64(group)%n) % n)
+		first := int((SplitMix64(p.seed^0x6669727374)%n + uint64(group)%n) % n)
 		return string(appendWords(make([]byte, 0, tokens*7), &src, tokens, first))
 	})
 }
@@ -168,8 +168,9 @@ func (s *splitmix) Uint64() uint64 {
 	return mix64(s.state)
 }
 
-// splitmix64 hashes one value with SplitMix64's finaliser.
-func splitmix64(x uint64) uint64 { return mix64(x + 0x9e3779b97f4a7c15) }
+// SplitMix64 hashes one value with SplitMix64's finaliser (the shared
+// prefixes' streams; probe mixes bench's stage streams into a seed with it).
+func SplitMix64(x uint64) uint64 { return mix64(x + 0x9e3779b97f4a7c15) }
 
 func mix64(z uint64) uint64 {
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9

@@ -22,7 +22,7 @@ func (p *PromptSynth) PrefixIDs(group, n int) []int {
 		return nil
 	}
 	return cachedPrefix(&p.mu, p.idPrefixes, prefixKey{group, n}, func() []int {
-		src := splitmix{state: splitmix64(p.seed^0x69647300) ^ splitmix64(uint64(group)^0x70726566697865)}
+		src := splitmix{state: SplitMix64(p.seed^0x69647300) ^ SplitMix64(uint64(group)^0x70726566697865)}
 		ids := make([]int, n)
 		for i := range ids {
 			ids[i] = TokenIDMin + pick(src.Uint64(), TokenIDMax-TokenIDMin)

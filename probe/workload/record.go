@@ -126,7 +126,7 @@ func (b *Builder) FromRecord(c *Class, rec tracefile.Record, blockSize int, rng 
 // blockSeed is the seed of the text of hash id h in blocks of blockSize
 // tokens: it depends on nothing else.
 func blockSeed(h uint64, blockSize int) uint64 {
-	return splitmix64(h^0x626c6f636b) ^ splitmix64(uint64(blockSize)^0x73697a65)
+	return SplitMix64(h^0x626c6f636b) ^ SplitMix64(uint64(blockSize)^0x73697a65)
 }
 
 // BlockText is the text of trace block h (a hash id) in blocks of
