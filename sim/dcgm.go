@@ -32,8 +32,9 @@ import (
 // The utilization is a model. A real GPU's (the driver's "percent of
 // time over the past sample period during which one or more kernels was
 // executing") is read here as the share of the interval covered by
-// engine steps, each step being all kernels: a continuously busy engine
-// shows 100, an idle one 0, whatever the batch. The memory is flat as
+// engine steps (their durations in the timing model), each step being
+// all kernels: a continuously busy engine shows 100, an idle one 0,
+// whatever the batch. The memory is flat as
 // vLLM's is: it allocates its KV cache in full at start, so the
 // framebuffer does not follow the KV blocks in use (that is
 // vllm:kv_cache_usage_perc).
@@ -130,28 +131,41 @@ func gpuUUID(model string) string {
 	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// busyClock is the wall time the engine has spent in steps: from the
-// moment a step is planned to the moment its tokens are out, the steps
-// done and the part of the one under way. A continuously stepping engine
-// is busy all the time (also when the machine makes its steps late);
-// under zero_latency it is never busy.
+// busyClock is the time the engine has spent executing steps, on the
+// timing model's clock: each step counts its duration d, the part of it
+// already elapsed while it runs. It is what a GPU would be busy for: the
+// time the simulator itself takes between steps (on a loaded machine, its
+// lateness) is not the model's, and under zero_latency nothing is.
 type busyClock struct {
 	mu        sync.Mutex
 	done      time.Duration
 	stepStart time.Time // zero between steps
+	stepDur   time.Duration
+	// wall is the wall time the steps done took, from their start to
+	// their end: more than done when the engine fell behind its model
+	// (a machine too busy to run it on time).
+	wall time.Duration
 }
 
-func (b *busyClock) begin(now time.Time) {
+func (b *busyClock) begin(now time.Time, d time.Duration) {
 	b.mu.Lock()
-	b.stepStart = now
+	b.stepStart, b.stepDur = now, d
 	b.mu.Unlock()
 }
 
 func (b *busyClock) end(now time.Time) {
 	b.mu.Lock()
-	b.done += max(now.Sub(b.stepStart), 0)
-	b.stepStart = time.Time{}
+	b.done += b.stepDur
+	b.wall += max(now.Sub(b.stepStart), 0)
+	b.stepStart, b.stepDur = time.Time{}, 0
 	b.mu.Unlock()
+}
+
+// totals returns the model time and the wall time of the steps done.
+func (b *busyClock) totals() (model, wall time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.done, b.wall
 }
 
 // at returns the busy time as of now.
@@ -160,7 +174,7 @@ func (b *busyClock) at(now time.Time) time.Duration {
 	defer b.mu.Unlock()
 	t := b.done
 	if !b.stepStart.IsZero() {
-		t += max(now.Sub(b.stepStart), 0)
+		t += min(max(now.Sub(b.stepStart), 0), b.stepDur)
 	}
 	return t
 }

@@ -71,7 +71,9 @@ func TestDCGMUtilization(t *testing.T) {
 	}
 	done := make(chan *streamResult)
 	go func() { done <- stream(t, base+"/v1/completions", completionBody("keep the engine busy", 150)) }()
-	m = waitDCGM(t, base, func(u float64) bool { return u >= 90 })
+	// Steps back to back (absolute deadlines: lateness is made up by the
+	// next step), so close to 100; 80 leaves a loaded machine room.
+	m = waitDCGM(t, base, func(u float64) bool { return u >= 80 })
 	util := dcgmValue(t, m, "DCGM_FI_DEV_GPU_UTIL"+dcgmLabels())
 	if p := dcgmValue(t, m, "DCGM_FI_DEV_POWER_USAGE"+dcgmLabels()); p != 70+630*util/100 {
 		t.Errorf("power %v W at %v%%, want %v", p, util, 70+630*util/100)
@@ -122,18 +124,24 @@ func TestDCGMLabels(t *testing.T) {
 func TestBusyClock(t *testing.T) {
 	var b busyClock
 	t0 := time.Unix(1000, 0)
-	b.begin(t0)
+	b.begin(t0, 50*time.Millisecond)
 	if got := b.at(t0.Add(30 * time.Millisecond)); got != 30*time.Millisecond {
 		t.Errorf("during the first step: %v", got)
 	}
-	b.end(t0.Add(50 * time.Millisecond))
+	if got := b.at(t0.Add(70 * time.Millisecond)); got != 50*time.Millisecond {
+		t.Errorf("the first step overslept: %v, want its 50ms", got)
+	}
+	b.end(t0.Add(70 * time.Millisecond))
 	if got := b.at(t0.Add(time.Second)); got != 50*time.Millisecond {
 		t.Errorf("idle after it: %v", got)
 	}
-	b.begin(t0.Add(2 * time.Second))
+	b.begin(t0.Add(2*time.Second), 10*time.Millisecond)
 	b.end(t0.Add(2*time.Second + 10*time.Millisecond))
 	if got := b.at(t0.Add(3 * time.Second)); got != 60*time.Millisecond {
 		t.Errorf("two steps: %v", got)
+	}
+	if model, wall := b.totals(); model != 60*time.Millisecond || wall != 80*time.Millisecond {
+		t.Errorf("totals: model %v, wall %v; want 60ms, 80ms", model, wall)
 	}
 }
 

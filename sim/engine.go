@@ -213,7 +213,7 @@ func (e *engine) loop() {
 		d := e.planStep()
 		if !e.cfg.ZeroLatency {
 			now := time.Now()
-			e.busy.begin(now)
+			e.busy.begin(now, d)
 			// Absolute deadlines: a step that overslept makes the next one
 			// shorter, but lateness beyond one step is not made up in a
 			// burst (the clock is rebased instead).
