@@ -367,20 +367,39 @@ func (b *background) run() {
 	defer close(b.done)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	at := time.Duration(0) // the offset of the last arrival or state change
-	for i := 0; i < len(b.states); i++ {
-		st := &b.states[i]
-		if at < st.after {
-			at = st.after
+	b.generate(func(st *backgroundState, at time.Duration) bool {
+		if !b.sleepUntil(timer, at) {
+			return false
 		}
+		b.currentRate.Store(math.Float64bits(st.rate))
+		return true
+	}, func(st *backgroundState, at time.Duration) bool {
+		if !b.sleepUntil(timer, at) {
+			return false
+		}
+		b.submit(b.draw(st))
+		return true
+	})
+}
+
+// generate walks the schedule: state is called as each state comes into
+// force, arrival at each arrival (a Poisson process at the state's rate),
+// with its offset from the start, in order, until either returns false
+// or the last state's rate is 0. The arrival callback must draw the
+// request (draw), so that the sequence of draws is the same however the
+// arrivals are handled.
+func (b *background) generate(state, arrival func(st *backgroundState, at time.Duration) bool) {
+	at := time.Duration(0) // the offset of the last arrival or state change
+	for i := range b.states {
+		st := &b.states[i]
+		at = max(at, st.after)
 		end := time.Duration(math.MaxInt64)
 		if i+1 < len(b.states) {
 			end = b.states[i+1].after
 		}
-		if !b.sleepUntil(timer, at) {
+		if !state(st, at) {
 			return
 		}
-		b.currentRate.Store(math.Float64bits(st.rate))
 		if st.rate <= 0 {
 			continue
 		}
@@ -393,10 +412,9 @@ func (b *background) run() {
 				break
 			}
 			at += gap
-			if !b.sleepUntil(timer, at) {
+			if !arrival(st, at) {
 				return
 			}
-			b.inject(st)
 		}
 	}
 }
@@ -427,13 +445,9 @@ func (b *background) sleepUntil(timer *time.Timer, off time.Duration) bool {
 	}
 }
 
-// inject submits one request drawn from st.
-func (b *background) inject(st *backgroundState) {
-	e := b.e
-	if e.bgInFlight.Load() >= maxBackgroundInFlight {
-		b.dropped.Add(1)
-		return
-	}
+// draw draws one request of st: its prompt (the shared prefix, if it
+// has one, and tokens of its own), its output length and its seed.
+func (b *background) draw(st *backgroundState) *seq {
 	rng := b.rng
 	limit := b.cfg.MaxModelLen
 	prompt := st.prompt.sample(rng, limit-1)
@@ -451,6 +465,17 @@ func (b *background) inject(st *backgroundState) {
 	}
 	s.promptTokens = prompt
 	s.maxTokens = st.output.sample(rng, limit-prompt)
+	return s
+}
+
+// submit hands a drawn request to the engine, or drops it when the
+// engine already holds maxBackgroundInFlight of them.
+func (b *background) submit(s *seq) {
+	e := b.e
+	if e.bgInFlight.Load() >= maxBackgroundInFlight {
+		b.dropped.Add(1)
+		return
+	}
 	s.queuedAt = time.Now()
 	e.bgInFlight.Add(1)
 	if err := e.submit(b.ctx, s); err != nil {
@@ -458,6 +483,13 @@ func (b *background) inject(st *backgroundState) {
 		return
 	}
 	b.injected.Add(1)
+}
+
+// backgroundSeed derives the background traffic's seed from the
+// server's two seeds (its own stream: the server's generator is left as
+// it was, so that seeded answers stay the same).
+func backgroundSeed(seed1, seed2 uint64) uint64 {
+	return splitmix64(seed1^0x3c6ef372fe94f82b) ^ splitmix64(seed2)
 }
 
 // finishBackground records what vLLM records of a finished request for a

@@ -92,12 +92,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		models:  make(map[string]int, len(cfg.Models)),
 		tok:     tokenizer{maxLetters: cfg.LettersPerToken, beginOfText: cfg.BeginOfText, imagePixels: cfg.ImageTokenPixels},
 	}
-	seed1, seed2 := cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15
-	if cfg.Seed == 0 {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		seed1, seed2 = binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])
-	}
+	seed1, seed2 := serverSeeds(cfg.Seed)
 	s.rng = mrand.New(mrand.NewPCG(seed1, seed2))
 	const hexdigits = "0123456789abcdef"
 	for i := range s.idPrefix {
@@ -163,13 +158,22 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s.engine.start()
 	s.dcgm.start(&s.engine.busy)
 	if len(cfg.Background) > 0 {
-		// Its own stream of draws (the server's generator is left as
-		// it was, so that seeded answers stay the same).
-		s.background = newBackground(s.engine, &s.cfg, start, splitmix64(seed1^0x3c6ef372fe94f82b)^splitmix64(seed2))
+		s.background = newBackground(s.engine, &s.cfg, start, backgroundSeed(seed1, seed2))
 		s.background.register(s.metrics.registry, simLabels)
 		go s.background.run()
 	}
 	return s, nil
+}
+
+// serverSeeds returns the seeds of a server's generator: derived from
+// Config.Seed, or random when it is 0.
+func serverSeeds(seed uint64) (uint64, uint64) {
+	if seed == 0 {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		return binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])
+	}
+	return seed, seed ^ 0x9e3779b97f4a7c15
 }
 
 // Listen starts a server on addr (e.g. "127.0.0.1:0") and serves it in a
