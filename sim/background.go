@@ -29,6 +29,7 @@ import (
 //	    prompt_tokens: {dist: lognormal, median: 600, p99: 3000}
 //	    output_tokens: {dist: uniform, min: 50, max: 150}
 //	    prefix: {share: 0.8, count: 4, tokens: 512}
+//	    max_in_flight: 64                                  # the clients' concurrency limit
 //	  - after: 2m
 //	    prompt_tokens: {dist: lognormal, median: 2400, p99: 6000}  # longer prompts from 2 minutes on
 //
@@ -58,6 +59,13 @@ type BackgroundStep struct {
 	OutputTokens *LengthDist `yaml:"output_tokens"`
 	// Prefix is the prefix mix (none before a step sets it).
 	Prefix *PrefixMix `yaml:"prefix"`
+	// MaxInFlight is the most background requests waiting or running in
+	// the engine at once (the clients' or their gateway's concurrency
+	// limit); an arrival beyond it is dropped, turned away. A rate past
+	// the engine's capacity then makes a queue of bounded size, as in
+	// production, rather than one that grows for ever. Default (and
+	// most) 10,000.
+	MaxInFlight *int `yaml:"max_in_flight"`
 }
 
 // LengthDist is a distribution of lengths in tokens. In YAML it is a bare
@@ -153,9 +161,10 @@ const (
 	maxBackgroundRate  = 1000      // requests per second
 	maxPrefixCount     = 1_000_000 // distinct shared prefixes
 	// maxBackgroundInFlight bounds the background requests waiting and
-	// running in the engine; arrivals beyond it are dropped (and counted
-	// in llmprobe_sim_background_dropped_total), so that a rate the
-	// engine cannot serve does not grow the queue without bound.
+	// running in the engine (max_in_flight's default and most); arrivals
+	// beyond it are dropped (and counted in
+	// llmprobe_sim_background_dropped_total), so that a rate the engine
+	// cannot serve does not grow memory without bound.
 	maxBackgroundInFlight = 10_000
 )
 
@@ -176,8 +185,11 @@ func (c *Config) validateBackground() []error {
 		case i > 0 && st.After <= c.Background[i-1].After:
 			bad(p+".after", "must be later than background[%d].after (%s), got %s", i-1, c.Background[i-1].After, st.After)
 		}
-		if st.Rate == nil && st.PromptTokens == nil && st.OutputTokens == nil && st.Prefix == nil {
-			bad(p, "changes nothing: set rate, prompt_tokens, output_tokens or prefix")
+		if st.Rate == nil && st.PromptTokens == nil && st.OutputTokens == nil && st.Prefix == nil && st.MaxInFlight == nil {
+			bad(p, "changes nothing: set rate, prompt_tokens, output_tokens, prefix or max_in_flight")
+		}
+		if n := st.MaxInFlight; n != nil && (*n < 1 || *n > maxBackgroundInFlight) {
+			bad(p+".max_in_flight", "must be between 1 and %d, got %d", maxBackgroundInFlight, *n)
 		}
 		if i == 0 {
 			for _, f := range []struct {
@@ -279,18 +291,19 @@ func (d *LengthDist) sample(rng *mrand.Rand, limit int) int {
 // backgroundState is the traffic in force from one instant on: every
 // field set (the steps merged).
 type backgroundState struct {
-	after  time.Duration
-	rate   float64
-	prompt LengthDist
-	output LengthDist
-	prefix PrefixMix
+	after       time.Duration
+	rate        float64
+	prompt      LengthDist
+	output      LengthDist
+	prefix      PrefixMix
+	maxInFlight int64
 }
 
 // mergeBackground returns the states the (validated) steps put in force,
 // their After multiplied by scale.
 func mergeBackground(steps []BackgroundStep, scale float64) []backgroundState {
 	var out []backgroundState
-	var cur backgroundState
+	cur := backgroundState{maxInFlight: maxBackgroundInFlight}
 	for _, st := range steps {
 		cur.after = scaleAfter(st.After, scale)
 		if st.Rate != nil {
@@ -304,6 +317,9 @@ func mergeBackground(steps []BackgroundStep, scale float64) []backgroundState {
 		}
 		if st.Prefix != nil {
 			cur.prefix = *st.Prefix
+		}
+		if st.MaxInFlight != nil {
+			cur.maxInFlight = int64(*st.MaxInFlight)
 		}
 		out = append(out, cur)
 	}
@@ -377,7 +393,7 @@ func (b *background) run() {
 		if !b.sleepUntil(timer, at) {
 			return false
 		}
-		b.submit(b.draw(st))
+		b.submit(st, b.draw(st))
 		return true
 	})
 }
@@ -469,10 +485,10 @@ func (b *background) draw(st *backgroundState) *seq {
 }
 
 // submit hands a drawn request to the engine, or drops it when the
-// engine already holds maxBackgroundInFlight of them.
-func (b *background) submit(s *seq) {
+// engine already holds st.maxInFlight of them.
+func (b *background) submit(st *backgroundState, s *seq) {
 	e := b.e
-	if e.bgInFlight.Load() >= maxBackgroundInFlight {
+	if e.bgInFlight.Load() >= st.maxInFlight {
 		b.dropped.Add(1)
 		return
 	}
@@ -516,7 +532,7 @@ func (b *background) register(reg *prometheus.Registry, labels prometheus.Labels
 		}, func() float64 { return float64(b.injected.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "llmprobe_sim_background_dropped_total", ConstLabels: labels,
-			Help: "Background arrivals dropped because 10000 background requests were already waiting or running.",
+			Help: "Background arrivals dropped because max_in_flight (at most 10000) background requests were already waiting or running.",
 		}, func() float64 { return float64(b.dropped.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "llmprobe_sim_background_rate", ConstLabels: labels,

@@ -233,6 +233,7 @@ background:
     prefix: {share: 0.5, count: 4, tokens: 256}
   - after: 2m
     output_tokens: {dist: uniform, min: 10, max: 20}
+    max_in_flight: 64
   - after: 3m
     rate: 0
 `))
@@ -241,9 +242,9 @@ background:
 	}
 	states := mergeBackground(cfg.Background, 1)
 	want := []backgroundState{
-		{0, 12, LengthDist{Dist: DistLognormal, Median: 600, P99: 3000}, LengthDist{Dist: DistFixed, Value: 100}, PrefixMix{0.5, 4, 256}},
-		{2 * time.Minute, 12, LengthDist{Dist: DistLognormal, Median: 600, P99: 3000}, LengthDist{Dist: DistUniform, Min: 10, Max: 20}, PrefixMix{0.5, 4, 256}},
-		{3 * time.Minute, 0, LengthDist{Dist: DistLognormal, Median: 600, P99: 3000}, LengthDist{Dist: DistUniform, Min: 10, Max: 20}, PrefixMix{0.5, 4, 256}},
+		{0, 12, LengthDist{Dist: DistLognormal, Median: 600, P99: 3000}, LengthDist{Dist: DistFixed, Value: 100}, PrefixMix{0.5, 4, 256}, maxBackgroundInFlight},
+		{2 * time.Minute, 12, LengthDist{Dist: DistLognormal, Median: 600, P99: 3000}, LengthDist{Dist: DistUniform, Min: 10, Max: 20}, PrefixMix{0.5, 4, 256}, 64},
+		{3 * time.Minute, 0, LengthDist{Dist: DistLognormal, Median: 600, P99: 3000}, LengthDist{Dist: DistUniform, Min: 10, Max: 20}, PrefixMix{0.5, 4, 256}, 64},
 	}
 	if !slices.Equal(states, want) {
 		t.Errorf("states\n%+v\nwant\n%+v", states, want)
@@ -284,6 +285,8 @@ func TestBackgroundConfigErrors(t *testing.T) {
 		"background:\n  - after: 0s\n    rate: 5\n    prompt_tokens: 100\n    output_tokens: 10\n    prefix: {share: 0.5, count: 2, tokens: 8191}\n": "line 6: background[0].prefix.tokens: must be between 1 and max_model_len − 2 (8190), got 8191",
 		"background:\n  - after: 0s\n    rate: 5\n    prompt_tokens: 100\n    output_tokens: 10\n    prefix: {share: 0.5, cuont: 2}\n":               "field cuont not found",
 		"background:\n  - {after: 0s, rate: 5, prompt_tokens: 100, output_tokens: 10, burst: 3}\n":                                                   "field burst not found",
+		"background:\n  - {after: 0s, rate: 5, prompt_tokens: 100, output_tokens: 10, max_in_flight: 0}\n":                                           "line 2: background[0].max_in_flight: must be between 1 and 10000, got 0",
+		"background:\n" + ok + "  - {after: 1m, max_in_flight: 10001}\n":                                                                             "line 3: background[1].max_in_flight: must be between 1 and 10000, got 10001",
 		"background: {after: 0s}\n": "cannot unmarshal !!map into []sim.BackgroundStep",
 		tooMany:                     "line 1: background: at most 64 steps, got 65",
 	} {
@@ -291,5 +294,50 @@ func TestBackgroundConfigErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want %q", doc, err, want)
 		}
+	}
+}
+
+// TestBackgroundMaxInFlight: with max_in_flight, the background requests
+// waiting or running never exceed it (the clients' or the gateway's
+// concurrency limit: a rate past capacity makes a queue of that size, not
+// one that grows for ever); the arrivals beyond it are dropped and
+// counted, and every arrival is either submitted or dropped.
+func TestBackgroundMaxInFlight(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Seed = 7
+	cfg.MaxNumSeqs = 2
+	cfg.DecodeBase = 20 * time.Millisecond
+	cfg.Background = []BackgroundStep{
+		{After: 0, Rate: ptr(100.0), PromptTokens: &LengthDist{Dist: DistFixed, Value: 20},
+			OutputTokens: &LengthDist{Dist: DistFixed, Value: 10}, MaxInFlight: ptr(6)},
+		{After: 500 * time.Millisecond, Rate: ptr(0.0)},
+	}
+	base, _ := startSim(t, cfg)
+	deadline := time.Now().Add(400 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		m := scrape(t, base)
+		if n := metricValue(t, m, series("vllm:num_requests_running")) + metricValue(t, m, series("vllm:num_requests_waiting")); n > 6 {
+			t.Fatalf("%v requests in the engine, max_in_flight 6", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	m := waitBackgroundDone(t, base)
+	injected := metricValue(t, m, `llmprobe_sim_background_requests_total{model_name="sim-model"}`)
+	dropped := metricValue(t, m, `llmprobe_sim_background_dropped_total{model_name="sim-model"}`)
+	// 0.5 s of arrivals at 100/s; each request takes 10 steps of about
+	// 20 ms, two at a time: about 5 served, 6 held, the rest dropped.
+	if dropped < 20 || injected > 20 {
+		t.Errorf("%v submitted, %v dropped: want at most 20 submitted, the rest dropped", injected, dropped)
+	}
+	cfg.ScheduleScale = 1
+	arrivals := 0.0
+	b := newBackground(nil, &cfg, time.Time{}, backgroundSeed(serverSeeds(cfg.Seed)))
+	b.generate(func(*backgroundState, time.Duration) bool { return true }, func(st *backgroundState, at time.Duration) bool {
+		b.draw(st)
+		arrivals++
+		return true
+	})
+	if injected+dropped != arrivals {
+		t.Errorf("%v submitted + %v dropped, want the %v arrivals", injected, dropped, arrivals)
 	}
 }
