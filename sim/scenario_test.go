@@ -493,8 +493,9 @@ var causeSignatures = []causeSignature{
 		return c.itl >= 1.5*q.itl && c.runningMean >= 3*q.runningMean && c.runningMean-q.runningMean >= 5 &&
 			c.kvMax < 0.9 && c.waitingShare < 0.8
 	}},
-	// Preemptions per request rose from none.
-	{"kv_pressure", func(q, c signature) bool { return q.preemptPerRq == 0 && c.preemptPerRq >= 0.02 }},
+	// Preemptions per request rose from none to at least 0.05 (the
+	// diagnosis' floor).
+	{"kv_pressure", func(q, c signature) bool { return q.preemptPerRq == 0 && c.preemptPerRq >= 0.05 }},
 	// The probe's cached tokens fell by half and the server's hit ratio
 	// by 0.2.
 	{"prefix_cache", func(q, c signature) bool {
