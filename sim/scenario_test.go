@@ -603,8 +603,11 @@ func TestScenarios(t *testing.T) {
 const maxScenarioRuns = 3
 
 // maxBehind is how far behind its model the engine may fall in a window
-// (1 − model time / wall time of its steps) for the window to be judged.
-const maxBehind = 0.1
+// (1 − model time / wall time of its steps) for the window to be judged:
+// well under the changes the signatures look for (1.5× at least). An
+// idle engine's short steps (prefill's, 2-4 ms) lose 4-8% to wake-ups on
+// a quiet machine already.
+const maxBehind = 0.15
 
 // onTime tells whether the machine ran the engine on time in both
 // windows.
