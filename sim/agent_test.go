@@ -377,8 +377,8 @@ func TestToolCallNoEarlyStop(t *testing.T) {
 	}
 	// Metrics: a tool call completes as vLLM's engine sees it, a stop.
 	m := scrape(t, base)
-	if !strings.Contains(m, `vllm:request_success_total{finished_reason="stop",model_name="sim-model"} 2`) ||
-		!strings.Contains(m, `vllm:generation_tokens_total{model_name="sim-model"} 12`) {
+	if !strings.Contains(m, `vllm:request_success_total{engine="0",finished_reason="stop",model_name="sim-model"} 2`) ||
+		!strings.Contains(m, `vllm:generation_tokens_total{engine="0",model_name="sim-model"} 12`) {
 		t.Errorf("metrics:\n%s\n%s", grepLines(m, "request_success"), grepLines(m, "generation_tokens_total"))
 	}
 }

@@ -27,6 +27,7 @@ type kvCache struct {
 
 	used    int // blocks with refs > 0
 	blank   int // blocks holding nothing (never used, or freed unregistered)
+	lruLen  int // cached blocks nothing references (evictable)
 	byHash  map[uint64]*kvBlock
 	lruHead *kvBlock // least recently freed registered block
 	lruTail *kvBlock
@@ -51,6 +52,24 @@ func (c *kvCache) blocksFor(n int) int {
 // usage is the fraction of blocks referenced by running sequences.
 func (c *kvCache) usage() float64 {
 	return float64(c.used) / float64(c.total)
+}
+
+// free is the number of blocks allocate can still hand out: blank ones
+// and cached ones nothing references (evicted to make room).
+func (c *kvCache) free() int {
+	return c.blank + c.lruLen
+}
+
+// idleAmong counts the blocks among the cached hashes (see matchPrefix)
+// that nothing references: acquiring them takes them off the free list.
+func (c *kvCache) idleAmong(hashes []uint64) int {
+	n := 0
+	for _, h := range hashes {
+		if c.byHash[h].refs == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // matchPrefix returns how many of the leading block hashes are cached.
@@ -137,6 +156,7 @@ func (c *kvCache) release(b *kvBlock) {
 }
 
 func (c *kvCache) lruPush(b *kvBlock) {
+	c.lruLen++
 	b.prev, b.next = c.lruTail, nil
 	if c.lruTail != nil {
 		c.lruTail.next = b
@@ -147,6 +167,7 @@ func (c *kvCache) lruPush(b *kvBlock) {
 }
 
 func (c *kvCache) lruRemove(b *kvBlock) {
+	c.lruLen--
 	if b.prev != nil {
 		b.prev.next = b.next
 	} else {

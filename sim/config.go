@@ -70,6 +70,28 @@ type Config struct {
 	Identity      Identity       `yaml:"identity"`
 	IdentitySteps []IdentityStep `yaml:"identity_steps"`
 
+	// Background is the server's own "production" traffic: Poisson
+	// arrivals at a rate, with prompt and output length distributions
+	// and a prefix mix, changed at known instants (background.go). The
+	// requests go straight to the engine and count in every vllm:
+	// family, not in the request log. In increasing After order.
+	Background []BackgroundStep `yaml:"background"`
+
+	// Gateway is a delay in front of the engine, changed at known
+	// instants, that the engine's histograms do not see (gateway.go).
+	Gateway GatewayConfig `yaml:"gateway"`
+
+	// DCGM is the simulated GPU that /dcgm/metrics reports as NVIDIA's
+	// dcgm-exporter would (dcgm.go).
+	DCGM DCGMConfig `yaml:"dcgm"`
+
+	// ScheduleScale multiplies the After of every step of a schedule
+	// (timing_steps, identity_steps, background, gateway.steps), so that
+	// a scenario written in minutes can be run in seconds (0.05: a step
+	// after 2m comes after 6s). It changes no rate and no duration. 0
+	// means 1.
+	ScheduleScale float64 `yaml:"schedule_scale"`
+
 	// EnablePrefixCaching turns on the block-hashed prefix cache.
 	EnablePrefixCaching bool `yaml:"enable_prefix_caching"`
 	// BlockSize is the number of tokens per KV block (the unit of the
@@ -78,6 +100,15 @@ type Config struct {
 	// NumKVBlocks is the KV-cache capacity in blocks, shared by running
 	// sequences and by cached prefixes (evicted least recently used).
 	NumKVBlocks int `yaml:"num_kv_blocks"`
+	// KVAllocation is how running sequences get their KV blocks:
+	// KVAllocationReserve (the default; empty means it too) commits a
+	// request's prompt + max_tokens at admission, so nothing is ever
+	// preempted; KVAllocationOnDemand is vLLM's: blocks are allocated as
+	// sequences grow, and when a step finds none left the most recently
+	// admitted running sequence is preempted (freed, requeued at the
+	// head of the waiting queue, recomputed when readmitted), counted in
+	// vllm:num_preemptions_total.
+	KVAllocation string `yaml:"kv_allocation"`
 
 	// EOSProbability is the chance, per generated token once min_tokens
 	// are out, that the sequence stops early with finish_reason "stop"
@@ -206,6 +237,9 @@ func DefaultConfig() Config {
 		EnablePrefixCaching: true,
 		BlockSize:           16,
 		NumKVBlocks:         8192,
+		KVAllocation:        KVAllocationReserve,
+		ScheduleScale:       1,
+		DCGM:                DefaultDCGMConfig(),
 		EOSProbability:      0.0005,
 		ReasoningField:      reasoningContentField,
 		MaxRequestBodyBytes: 16 << 20,
@@ -291,6 +325,14 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.validateTimingSteps()...)
+	if !(c.ScheduleScale >= 0 && c.ScheduleScale <= maxScheduleScale) {
+		bad("schedule_scale", "must be greater than 0 and at most %d (0: the default 1), got %v", maxScheduleScale, c.ScheduleScale)
+	}
+	switch c.KVAllocation {
+	case "", KVAllocationReserve, KVAllocationOnDemand:
+	default:
+		bad("kv_allocation", "must be %q or %q, got %q", KVAllocationReserve, KVAllocationOnDemand, truncate(c.KVAllocation, maxHeaderEcho))
+	}
 	errs = append(errs, c.validateIdentity()...)
 	if strings.ContainsRune(c.RequestLog, 0) {
 		bad("request_log", "path must not contain a NUL byte")
@@ -330,6 +372,9 @@ func (c *Config) Validate() error {
 	if c.ImageTokenPixels < 0 || c.ImageTokenPixels > maxImageSide*maxImageSide {
 		bad("image_token_pixels", "must be between 1 and %d (0: the default %d), got %d", maxImageSide*maxImageSide, defaultImageTokenPixels, c.ImageTokenPixels)
 	}
+	errs = append(errs, c.validateBackground()...)
+	errs = append(errs, c.validateGateway()...)
+	errs = append(errs, c.validateDCGM()...)
 	errs = append(errs, c.validateAdapters()...)
 	errs = append(errs, c.Faults.validate()...)
 	return errors.Join(errs...)
@@ -492,6 +537,12 @@ func parseConfig(data []byte) (Config, error) {
 	if len(cfg.IdentitySteps) == 0 {
 		cfg.IdentitySteps = nil // `identity_steps: []` is the default, none
 	}
+	if len(cfg.Background) == 0 {
+		cfg.Background = nil // `background: []` is the default, none
+	}
+	if len(cfg.Gateway.Steps) == 0 {
+		cfg.Gateway.Steps = nil // `steps: []` is the default, none
+	}
 	if err := cfg.Validate(); err != nil {
 		var root yaml.Node
 		if yaml.Unmarshal(data, &root) == nil {
@@ -564,6 +615,36 @@ func keyLine(root *yaml.Node, path string) int {
 		}
 	}
 	return line
+}
+
+// The values of kv_allocation.
+const (
+	KVAllocationReserve  = "reserve"
+	KVAllocationOnDemand = "on_demand"
+)
+
+// maxScheduleScale bounds schedule_scale.
+const maxScheduleScale = 1000
+
+// scheduleScale is ScheduleScale with 0 meaning 1.
+func (c *Config) scheduleScale() float64 {
+	if c.ScheduleScale == 0 {
+		return 1
+	}
+	return c.ScheduleScale
+}
+
+// scaleAfter multiplies a schedule step's offset by the schedule scale,
+// saturating rather than overflowing.
+func scaleAfter(d time.Duration, scale float64) time.Duration {
+	if scale == 1 {
+		return d
+	}
+	v := float64(d) * scale
+	if v >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(v)
 }
 
 // The values of reasoning_field.

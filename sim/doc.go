@@ -24,12 +24,16 @@
 //	POST /tokenize              vLLM's tokenizer endpoint
 //	GET  /health                200 while serving
 //	GET  /metrics               vLLM's metric names (vllm:...), own registry
+//	GET  /dcgm/metrics          dcgm-exporter's view of the GPU (dcgm.go)
 //
 // # Engine and timing model
 //
 // One engine goroutine per server runs vLLM's scheduling loop. Each step
 // it admits waiting requests in arrival order while fewer than
-// max_num_seqs run and the KV cache can hold their prompt + max_tokens;
+// max_num_seqs run and the KV cache can hold their prompt + max_tokens
+// (kv_allocation reserve; on_demand, vLLM's way, their prompt, and a
+// sequence that finds no block for its next token preempts the most
+// recently admitted one);
 // gives each running decode one token of the step's token budget
 // (max_num_batched_tokens) and the rest to prefill chunks (chunked
 // prefill, in admission order); sleeps until the step's absolute deadline;

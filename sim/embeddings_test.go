@@ -185,7 +185,7 @@ func TestEmbeddingsTiming(t *testing.T) {
 		t.Errorf("cached repeat took %v, first %v", again, first)
 	}
 	m := scrape(t, base)
-	if !strings.Contains(m, `vllm:prefix_cache_hits_total{model_name="sim-model"} 144`) || !strings.Contains(m, `vllm:generation_tokens_total{model_name="sim-model"} 0`) {
+	if !strings.Contains(m, `vllm:prefix_cache_hits_total{engine="0",model_name="sim-model"} 144`) || !strings.Contains(m, `vllm:generation_tokens_total{engine="0",model_name="sim-model"} 0`) {
 		t.Errorf("metrics:\n%s\n%s", grepLines(m, "prefix_cache_hits"), grepLines(m, "generation_tokens_total"))
 	}
 }

@@ -6,6 +6,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,9 +20,10 @@ const (
 	finishAborted = 3 // the engine stopped (server shutdown)
 )
 
-// seq is one request inside the engine. The handler fills the request
-// fields and submits it; from then on the engine owns the engine fields and
-// publishes progress through state and notify.
+// seq is one request inside the engine. The handler (or the background
+// traffic, background.go) fills the request fields and submits it; from
+// then on the engine owns the engine fields and publishes progress
+// through state and notify.
 type seq struct {
 	// Request, read-only once submitted.
 	promptTokens int
@@ -31,27 +33,40 @@ type seq struct {
 	toolCall     bool // the tokens after the reasoning are a tool call (no early stop)
 	ignoreEOS    bool
 	empty        bool // the empty fault: stop before the first token
-	seed         uint64
-	hasher       blockHasher // hashed prompt; continues over generated tokens
-	adapter      *adapter    // the LoRA adapter the request names; nil: a model
+	// background: injected by the background traffic; no handler waits
+	// for it, so the engine records all its metrics (TTFT and e2e from
+	// queuedAt) and it ends as a stop at maxTokens.
+	background bool
+	// engineITL: the engine observes this sequence's inter-token
+	// latencies at its steps (a non-streamed response, or background
+	// traffic: there is no flush to time them at).
+	engineITL bool
+	seed      uint64
+	hasher    blockHasher // hashed prompt; continues over generated tokens
+	adapter   *adapter    // the LoRA adapter the request names; nil: a model
+	queuedAt  time.Time   // handed to the engine (vLLM's QUEUED event)
 
 	// Engine-owned.
 	blocks      []*kvBlock
-	need        int // KV blocks committed at admission
-	promptFull  int // full prompt blocks
+	need        int // KV blocks committed at admission (kv_allocation reserve)
 	prefillLeft int
 	chunk       int // prefill tokens scheduled in the current step
 	generated   int
 	tokensInKV  int
+	prefilled   bool // the first prefill is done (its prompt tokens counted)
+	preemptions int
 
-	// Written by the engine before its first publication; the handler
+	// Written by the engine before its first publication (or, for the
+	// token instants, before the publication of the token); the handler
 	// reads them only after it has seen a published state.
-	scheduledAt  time.Time
+	scheduledAt  time.Time // first admitted (vLLM's first SCHEDULED event)
+	firstTokenAt time.Time // end of the step that produced the first token
+	lastTokenAt  time.Time // end of the step that produced the latest token
 	cachedTokens int
 
 	// state is generated<<8 | finish code, published after each step.
 	state     atomic.Uint64
-	notify    chan struct{} // capacity 1; poked after each publication
+	notify    chan struct{} // capacity 1; poked after each publication; nil for background traffic
 	cancelled atomic.Bool   // set by the handler when its client went away
 }
 
@@ -76,10 +91,11 @@ var errEngineStopped = errors.New("engine stopped")
 // running sequence by one token per step. Steps are timed by the timing
 // model against absolute deadlines.
 type engine struct {
-	cfg     *Config
-	metrics *metrics
-	cache   *kvCache
-	timing  timingSchedule // read-only after newEngine
+	cfg      *Config
+	metrics  *metrics
+	cache    *kvCache
+	timing   timingSchedule // read-only after newEngine
+	onDemand bool           // kv_allocation on_demand: blocks as sequences grow, preemption when none is left
 
 	submitCh chan *seq
 	quit     chan struct{}
@@ -90,20 +106,27 @@ type engine struct {
 	waiting   []*seq // FIFO; waitHead indexes its head
 	waitHead  int
 	running   []*seq
-	committed int // KV blocks committed to running sequences
+	committed int // KV blocks committed to running sequences (kv_allocation reserve)
 
 	// Read by the metrics.
 	numWaiting atomic.Int64
 	numRunning atomic.Int64
 	usedBlocks atomic.Int64
+	// bgInFlight counts the background requests submitted and not
+	// finished (background.go bounds it).
+	bgInFlight atomic.Int64
+	// busy is the time the engine has spent executing steps (what the
+	// DCGM utilization reads).
+	busy busyClock
 }
 
-func newEngine(cfg *Config, m *metrics) *engine {
+func newEngine(cfg *Config, m *metrics, start time.Time) *engine {
 	return &engine{
 		cfg:      cfg,
 		metrics:  m,
 		cache:    newKVCache(cfg.BlockSize, cfg.NumKVBlocks, cfg.EnablePrefixCaching),
-		timing:   newTimingSchedule(cfg.TimingSteps, time.Now()),
+		timing:   newTimingSchedule(scaleTimingSteps(cfg.TimingSteps, cfg.scheduleScale()), start),
+		onDemand: cfg.KVAllocation == KVAllocationOnDemand,
 		submitCh: make(chan *seq, 1024),
 		quit:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -177,7 +200,12 @@ func (e *engine) loop() {
 			}
 		}
 		e.dropCancelledRunning()
-		e.admit()
+		// As vLLM's scheduler: the running sequences first (on demand,
+		// a block for the token each adds, preempting when there is
+		// none), then, unless that preempted, the waiting ones.
+		if !e.onDemand || !e.allocateSlots() {
+			e.admit()
+		}
 		e.publishGauges()
 		if len(e.running) == 0 {
 			continue
@@ -185,6 +213,7 @@ func (e *engine) loop() {
 		d := e.planStep()
 		if !e.cfg.ZeroLatency {
 			now := time.Now()
+			e.busy.begin(now, d)
 			// Absolute deadlines: a step that overslept makes the next one
 			// shorter, but lateness beyond one step is not made up in a
 			// burst (the clock is rebased instead).
@@ -211,6 +240,9 @@ func (e *engine) loop() {
 			}
 		}
 		e.completeStep()
+		if !e.cfg.ZeroLatency {
+			e.busy.end(time.Now())
+		}
 	}
 }
 
@@ -225,14 +257,32 @@ func (e *engine) enqueue(s *seq) {
 	e.waiting = append(e.waiting, s)
 }
 
+// requeueFront puts a preempted sequence back at the head of the waiting
+// queue (vLLM's prepend_request), counted as waiting again.
+func (e *engine) requeueFront(s *seq) {
+	if e.waitHead > 0 {
+		e.waitHead--
+		e.waiting[e.waitHead] = s
+	} else {
+		e.waiting = slices.Insert(e.waiting, 0, s)
+	}
+	e.numWaiting.Add(1)
+	if s.adapter != nil {
+		s.adapter.waiting.Add(1)
+	}
+}
+
 func (e *engine) publishGauges() {
 	e.numRunning.Store(int64(len(e.running)))
 	e.usedBlocks.Store(int64(e.cache.used))
 }
 
 // admit moves waiting sequences into the running batch, in arrival order,
-// while the batch has room and the KV cache can hold the head sequence's
-// prompt + max_tokens (head-of-line blocking, as in vLLM's FCFS policy).
+// while the batch has room and the KV cache can hold the head sequence
+// (head-of-line blocking, as in vLLM's FCFS policy): under kv_allocation
+// reserve, its prompt + max_tokens committed; on demand, the blocks of
+// its prompt (and of any tokens it had generated before a preemption)
+// and of its next token.
 func (e *engine) admit() {
 	var now time.Time
 	for e.waitHead < len(e.waiting) && len(e.running) < e.cfg.MaxNumSeqs {
@@ -242,19 +292,29 @@ func (e *engine) admit() {
 			s.publish(finishAborted)
 			continue
 		}
-		need := e.cache.blocksFor(s.promptTokens + s.maxTokens)
-		if e.committed+need > e.cache.total {
-			return
+		if e.onDemand {
+			if !e.allocatePrompt(s) {
+				return
+			}
+		} else {
+			need := e.cache.blocksFor(s.promptTokens + s.maxTokens)
+			if e.committed+need > e.cache.total {
+				return
+			}
+			s.need = need
+			e.committed += need
+			e.allocatePrompt(s)
 		}
 		e.popWaiting()
 		if s.adapter != nil {
 			s.adapter.running.Add(1)
 		}
-		if now.IsZero() {
-			now = time.Now()
+		if s.scheduledAt.IsZero() {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			s.scheduledAt = now
 		}
-		s.scheduledAt = now
-		e.allocatePrompt(s, need)
 		e.running = append(e.running, s)
 	}
 }
@@ -266,42 +326,108 @@ func (e *engine) popWaiting() {
 	e.unwait(s)
 }
 
-// allocatePrompt looks the prompt up in the prefix cache and gives it its
-// KV blocks: cached ones are shared, the rest allocated (and registered
-// when full).
-func (e *engine) allocatePrompt(s *seq, need int) {
+// allocatePrompt looks the sequence's tokens (its prompt, and after a
+// preemption the tokens it had generated too) up in the prefix cache and
+// gives them their KV blocks: cached ones are shared, the rest allocated
+// (and registered when full). On demand it also allocates the block of
+// the next token when the tokens fill their last block, and it allocates
+// nothing and returns false when the cache cannot hold them all; under
+// reserve admission has committed the blocks and it always succeeds.
+func (e *engine) allocatePrompt(s *seq) bool {
 	c := e.cache
-	s.need = need
-	e.committed += need
-	s.promptFull = len(s.hasher.hashes)
-	hashes := s.hasher.hashes[:s.promptFull]
+	tokens := s.promptTokens + s.generated
+	hashes := s.hasher.hashes // the full blocks of those tokens
 	hit := c.matchPrefix(hashes)
-	if hit*c.blockSize >= s.promptTokens {
-		// At least one prompt token is always computed (its logits give
-		// the first output token), as in vLLM.
-		hit = (s.promptTokens - 1) / c.blockSize
+	if hit*c.blockSize >= tokens {
+		// At least one token is always computed (its logits give the
+		// next output token), as in vLLM.
+		hit = (tokens - 1) / c.blockSize
 	}
-	s.blocks = make([]*kvBlock, 0, need)
+	n := c.blocksFor(tokens)
+	if e.onDemand {
+		n = c.blocksFor(tokens + 1)
+		// Cached blocks nothing references are free (evictable) until
+		// this sequence takes them.
+		if n-hit > c.free()-c.idleAmong(hashes[:hit]) {
+			return false
+		}
+	}
+	s.blocks = make([]*kvBlock, 0, max(n, s.need))
 	for i := 0; i < hit; i++ {
 		s.blocks = append(s.blocks, c.acquireCached(hashes[i]))
 	}
-	for i := hit; i < c.blocksFor(s.promptTokens); i++ {
+	for i := hit; i < n; i++ {
 		b := c.allocate()
 		if b == nil {
-			break // unreachable: admission reserved the blocks
+			break // unreachable: admission checked or reserved the blocks
 		}
-		if i < s.promptFull {
+		if i < len(hashes) {
 			c.register(b, hashes[i])
 		}
 		s.blocks = append(s.blocks, b)
 	}
-	s.cachedTokens = hit * c.blockSize
-	s.prefillLeft = s.promptTokens - s.cachedTokens
-	s.tokensInKV = s.promptTokens
-	if c.caching {
-		e.metrics.prefixQueries.Add(float64(s.promptTokens))
-		e.metrics.prefixHits.Add(float64(s.cachedTokens))
+	cached := hit * c.blockSize
+	s.prefillLeft = tokens - cached
+	s.tokensInKV = tokens
+	if s.preemptions == 0 {
+		// As vLLM: the usage's cached tokens and the prefix-cache
+		// counters are those of the first scheduling; a recomputation
+		// after a preemption is not a new query.
+		s.cachedTokens = cached
+		if c.caching {
+			e.metrics.prefixQueries.Add(float64(s.promptTokens))
+			e.metrics.prefixHits.Add(float64(cached))
+		}
 	}
+	return true
+}
+
+// allocateSlots (kv_allocation on_demand) gives every decoding sequence
+// whose blocks are full a block for the token the step adds. When the
+// cache has none left, it preempts the most recently admitted running
+// sequence (vLLM's recompute preemption: its blocks are freed, it goes
+// back to the head of the waiting queue and its prompt and generated
+// tokens are prefilled again when it is readmitted), until the block is
+// found or the sequence itself was the one preempted. It returns whether
+// it preempted any.
+func (e *engine) allocateSlots() (preempted bool) {
+	c := e.cache
+	for i := 0; i < len(e.running); i++ {
+		s := e.running[i]
+		if s.prefillLeft > 0 || s.maxTokens == 0 || s.tokensInKV < len(s.blocks)*c.blockSize {
+			continue
+		}
+		for {
+			if b := c.allocate(); b != nil {
+				s.blocks = append(s.blocks, b)
+				break
+			}
+			last := len(e.running) - 1
+			victim := e.running[last]
+			e.running[last] = nil
+			e.running = e.running[:last]
+			e.preempt(victim)
+			preempted = true
+			if victim == s {
+				return true // it was the last running; none is left after it
+			}
+		}
+	}
+	return preempted
+}
+
+// preempt frees a running sequence's blocks and puts it back at the head
+// of the waiting queue, to be prefilled again (prompt and generated
+// tokens) when readmitted. It counts in vllm:num_preemptions_total.
+func (e *engine) preempt(s *seq) {
+	e.releaseBlocks(s)
+	s.prefillLeft, s.chunk, s.tokensInKV = 0, 0, 0
+	s.preemptions++
+	e.metrics.preemptions.Inc()
+	if s.adapter != nil {
+		s.adapter.running.Add(-1)
+	}
+	e.requeueFront(s)
 }
 
 // planStep assigns this step's prefill chunks within the token budget and
@@ -348,6 +474,7 @@ func (e *engine) planStep() time.Duration {
 // completeStep applies the step: prefill chunks progress, and every
 // sequence whose prefill is done produces one token (or stops).
 func (e *engine) completeStep() {
+	now := time.Now()
 	generated, prompt := 0, 0
 	kept := e.running[:0]
 	for _, s := range e.running {
@@ -366,21 +493,28 @@ func (e *engine) completeStep() {
 				kept = append(kept, s)
 				continue
 			}
-			prompt += s.promptTokens
+			if !s.prefilled {
+				// vLLM counts the whole prompt (cached tokens included)
+				// once, when its first output comes.
+				s.prefilled = true
+				prompt += s.promptTokens
+			}
 			if s.maxTokens == 0 {
 				// An embedding is done once prefilled.
+				s.firstTokenAt, s.lastTokenAt = now, now
 				e.finish(s, finishStop)
 				continue
 			}
 		}
-		if fin := e.decode(s); fin != finishNone {
-			if fin == finishLength {
-				generated++
-			}
+		fin := e.decode(s)
+		if fin != finishStop {
+			generated++
+		}
+		e.tokenOut(s, now, fin != finishStop)
+		if fin != finishNone {
 			e.finish(s, fin)
 			continue
 		}
-		generated++
 		s.publish(finishNone)
 		kept = append(kept, s)
 	}
@@ -391,6 +525,28 @@ func (e *engine) completeStep() {
 	}
 	if generated > 0 {
 		e.metrics.generationTokens.Add(float64(generated))
+	}
+}
+
+// tokenOut stamps the instant of the step's output for s: a token, or
+// (token false) the stop that ends it, which is not a token (the EOS
+// token is not counted) and stamps only a sequence that produced none.
+// It records what the engine observes itself: the inter-token latency
+// of a sequence no stream times, and the time to first token of
+// background traffic.
+func (e *engine) tokenOut(s *seq, now time.Time, token bool) {
+	m := e.metrics
+	switch {
+	case s.firstTokenAt.IsZero():
+		s.firstTokenAt, s.lastTokenAt = now, now
+		if s.background {
+			m.ttft.Observe(now.Sub(s.queuedAt).Seconds())
+		}
+	case token:
+		if s.engineITL {
+			m.itl.Observe(now.Sub(s.lastTokenAt).Seconds())
+		}
+		s.lastTokenAt = now
 	}
 }
 
@@ -410,15 +566,17 @@ func (e *engine) decode(s *seq) int {
 		}
 	}
 	c := e.cache
-	if s.tokensInKV%c.blockSize == 0 {
+	if s.tokensInKV == len(s.blocks)*c.blockSize {
+		// The last block is full (kv_allocation reserve: admission
+		// committed this one; on demand allocateSlots has given it).
 		if b := c.allocate(); b != nil {
 			s.blocks = append(s.blocks, b)
 		}
 	}
 	full := len(s.hasher.hashes)
 	s.hasher.add(outputWordID[outputWord(s.seed, s.generated)])
-	if len(s.hasher.hashes) > full && len(s.blocks) > 0 {
-		c.register(s.blocks[len(s.blocks)-1], s.hasher.hashes[full])
+	if len(s.hasher.hashes) > full && full < len(s.blocks) {
+		c.register(s.blocks[full], s.hasher.hashes[full])
 	}
 	s.tokensInKV++
 	s.generated++
@@ -428,19 +586,29 @@ func (e *engine) decode(s *seq) int {
 	return finishNone
 }
 
-// finish releases s's blocks (last block first, so that a sequence's tail
-// is evicted before its prefix) and publishes its end.
+// finish releases s's blocks and publishes its end; background traffic,
+// which no handler waits for, has its finished-request metrics recorded
+// here.
 func (e *engine) finish(s *seq, code int) {
 	if s.adapter != nil {
 		s.adapter.running.Add(-1)
 	}
+	e.releaseBlocks(s)
+	e.committed -= s.need
+	s.need = 0
+	if s.background && code != finishAborted {
+		e.finishBackground(s)
+	}
+	s.publish(code)
+}
+
+// releaseBlocks drops s's references to its blocks, last block first, so
+// that a sequence's tail is evicted before its prefix.
+func (e *engine) releaseBlocks(s *seq) {
 	for i := len(s.blocks) - 1; i >= 0; i-- {
 		e.cache.release(s.blocks[i])
 	}
 	s.blocks = nil
-	e.committed -= s.need
-	s.need = 0
-	s.publish(code)
 }
 
 // abortAll ends every sequence, running, waiting or still in the channel.

@@ -186,6 +186,10 @@ func (x *exchange) newSeq() *seq {
 // request is over (refused, or its client went away).
 func (x *exchange) submit() bool {
 	x.lc.queued = time.Now()
+	x.sq.queuedAt = x.lc.queued
+	// A stream's inter-token latencies are timed at its flushes; the
+	// engine times those of a response sent whole.
+	x.sq.engineITL = !x.lc.stream
 	if err := x.s.engine.submit(x.ctx, x.sq); err != nil {
 		if errors.Is(err, errEngineStopped) {
 			x.fail(shuttingDown("The server is shutting down."))
@@ -413,9 +417,7 @@ func (x *exchange) complete(fin int) {
 	}
 	lc.completed = now
 	m.e2e.Observe(now.Sub(lc.arrival).Seconds())
-	if !lc.scheduled.IsZero() {
-		m.queueTime.Observe(lc.scheduled.Sub(lc.arrival).Seconds())
-	}
+	m.observeFinished(sq)
 	m.reqPrompt.Observe(float64(sq.promptTokens))
 	m.reqGeneration.Observe(float64(x.written))
 }

@@ -202,6 +202,9 @@ func FuzzLoadConfig(f *testing.F) {
 		"? [a, b]\n: c\n",
 		"timing_steps: [{after: 0s, factor: 0.5}, {after: 2m, factor: 5}]\nrequest_log: requests.jsonl\n",
 		"timing_steps: []\nzero_latency: true\n",
+		"background:\n  - {after: 0s, rate: 12, prompt_tokens: {dist: lognormal, median: 600, p99: 3000}, output_tokens: 100, prefix: {share: 0.5, count: 4, tokens: 256}}\n  - {after: 2m, prompt_tokens: {dist: uniform, min: 1, max: 9}}\n  - {after: 3m, rate: 0}\n",
+		"gateway: {delay: 5ms, steps: [{after: 2m, delay: 300ms}]}\nkv_allocation: on_demand\nschedule_scale: 0.05\n",
+		"dcgm: {interval: 500ms, pod: vllm-0, namespace: llm, container: vllm, uuid: GPU-1, fb_total_mib: 1024}\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -94,6 +94,20 @@ func (c *Config) validateIdentity() []error {
 	return errs
 }
 
+// scaleIdentitySteps returns the steps with their After multiplied by
+// the schedule scale (Config.ScheduleScale).
+func scaleIdentitySteps(steps []IdentityStep, scale float64) []IdentityStep {
+	if scale == 1 || len(steps) == 0 {
+		return steps
+	}
+	out := make([]IdentityStep, len(steps))
+	for i, st := range steps {
+		out[i] = st
+		out[i].After = scaleAfter(st.After, scale)
+	}
+	return out
+}
+
 // identityState is the identity in force from one instant on, rendered.
 type identityState struct {
 	after       time.Duration

@@ -52,8 +52,11 @@ func buckets125(max int) []float64 {
 	}
 }
 
-// metrics holds one server's collectors, all in its own registry and all
-// labelled with model_name (the first served model name, as vLLM does).
+// metrics holds one server's collectors, all in its own registry. vLLM's
+// families are labelled as vLLM labels them: model_name (the first served
+// model name) and engine (the engine core's index, "0": the simulator is
+// one engine core). The simulator's own llmprobe_sim_* families carry
+// model_name only.
 type metrics struct {
 	registry *prometheus.Registry
 
@@ -61,11 +64,16 @@ type metrics struct {
 	prefixHits       prometheus.Counter
 	promptTokens     prometheus.Counter
 	generationTokens prometheus.Counter
+	preemptions      prometheus.Counter
 
 	ttft          prometheus.Observer
 	itl           prometheus.Observer
 	e2e           prometheus.Observer
 	queueTime     prometheus.Observer
+	prefillTime   prometheus.Observer
+	decodeTime    prometheus.Observer
+	inferenceTime prometheus.Observer
+	requestTPOT   prometheus.Observer
 	reqPrompt     prometheus.Observer
 	reqGeneration prometheus.Observer
 
@@ -74,9 +82,15 @@ type metrics struct {
 	faults        [numFaultKinds]prometheus.Counter
 }
 
+// engineIndex is the engine label of vLLM's families: the index of the
+// engine core (data-parallel rank) that serves the request; the simulator
+// is one engine core.
+const engineIndex = "0"
+
 func newMetrics(cfg *Config, e *engine) *metrics {
 	model := cfg.Models[0]
-	labels := prometheus.Labels{"model_name": model}
+	labels := prometheus.Labels{"model_name": model, "engine": engineIndex}
+	simLabels := prometheus.Labels{"model_name": model}
 	reg := prometheus.NewRegistry()
 	m := &metrics{registry: reg}
 
@@ -93,6 +107,9 @@ func newMetrics(cfg *Config, e *engine) *metrics {
 	gaugeFunc := func(name, help string, f func() float64) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, f))
 	}
+	simGaugeFunc := func(name, help string, f func() float64) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: simLabels}, f))
+	}
 
 	gaugeFunc("vllm:num_requests_running", "Number of requests in model execution batches.",
 		func() float64 { return float64(e.numRunning.Load()) })
@@ -101,7 +118,7 @@ func newMetrics(cfg *Config, e *engine) *metrics {
 	gaugeFunc("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
 		func() float64 { return float64(e.usedBlocks.Load()) / float64(cfg.NumKVBlocks) })
 
-	gaugeFunc("llmprobe_sim_timing_factor",
+	simGaugeFunc("llmprobe_sim_timing_factor",
 		"Factor the simulator's timing model is multiplied by now (timing_steps; 1 without them).",
 		func() float64 { return e.timing.factorAt(time.Now()) })
 
@@ -109,13 +126,17 @@ func newMetrics(cfg *Config, e *engine) *metrics {
 	m.prefixHits = counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.")
 	m.promptTokens = counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.")
 	m.generationTokens = counter("vllm:generation_tokens_total", "Number of generation tokens processed.")
+	m.preemptions = counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.")
 
 	m.ttft = histogram("vllm:time_to_first_token_seconds",
-		"Histogram of time to first token in seconds (server side: request arrival to first token flushed).", ttftBuckets)
-	m.itl = histogram("vllm:inter_token_latency_seconds",
-		"Histogram of inter-token latency in seconds (server side, between flushed tokens).", itlBuckets)
+		"Histogram of time to first token in seconds.", ttftBuckets)
+	m.itl = histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets)
 	m.e2e = histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets)
 	m.queueTime = histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestLatencyBuckets)
+	m.prefillTime = histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", requestLatencyBuckets)
+	m.decodeTime = histogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets)
+	m.inferenceTime = histogram("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", requestLatencyBuckets)
+	m.requestTPOT = histogram("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", itlBuckets)
 	m.reqPrompt = histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", buckets125(cfg.MaxModelLen))
 	m.reqGeneration = histogram("vllm:request_generation_tokens", "Number of generation tokens processed.", buckets125(cfg.MaxModelLen))
 
@@ -129,7 +150,7 @@ func newMetrics(cfg *Config, e *engine) *metrics {
 	faults := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name:        "llmprobe_sim_faults_injected_total",
 		Help:        "Faults injected by the simulator, by kind (configured at random or asked for with the X-Sim-Fault header).",
-		ConstLabels: labels,
+		ConstLabels: simLabels,
 	}, []string{"fault"})
 	reg.MustRegister(faults)
 	for k := faultHTTP500; k < numFaultKinds; k++ {
@@ -141,4 +162,35 @@ func newMetrics(cfg *Config, e *engine) *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m
+}
+
+// observeFinished records what vLLM observes of a request when it
+// finishes (vllm/v1/metrics/stats.py, update_from_finished_request), on
+// the engine's instants: the queue time (queued → first scheduled), the
+// prefill time (first scheduled → first token), the decode time (first
+// token → last token), the inference time (first scheduled → last token)
+// and the request's time per output token (decode time / (tokens − 1), 0
+// for one token or none). An embedding (no output token) has a queue,
+// prefill and inference time, and no decode time or time per output
+// token. A request that never left the waiting queue is not observed.
+func (m *metrics) observeFinished(s *seq) {
+	if s.scheduledAt.IsZero() {
+		return
+	}
+	m.queueTime.Observe(s.scheduledAt.Sub(s.queuedAt).Seconds())
+	if s.firstTokenAt.IsZero() {
+		return
+	}
+	m.prefillTime.Observe(s.firstTokenAt.Sub(s.scheduledAt).Seconds())
+	m.inferenceTime.Observe(s.lastTokenAt.Sub(s.scheduledAt).Seconds())
+	if s.maxTokens == 0 {
+		return
+	}
+	decode := s.lastTokenAt.Sub(s.firstTokenAt).Seconds()
+	m.decodeTime.Observe(decode)
+	tpot := 0.0
+	if s.generated > 1 {
+		tpot = decode / float64(s.generated-1)
+	}
+	m.requestTPOT.Observe(tpot)
 }

@@ -74,22 +74,22 @@ func TestMetricsAccounting(t *testing.T) {
 	base, _ := startSim(t, zeroConfig())
 	prompt, completion := exerciseMetrics(t, base)
 	m := scrape(t, base)
-	const l = `{model_name="sim-model"}`
+	const l = `{engine="0",model_name="sim-model"}`
 	for series, want := range map[string]float64{
-		"vllm:prompt_tokens_total" + l:                                                float64(prompt),
-		"vllm:generation_tokens_total" + l:                                            float64(completion),
-		"vllm:request_prompt_tokens_sum" + l:                                          float64(prompt),
-		"vllm:request_generation_tokens_sum" + l:                                      float64(completion),
-		"vllm:request_generation_tokens_count" + l:                                    4,
-		"vllm:e2e_request_latency_seconds_count" + l:                                  4,
-		"vllm:time_to_first_token_seconds_count" + l:                                  4,
-		"vllm:inter_token_latency_seconds_count" + l:                                  float64(completion - 4),
-		"vllm:prefix_cache_queries_total" + l:                                         float64(prompt),
-		"vllm:num_requests_running" + l:                                               0,
-		"vllm:num_requests_waiting" + l:                                               0,
-		"vllm:kv_cache_usage_perc" + l:                                                0,
-		`vllm:request_success_total{finished_reason="length",model_name="sim-model"}`: 4,
-		`llmprobe_sim_faults_injected_total{fault="http_503",model_name="sim-model"}`: 1,
+		"vllm:prompt_tokens_total" + l:                                                           float64(prompt),
+		"vllm:generation_tokens_total" + l:                                                       float64(completion),
+		"vllm:request_prompt_tokens_sum" + l:                                                     float64(prompt),
+		"vllm:request_generation_tokens_sum" + l:                                                 float64(completion),
+		"vllm:request_generation_tokens_count" + l:                                               4,
+		"vllm:e2e_request_latency_seconds_count" + l:                                             4,
+		"vllm:time_to_first_token_seconds_count" + l:                                             4,
+		"vllm:inter_token_latency_seconds_count" + l:                                             float64(completion - 4),
+		"vllm:prefix_cache_queries_total" + l:                                                    float64(prompt),
+		"vllm:num_requests_running" + l:                                                          0,
+		"vllm:num_requests_waiting" + l:                                                          0,
+		"vllm:kv_cache_usage_perc" + l:                                                           0,
+		`vllm:request_success_total{engine="0",finished_reason="length",model_name="sim-model"}`: 4,
+		`llmprobe_sim_faults_injected_total{fault="http_503",model_name="sim-model"}`:            1,
 	} {
 		if got := metricValue(t, m, series); got != want {
 			t.Errorf("%s = %v, want %v", series, got, want)
@@ -101,11 +101,11 @@ func TestMetricsAccounting(t *testing.T) {
 	}
 	// vLLM's bucket layouts.
 	for _, want := range []string{
-		`vllm:time_to_first_token_seconds_bucket{model_name="sim-model",le="0.001"}`,
-		`vllm:time_to_first_token_seconds_bucket{model_name="sim-model",le="2560"}`,
-		`vllm:inter_token_latency_seconds_bucket{model_name="sim-model",le="80"}`,
-		`vllm:e2e_request_latency_seconds_bucket{model_name="sim-model",le="7680"}`,
-		`vllm:request_prompt_tokens_bucket{model_name="sim-model",le="5000"}`,
+		`vllm:time_to_first_token_seconds_bucket{engine="0",model_name="sim-model",le="0.001"}`,
+		`vllm:time_to_first_token_seconds_bucket{engine="0",model_name="sim-model",le="2560"}`,
+		`vllm:inter_token_latency_seconds_bucket{engine="0",model_name="sim-model",le="80"}`,
+		`vllm:e2e_request_latency_seconds_bucket{engine="0",model_name="sim-model",le="7680"}`,
+		`vllm:request_prompt_tokens_bucket{engine="0",model_name="sim-model",le="5000"}`,
 	} {
 		if !strings.Contains(m, want+" ") {
 			t.Errorf("bucket %s not exposed", want)

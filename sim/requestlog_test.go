@@ -129,7 +129,7 @@ func TestRequestLogMatchesClient(t *testing.T) {
 	if r3.usage.cached() == 0 {
 		t.Fatalf("the second chat did not hit the prefix cache")
 	}
-	waitForMetric(t, base, `vllm:num_requests_running{model_name="sim-model"}`, 0)
+	waitForMetric(t, base, `vllm:num_requests_running{engine="0",model_name="sim-model"}`, 0)
 	exposition := scrape(t, base)
 	shutdown(t, s)
 
@@ -202,7 +202,7 @@ func TestRequestLogMatchesClient(t *testing.T) {
 			e2eN++
 		}
 	}
-	const l = `{model_name="sim-model"}`
+	const l = `{engine="0",model_name="sim-model"}`
 	for _, c := range []struct {
 		series string
 		got    float64
@@ -219,7 +219,7 @@ func TestRequestLogMatchesClient(t *testing.T) {
 	if ttftN != 5 || e2eN != 3 {
 		t.Errorf("%d lines with a TTFT (want 5), %d completed (want 3)", ttftN, e2eN)
 	}
-	if v := metricValue(t, exposition, "llmprobe_sim_request_log_dropped_total"+l); v != 0 {
+	if v := metricValue(t, exposition, `llmprobe_sim_request_log_dropped_total{model_name="sim-model"}`); v != 0 {
 		t.Errorf("%v lines dropped", v)
 	}
 }
@@ -331,7 +331,7 @@ func TestRequestLogFlushesWhileServing(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	waitForMetric(t, base, `vllm:num_requests_running{model_name="sim-model"}`, 0)
+	waitForMetric(t, base, `vllm:num_requests_running{engine="0",model_name="sim-model"}`, 0)
 	time.Sleep(50 * time.Millisecond) // the request is in its stall
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()

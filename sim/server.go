@@ -55,8 +55,12 @@ type Server struct {
 	rng         *mrand.Rand
 	panics      atomic.Int64 // recovered handler panics (bugs; tests check it stays 0)
 	shutdownOne sync.Once
-	tracing     *tracing    // nil when Config.TracerProvider is nil
-	reqlog      *requestLog // nil when Config.RequestLog is empty
+	tracing     *tracing         // nil when Config.TracerProvider is nil
+	reqlog      *requestLog      // nil when Config.RequestLog is empty
+	background  *background      // nil without Config.Background
+	gateway     *gatewaySchedule // nil without Config.Gateway
+	dcgm        *dcgm
+	closing     chan struct{} // closed when Shutdown begins
 	tok         tokenizer
 	identity    identitySchedule // read-only after New
 
@@ -78,26 +82,26 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	cfg.TimingSteps = append([]TimingStep(nil), cfg.TimingSteps...)
 	cfg.Adapters = append([]AdapterConfig(nil), cfg.Adapters...)
 	cfg.IdentitySteps = append([]IdentityStep(nil), cfg.IdentitySteps...)
+	cfg.Background = append([]BackgroundStep(nil), cfg.Background...)
+	cfg.Gateway.Steps = append([]GatewayStep(nil), cfg.Gateway.Steps...)
 	s := &Server{
-		cfg:    cfg,
-		logger: logger,
-		faults: newFaultTable(&cfg.Faults),
-		models: make(map[string]int, len(cfg.Models)),
-		tok:    tokenizer{maxLetters: cfg.LettersPerToken, beginOfText: cfg.BeginOfText, imagePixels: cfg.ImageTokenPixels},
+		closing: make(chan struct{}),
+		cfg:     cfg,
+		logger:  logger,
+		faults:  newFaultTable(&cfg.Faults),
+		models:  make(map[string]int, len(cfg.Models)),
+		tok:     tokenizer{maxLetters: cfg.LettersPerToken, beginOfText: cfg.BeginOfText, imagePixels: cfg.ImageTokenPixels},
 	}
-	seed1, seed2 := cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15
-	if cfg.Seed == 0 {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		seed1, seed2 = binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])
-	}
+	seed1, seed2 := serverSeeds(cfg.Seed)
 	s.rng = mrand.New(mrand.NewPCG(seed1, seed2))
 	const hexdigits = "0123456789abcdef"
 	for i := range s.idPrefix {
 		s.idPrefix[i] = hexdigits[s.rng.IntN(16)]
 	}
-	s.created = time.Now().Unix()
-	s.identity = newIdentitySchedule(cfg.Identity, cfg.IdentitySteps, time.Now())
+	// The start every schedule's After counts from.
+	start := time.Now()
+	s.created = start.Unix()
+	s.identity = newIdentitySchedule(cfg.Identity, scaleIdentitySteps(cfg.IdentitySteps, cfg.scheduleScale()), start)
 	s.adapters = newAdapters(&cfg)
 	s.modelNames = append([]string(nil), cfg.Models...)
 	for _, a := range s.adapters {
@@ -116,12 +120,18 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s.reasoningDelta = `{"index":0,"delta":{"` + field + `":"`
 
 	s.tracing = newTracing(cfg.TracerProvider)
-	s.engine = newEngine(&s.cfg, nil)
+	s.engine = newEngine(&s.cfg, nil, start)
 	s.metrics = newMetrics(&s.cfg, s.engine)
 	s.engine.metrics = s.metrics
 	if len(s.adapters) > 0 {
 		s.metrics.registry.MustRegister(newLoraCollector(s.adapters))
 	}
+	simLabels := prometheus.Labels{"model_name": cfg.Models[0]}
+	if cfg.Gateway.configured() {
+		s.gateway = newGatewaySchedule(cfg.Gateway, cfg.scheduleScale(), start)
+		s.gateway.register(s.metrics.registry, simLabels)
+	}
+	s.dcgm = newDCGM(cfg.DCGM, cfg.Models)
 	if cfg.RequestLog != "" {
 		l, err := openRequestLog(cfg.RequestLog, logger, s.metrics.registry, prometheus.Labels{"model_name": cfg.Models[0]})
 		if err != nil {
@@ -146,7 +156,24 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s.http.Protocols.SetUnencryptedHTTP2(true)
 	s.http.Protocols.SetHTTP2(true)
 	s.engine.start()
+	s.dcgm.start(&s.engine.busy)
+	if len(cfg.Background) > 0 {
+		s.background = newBackground(s.engine, &s.cfg, start, backgroundSeed(seed1, seed2))
+		s.background.register(s.metrics.registry, simLabels)
+		go s.background.run()
+	}
 	return s, nil
+}
+
+// serverSeeds returns the seeds of a server's generator: derived from
+// Config.Seed, or random when it is 0.
+func serverSeeds(seed uint64) (uint64, uint64) {
+	if seed == 0 {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		return binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])
+	}
+	return seed, seed ^ 0x9e3779b97f4a7c15
 }
 
 // Listen starts a server on addr (e.g. "127.0.0.1:0") and serves it in a
@@ -197,6 +224,8 @@ func (s *Server) Config() Config {
 	c.TimingSteps = append([]TimingStep(nil), s.cfg.TimingSteps...)
 	c.Adapters = append([]AdapterConfig(nil), s.cfg.Adapters...)
 	c.IdentitySteps = append([]IdentityStep(nil), s.cfg.IdentitySteps...)
+	c.Background = append([]BackgroundStep(nil), s.cfg.Background...)
+	c.Gateway.Steps = append([]GatewayStep(nil), s.cfg.Gateway.Steps...)
 	return c
 }
 
@@ -220,6 +249,11 @@ const requestLogCloseWait = 2 * time.Second
 func (s *Server) Shutdown(ctx context.Context) error {
 	var err error
 	s.shutdownOne.Do(func() {
+		close(s.closing)
+		s.dcgm.stop()
+		if s.background != nil {
+			s.background.stop() // no new arrivals; those in the engine are aborted with it
+		}
 		err = s.http.Shutdown(ctx)
 		s.engine.stop() // aborts whatever is left, so handlers return
 		if err != nil {
@@ -256,9 +290,15 @@ func (s *Server) routes() http.Handler {
 		"/version":             {http.MethodGet, s.handleVersion},
 		"/health":              {http.MethodGet, handleHealth},
 		"/metrics":             {http.MethodGet, metricsHandler.ServeHTTP},
+		"/dcgm/metrics": {http.MethodGet, promhttp.HandlerFor(s.dcgm.registry, promhttp.HandlerOpts{
+			ErrorHandling: promhttp.ContinueOnError,
+		}).ServeHTTP},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer s.recoverPanic(w, r)
+		if s.gateway != nil && r.URL.Path != "/metrics" && r.URL.Path != "/dcgm/metrics" {
+			s.gateway.wait(r, s.closing)
+		}
 		if sv := s.identity.at(time.Now()).server; sv != nil {
 			w.Header()["Server"] = sv
 		}

@@ -40,7 +40,7 @@ func streamInFlight(t *testing.T, decodeBase time.Duration, path string, body an
 	base, s, served = serveOwn(t, cfg)
 	result := make(chan *streamResult)
 	go func() { result <- stream(t, base+path, body) }()
-	waitForMetric(t, base, `vllm:num_requests_running{model_name="sim-model"}`, 1)
+	waitForMetric(t, base, `vllm:num_requests_running{engine="0",model_name="sim-model"}`, 1)
 	return base, s, served, result
 }
 

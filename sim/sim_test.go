@@ -329,8 +329,8 @@ func TestPrefixCache(t *testing.T) {
 	// The engine's counters agree with usage.
 	m := scrape(t, base)
 	wantQueries := first.usage.PromptTokens + second.usage.PromptTokens + other.usage.PromptTokens
-	if !strings.Contains(m, fmt.Sprintf("vllm:prefix_cache_queries_total{model_name=\"sim-model\"} %d\n", wantQueries)) ||
-		!strings.Contains(m, fmt.Sprintf("vllm:prefix_cache_hits_total{model_name=\"sim-model\"} %d\n", second.usage.cached())) {
+	if !strings.Contains(m, fmt.Sprintf("vllm:prefix_cache_queries_total{engine=\"0\",model_name=\"sim-model\"} %d\n", wantQueries)) ||
+		!strings.Contains(m, fmt.Sprintf("vllm:prefix_cache_hits_total{engine=\"0\",model_name=\"sim-model\"} %d\n", second.usage.cached())) {
 		t.Errorf("prefix cache counters do not match usage (queries %d, hits %d):\n%s", wantQueries, second.usage.cached(), grepLines(m, "prefix_cache"))
 	}
 }

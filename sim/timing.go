@@ -89,6 +89,19 @@ func ParseTimingStep(s string) (TimingStep, error) {
 	return TimingStep{After: d, Factor: f}, nil
 }
 
+// scaleTimingSteps returns the steps with their After multiplied by the
+// schedule scale (Config.ScheduleScale).
+func scaleTimingSteps(steps []TimingStep, scale float64) []TimingStep {
+	if scale == 1 || len(steps) == 0 {
+		return steps
+	}
+	out := make([]TimingStep, len(steps))
+	for i, st := range steps {
+		out[i] = TimingStep{After: scaleAfter(st.After, scale), Factor: st.Factor}
+	}
+	return out
+}
+
 // timingSchedule answers the factor in force at an instant.
 type timingSchedule struct {
 	start time.Time

@@ -61,8 +61,8 @@ func TestTTFTGrowsWithPromptLength(t *testing.T) {
 		clientTotal += r.ttft()
 	}
 	m := scrape(t, base)
-	sum := metricValue(t, m, `vllm:time_to_first_token_seconds_sum{model_name="sim-model"}`)
-	count := metricValue(t, m, `vllm:time_to_first_token_seconds_count{model_name="sim-model"}`)
+	sum := metricValue(t, m, `vllm:time_to_first_token_seconds_sum{engine="0",model_name="sim-model"}`)
+	count := metricValue(t, m, `vllm:time_to_first_token_seconds_count{engine="0",model_name="sim-model"}`)
 	if count != 3 || sum <= 0.4 || sum > clientTotal.Seconds() {
 		t.Errorf("server TTFT sum %.3fs over %v requests; client sum %.3fs", sum, count, clientTotal.Seconds())
 	}
@@ -94,10 +94,10 @@ func TestTTFTGrowsWithFullBatch(t *testing.T) {
 			}
 		}()
 	}
-	waitForMetric(t, base, `vllm:num_requests_running{model_name="sim-model"}`, 2)
+	waitForMetric(t, base, `vllm:num_requests_running{engine="0",model_name="sim-model"}`, 2)
 	queuedDone := make(chan *streamResult)
 	go func() { queuedDone <- stream(t, url, chatBody("queued", 2)) }()
-	waitForMetric(t, base, `vllm:num_requests_waiting{model_name="sim-model"}`, 1)
+	waitForMetric(t, base, `vllm:num_requests_waiting{engine="0",model_name="sim-model"}`, 1)
 	queued := <-queuedDone
 	wg.Wait()
 	if !queued.done {
@@ -107,7 +107,7 @@ func TestTTFTGrowsWithFullBatch(t *testing.T) {
 		t.Errorf("TTFT alone %v, behind a full batch %v: want the queue time (≈ 300ms) to show", alone.ttft(), queued.ttft())
 	}
 	m := scrape(t, base)
-	if n := metricValue(t, m, `vllm:request_queue_time_seconds_sum{model_name="sim-model"}`); n < 0.15 {
+	if n := metricValue(t, m, `vllm:request_queue_time_seconds_sum{engine="0",model_name="sim-model"}`); n < 0.15 {
 		t.Errorf("vllm:request_queue_time_seconds_sum = %v, want the queued request's wait", n)
 	}
 }
@@ -191,12 +191,12 @@ func TestKVCapacityQueues(t *testing.T) {
 			results[i] = stream(t, url, completionBody("four tokens in here", 50))
 		}()
 	}
-	waitForMetric(t, base, `vllm:num_requests_waiting{model_name="sim-model"}`, 1)
+	waitForMetric(t, base, `vllm:num_requests_waiting{engine="0",model_name="sim-model"}`, 1)
 	m := scrape(t, base)
-	if v := metricValue(t, m, `vllm:num_requests_running{model_name="sim-model"}`); v != 1 {
+	if v := metricValue(t, m, `vllm:num_requests_running{engine="0",model_name="sim-model"}`); v != 1 {
 		t.Errorf("running %v, want 1 (the KV cache holds one sequence)", v)
 	}
-	if v := metricValue(t, m, `vllm:kv_cache_usage_perc{model_name="sim-model"}`); v <= 0 || v > 1 {
+	if v := metricValue(t, m, `vllm:kv_cache_usage_perc{engine="0",model_name="sim-model"}`); v <= 0 || v > 1 {
 		t.Errorf("kv_cache_usage_perc %v, want in (0, 1]", v)
 	}
 	wg.Wait()
@@ -205,7 +205,7 @@ func TestKVCapacityQueues(t *testing.T) {
 			t.Errorf("request: done %v, %d tokens", r.done, len(r.tokens))
 		}
 	}
-	waitForMetric(t, base, `vllm:kv_cache_usage_perc{model_name="sim-model"}`, 0)
+	waitForMetric(t, base, `vllm:kv_cache_usage_perc{engine="0",model_name="sim-model"}`, 0)
 }
 
 func TestClientCancelFreesSequence(t *testing.T) {
@@ -223,11 +223,11 @@ func TestClientCancelFreesSequence(t *testing.T) {
 	if _, err := resp.Body.Read(buf); err != nil {
 		t.Fatal(err)
 	}
-	waitForMetric(t, base, `vllm:num_requests_running{model_name="sim-model"}`, 1)
+	waitForMetric(t, base, `vllm:num_requests_running{engine="0",model_name="sim-model"}`, 1)
 	cancel()
 	resp.Body.Close()
-	waitForMetric(t, base, `vllm:num_requests_running{model_name="sim-model"}`, 0)
-	waitForMetric(t, base, `vllm:kv_cache_usage_perc{model_name="sim-model"}`, 0)
+	waitForMetric(t, base, `vllm:num_requests_running{engine="0",model_name="sim-model"}`, 0)
+	waitForMetric(t, base, `vllm:kv_cache_usage_perc{engine="0",model_name="sim-model"}`, 0)
 }
 
 var metricLine = regexp.MustCompile(`(?m)^(\S+) (\S+)$`)
