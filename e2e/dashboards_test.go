@@ -395,8 +395,9 @@ func checkVariables(t *testing.T, prom *promtest.Server, wait *patience, vars da
 }
 
 // notConfigured says why q cannot return data in this test's setup, or "":
-// tracing is off (no llmprobe_trace_* series) and no workload is fitted
-// from production (no llmprobe_workload_* series).
+// tracing is off (no llmprobe_trace_* series), no workload is fitted
+// from production (no llmprobe_workload_* series), and the server view
+// (sim-chat's server_metrics) has no GPU figure.
 func notConfigured(q dashboards.Query) string {
 	for _, m := range metricName.FindAllString(q.Expr, -1) {
 		switch {
@@ -406,8 +407,8 @@ func notConfigured(q dashboards.Query) string {
 			return m + " exists only for workloads fitted from production, which this test has none of"
 		case strings.HasPrefix(m, "llmprobe_replica_") || strings.HasPrefix(m, "llmprobe:replica_"):
 			return m + " exists only for targets with discovery, which this test's configuration has none of"
-		case strings.HasPrefix(m, "llmprobe_diagnosis") || (strings.HasPrefix(m, "llmprobe_server_") && m != "llmprobe_server_anomalies_total"):
-			return m + " exists only for targets with server_metrics (the server view and its diagnosis), which this test's configuration has none of"
+		case m == "llmprobe_server_gpu_utilization_ratio":
+			return m + " exists only with global.diagnosis.prometheus, which this test's daemon cannot be given (its Prometheus starts after it)"
 		}
 	}
 	return ""

@@ -372,6 +372,12 @@ func TestDiagnosisGoals(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scenarios: %v", err)
 	}
+	if only := os.Getenv("LLMPROBE_SCENARIOS"); only != "" {
+		// A comma-separated subset, to run again what failed.
+		files = slices.DeleteFunc(files, func(f string) bool {
+			return !slices.Contains(strings.Split(only, ","), strings.TrimSuffix(filepath.Base(f), ".yml"))
+		})
+	}
 	onset := 2 * time.Minute
 	var targets strings.Builder
 	cause := map[string]string{}

@@ -145,9 +145,9 @@ func (a *probeAcc) takeInterval() (diagnosis.ProbeFigures, bool, string, float64
 // diagnosisState tells the server view's interval (if any) the runner's
 // harness verdict, its target's identity key and its workload's intended
 // prefix reuse (from the judge loop, once a second).
-func (r *runner) diagnosisState() {
+func (r *runner) diagnosisState(now time.Time) {
 	if a := r.srv.Load(); a != nil {
-		a.setState(r.saturated.Load(), r.identity.key(), reuseIntent(r.workload.Load()))
+		a.setState(r.saturated.Load(), r.identity.key(now), reuseIntent(r.workload.Load()))
 	}
 }
 
@@ -168,21 +168,35 @@ func reuseIntent(w *workload.Workload) float64 {
 	return sum / weight
 }
 
-// key is the identity's key for the judge: it changes exactly when the
+// key is the identity's key for the judge at now: it changes when the
 // tracker confirms a change of a part (a part learned the first time is
-// no change).
-func (t *identityTracker) key() string {
+// no change), once per deploy: the changes confirmed within DeployBurst
+// of the one that changed the key (a new build's fingerprint, Server
+// header and version each confirmed on their own, seconds apart) leave
+// it as it is, so that the judge cuts its history once, at the first.
+func (t *identityTracker) key(now time.Time) string {
 	if t == nil {
 		return ""
 	}
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	n := uint64(0)
 	for _, c := range t.changes {
 		n += c
 	}
-	t.mu.Unlock()
-	return "changes:" + strconv.FormatUint(n, 10)
+	if n != t.keyChanges {
+		if t.keyAt.IsZero() || now.Sub(t.keyAt) >= DeployBurst {
+			t.keySeq++
+			t.keyAt = now
+		}
+		t.keyChanges = n
+	}
+	return "build:" + strconv.FormatUint(t.keySeq, 10)
 }
+
+// DeployBurst is how long after a change of the identity's key further
+// changes count as the same deploy.
+const DeployBurst = time.Minute
 
 // serverFigures copies a server window's figures to the judge's: a figure
 // the engine lacks is NaN or an empty Mean, never zero.

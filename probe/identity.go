@@ -223,6 +223,10 @@ type identityTracker struct {
 	recent   []IdentityChange // newest first
 	endpoint string           // the version endpoint that answered last
 	pollErr  string
+	// The diagnosis' identity key (diagnose.go): the changes it last
+	// saw, its number, and when it last changed.
+	keyChanges, keySeq uint64
+	keyAt              time.Time
 }
 
 func newIdentityTracker(target string, logger *slog.Logger, obs IdentityObserver, userAgent string) *identityTracker {

@@ -175,3 +175,28 @@ func TestIdentityLogBounded(t *testing.T) {
 		t.Errorf("the observer was told %d changes, want all 23", len(log))
 	}
 }
+
+// TestIdentityKeyOncePerDeploy: the diagnosis' identity key changes with
+// the first confirmed change of a deploy, not again for its other parts
+// confirmed within DeployBurst, and again for a later deploy.
+func TestIdentityKeyOncePerDeploy(t *testing.T) {
+	tr := newIdentityTracker("t", slog.New(slog.DiscardHandler), nil, "test")
+	t0 := time.Unix(1_700_000_000, 0)
+	k0 := tr.key(t0)
+	tr.mu.Lock()
+	tr.changes[1]++ // the fingerprint
+	tr.mu.Unlock()
+	k1 := tr.key(t0.Add(10 * time.Second))
+	tr.mu.Lock()
+	tr.changes[3]++ // the version, 6 s later
+	tr.mu.Unlock()
+	k2 := tr.key(t0.Add(16 * time.Second))
+	k3 := tr.key(t0.Add(2 * time.Minute))
+	tr.mu.Lock()
+	tr.changes[1]++ // the next deploy
+	tr.mu.Unlock()
+	k4 := tr.key(t0.Add(10 * time.Minute))
+	if k0 == k1 || k1 != k2 || k2 != k3 || k3 == k4 {
+		t.Errorf("keys %q %q %q %q %q: want a change at the first part and at the next deploy only", k0, k1, k2, k3, k4)
+	}
+}

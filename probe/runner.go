@@ -463,7 +463,7 @@ func (r *runner) judge(now time.Time) {
 	r.verdict, r.last = v, st
 	r.satMu.Unlock()
 	r.saturated.Store(v.Saturated())
-	r.diagnosisState()
+	r.diagnosisState(now)
 	r.bank.evaluate(now, r.spec.Global.RegressionEvery, r.name, r.logger)
 	fv, judged := r.fails.judge(now)
 	r.failing.Store(fv)
