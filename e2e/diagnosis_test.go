@@ -438,11 +438,13 @@ targets:`+targets.String())
 		}
 		time.Sleep(5 * time.Second)
 	}
+	last, _ := scrape(t, daemonURL)
 	for _, name := range names {
 		d, ok := named[name]
 		switch {
 		case !ok:
-			t.Errorf("%s: %s not named within 5 minutes of the change (also named: %v)", name, cause[name], wrong[name])
+			t.Errorf("%s: %s not named within 5 minutes of the change (also named: %v); the last verdict %s, evidence %v",
+				name, cause[name], wrong[name], verdicts(last)[name], evidenceOf(last, name))
 		case d > 5*time.Minute:
 			t.Errorf("%s: %s named %v after the change, want within 5 minutes", name, cause[name], d)
 		case len(wrong[name]) > 0:
