@@ -26,6 +26,21 @@ const (
 	ReferenceJitterSigma  = 0.15
 )
 
+// The reference model's prompt lengths: log-normal with median 120 and
+// p99 2048 tokens (llmprobe's default chat lengths).
+const (
+	ReferencePromptMedian = 120
+	ReferencePromptP99    = 2048
+)
+
+var referencePromptSigma = math.Log(float64(ReferencePromptP99)/ReferencePromptMedian) / 2.326347874
+
+// ReferencePromptTokens is the reference model's prompt length (at
+// least 1 token) for the standard normal score z.
+func ReferencePromptTokens(z float64) float64 {
+	return max(1, math.Round(ReferencePromptMedian*math.Exp(referencePromptSigma*z)))
+}
+
 // ReferenceTTFT is the reference model's TTFT in seconds of a request of
 // promptTokens tokens whose jitter has the standard normal score z.
 func ReferenceTTFT(promptTokens, z float64) float64 {
@@ -185,11 +200,12 @@ func Summarise(trials []Trial, deadline time.Duration) Summary {
 	return s
 }
 
-// TailChange is the figures' tail regression: it doubles the p99 and
-// leaves the median alone, stretching the values above the p90 away from
-// it, linearly, so that the p99 lands at twice its place.
-func TailChange(p90, p99 float64) func(float64) float64 {
-	k := (2*p99 - p90) / (p99 - p90)
+// TailChange is the figures' tail regression (factor 2): it multiplies
+// the p99 by factor and leaves the median alone, stretching the values
+// above the p90 away from it, linearly, so that the p99 lands at factor
+// times its place.
+func TailChange(p90, p99, factor float64) func(float64) float64 {
+	k := (factor*p99 - p90) / (p99 - p90)
 	return func(v float64) float64 {
 		if v <= p90 {
 			return v

@@ -37,8 +37,6 @@ type stream struct {
 	change func(float64) float64
 }
 
-var tokSigma = math.Log(2048.0/120) / 2.326347874
-
 func newStream(seed uint64, rate, rho float64) *stream {
 	return &stream{rng: rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15+1)), rate: rate, rho: rho}
 }
@@ -67,8 +65,7 @@ func (s *stream) ttft() float64 {
 		}
 		return 0.04 * math.Exp(s.narrow*z)
 	}
-	tokens := max(1, math.Round(120*math.Exp(tokSigma*s.score(&s.z1))))
-	return ReferenceTTFT(tokens, s.score(&s.z2))
+	return ReferenceTTFT(ReferencePromptTokens(s.score(&s.z1)), s.score(&s.z2))
 }
 
 // errorSample draws one 0/1 outcome.
@@ -192,6 +189,6 @@ func narrowScale(f float64, wander bool) func(*stream) {
 
 func tail() func(*stream) {
 	p90, p99 := ttftQuantiles()
-	c := TailChange(p90, p99)
+	c := TailChange(p90, p99, 2)
 	return func(s *stream) { s.change = c }
 }
