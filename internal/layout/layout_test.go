@@ -87,6 +87,11 @@ var layers = map[string]rule{
 		tests:   []string{"exporter"}, // the exposition fixture (exposition_golden_test.go)
 	},
 
+	// How much probing is enough (llmprobe plan, the daemon's plan
+	// figures): the detector run offline on a class's shape, its tokens
+	// and their cost; pure, below the exporter and the binary.
+	"plan": {imports: []string{"config", "dist", "slo", "regression", "alerts", "servermetrics", "probe/workload", "probe/wire"}},
+
 	// What reads the engine: the exporter (metrics, status page, reloads)
 	// and bench (finite stages, reports). Neither imports cmd; the
 	// exporter never imports bench, bench's tests use the exporter.
