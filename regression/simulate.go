@@ -64,6 +64,12 @@ type Series interface {
 // stops when onEval returns false). The first request comes a Gap after
 // start; from change on (when not zero) s's values are drawn changed.
 func Run(d *Detector, s Series, start time.Time, phase, every, dur time.Duration, change time.Time, onEval func(now time.Time, r Result) bool) {
+	runSeries(d, s, start, phase, every, dur, change, true, onEval)
+}
+
+// runSeries is Run; describe false skips the description of the current
+// window in the Results that raise no alarm (Detector.evaluate).
+func runSeries(d *Detector, s Series, start time.Time, phase, every, dur time.Duration, change time.Time, describe bool, onEval func(now time.Time, r Result) bool) {
 	end := start.Add(dur)
 	t := start.Add(s.Gap())
 	next := start.Add(phase)
@@ -73,7 +79,7 @@ func Run(d *Detector, s Series, start time.Time, phase, every, dur time.Duration
 			if next.After(end) {
 				return
 			}
-			if !onEval(next, d.Evaluate(next)) {
+			if !onEval(next, d.evaluate(next, describe)) {
 				return
 			}
 			next = next.Add(every)
@@ -129,7 +135,9 @@ func (st Step) Run() Trial {
 	}
 	step := start.Add(st.History)
 	var tr Trial
-	Run(d, st.Series, start, st.Phase, every, st.History+st.Horizon, step, func(now time.Time, r Result) bool {
+	// Only the alarm's Result is read: the others need not describe the
+	// window.
+	runSeries(d, st.Series, start, st.Phase, every, st.History+st.Horizon, step, false, func(now time.Time, r Result) bool {
 		if !r.Regressed {
 			return true
 		}
