@@ -126,6 +126,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 //	             or 500 with the error (403 without EnableLifecycle)
 //	/            status page: per-target load, harness health, recent requests
 //	/config      the running configuration, secrets hidden
+//	/api/v1/recent  each target's recent requests as JSON (llmprobe plan --from)
 func NewHandler(o WebOptions) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -152,6 +153,7 @@ func NewHandler(o WebOptions) http.Handler {
 	mux.HandleFunc("PUT /-/reload", w.reload)
 	mux.HandleFunc("GET /{$}", w.status)
 	mux.HandleFunc("GET /config", w.config)
+	mux.HandleFunc("GET /api/v1/recent", w.recentAPI) // recent_api.go
 	// A browser must not be able to make another site's page post to
 	// /-/reload (or any future state-changing endpoint): cross-origin
 	// requests with unsafe methods are refused (Sec-Fetch-Site, or Origin

@@ -111,7 +111,7 @@ var layers = map[string]rule{
 	"examples":            {tests: join(engine, []string{"config"})},
 
 	// The binary may import every production package.
-	"cmd/llmprobe": {imports: join(engine, leaves, []string{"config", "fit", "sim", "exporter", "bench", "bench/report", "servermetrics", "alerts", "dashboards", "examples", "tracefile", "discovery"}), testOnly: true},
+	"cmd/llmprobe": {imports: join(engine, leaves, []string{"config", "fit", "sim", "exporter", "bench", "bench/report", "servermetrics", "alerts", "dashboards", "examples", "tracefile", "discovery", "plan"}), testOnly: true},
 
 	// Test support and the packages that are only tests.
 	"internal/promtest":     {imports: []string{"internal/proctest", "internal/testio"}},
