@@ -57,6 +57,9 @@ type WebOptions struct {
 	// its path, and its origin passes the cross-origin protection (a
 	// reverse proxy may rewrite Host). nil: links use RoutePrefix.
 	ExternalURL *url.URL
+	// Planner supplies the status page's plan figures per class
+	// (plan.go; optional).
+	Planner *Planner
 	// RoutePrefix is the path every endpoint is served under
 	// (--web.route-prefix; "" or "/" for none). ParseWebURLs derives it,
 	// as Prometheus does, from ExternalURL's path by default.
@@ -347,6 +350,9 @@ type targetView struct {
 	// ServerLines say what the target's (and replicas') engines said of
 	// themselves, or why there is no server view (serverview.go).
 	ServerLines []string
+	// Plan is what the target's rates buy and spend (plan.go); nil
+	// without a planner.
+	Plan *planView
 }
 
 // replicaView is a row of a target's replica table.
@@ -525,6 +531,7 @@ func (w *web) status(rw http.ResponseWriter, r *http.Request) {
 			}
 		}
 		v.ReplicaViews = replicaViews(&s)
+		v.Plan = w.o.Planner.view(s.Name)
 		page.Targets = append(page.Targets, v)
 		if p, ok := problems(&s); ok {
 			page.Problems = append(page.Problems, p)

@@ -4,6 +4,7 @@
 package plan
 
 import (
+	"context"
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
@@ -171,14 +172,18 @@ func (e Effect) key() []string {
 	return []string{e.Metric, strconv.FormatFloat(e.Quantile, 'g', -1, 64), strconv.FormatFloat(e.Effect, 'g', -1, 64)}
 }
 
-// pool runs trials on a fixed number of goroutines.
-type pool struct{ workers int }
+// pool runs trials on a fixed number of goroutines, none once ctx is
+// done.
+type pool struct {
+	ctx     context.Context
+	workers int
+}
 
-func newPool(workers int) pool {
+func newPool(ctx context.Context, workers int) pool {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	return pool{workers: workers}
+	return pool{ctx: ctx, workers: workers}
 }
 
 // job is n trials of a cell; out holds them.
@@ -196,6 +201,9 @@ func (p pool) run(jobs []*job) {
 	for range p.workers {
 		wg.Go(func() {
 			for it := range items {
+				if p.ctx.Err() != nil {
+					continue // drain: the plan is abandoned
+				}
 				j := jobs[it.j]
 				j.out[it.i] = j.c.trial(it.i)
 			}
@@ -222,7 +230,7 @@ func (p pool) meets(c *cell, n int) bool {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= n || missed.Load() > allowed {
+				if i >= n || missed.Load() > allowed || p.ctx.Err() != nil {
 					return
 				}
 				tr := c.trial(i)

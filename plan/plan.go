@@ -4,6 +4,7 @@
 package plan
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -147,6 +148,12 @@ type classPlan struct {
 // Plan plans every class of every target of cfg (a validated
 // configuration).
 func Plan(cfg *config.Config, o Options) (*Report, error) {
+	return PlanContext(context.Background(), cfg, o)
+}
+
+// PlanContext is Plan, stopped (with ctx's error) once ctx is done: the
+// daemon's plan of a configuration it no longer runs.
+func PlanContext(ctx context.Context, cfg *config.Config, o Options) (*Report, error) {
 	if cfg == nil {
 		return nil, errors.New("plan: no configuration")
 	}
@@ -173,7 +180,7 @@ func Plan(cfg *config.Config, o Options) (*Report, error) {
 	if every <= 0 {
 		every = time.Minute
 	}
-	p := newPool(o.Workers)
+	p := newPool(ctx, o.Workers)
 
 	rep := &Report{Classes: []Class{}, Targets: []Target{}}
 	var classes []*classPlan
@@ -270,6 +277,9 @@ func Plan(cfg *config.Config, o Options) (*Report, error) {
 		}
 	}
 	p.run(jobs)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	for _, f := range figures {
 		s := regression.Summarise(f.job.out, f.job.c.deadline)
 		d := Detection{Metric: f.e.Metric, Effect: f.e.Effect, MissRate: s.Missed,
@@ -312,6 +322,10 @@ func Plan(cfg *config.Config, o Options) (*Report, error) {
 			}
 			cp.out.Goals = append(cp.out.Goals, gr)
 		}
+	}
+
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 
 	// Per target: the sums, and each goal's rate for every class.

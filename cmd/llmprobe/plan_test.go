@@ -9,18 +9,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/exporter"
+	"github.com/llmprobe/llmprobe/internal/proctest"
+	"github.com/llmprobe/llmprobe/internal/simtest"
 	"github.com/llmprobe/llmprobe/plan"
 	"github.com/llmprobe/llmprobe/probe/wire"
+	"github.com/llmprobe/llmprobe/sim"
 )
 
 const planConfig = `workloads:
@@ -174,5 +179,83 @@ func TestPlanFromHostile(t *testing.T) {
 				t.Errorf("a server's answer is not a usage error: %v", err)
 			}
 		})
+	}
+}
+
+// TestRunPlans: the daemon exports the plan of its configuration once it
+// is computed, and again after a reload that changes a rate; its
+// /api/v1/recent gives llmprobe plan --from an observed shape.
+func TestRunPlans(t *testing.T) {
+	bin := binary(t)
+	simCfg := sim.DefaultConfig()
+	simCfg.ZeroLatency = true
+	_, simBase := simtest.Listen(t, simCfg)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "llmprobe.yml")
+	config := func(rate int) string {
+		return fmt.Sprintf(`global: {warmup: 0s, shutdown_grace_period: 2s, recent_requests: 500}
+workloads:
+  w: {classes: [{name: c, prompt_tokens: 8, output_tokens: 3}]}
+targets:
+  - name: t
+    url: %s/v1
+    model: sim-model
+    workload: w
+    arrival: {process: constant, rate: %d}
+`, simBase, rate)
+	}
+	writeTestFile(t, file, config(4))
+	daemon, base := proctest.StartDaemon(t, bin, proctest.Options{}, "--config.file="+file, "--web.enable-lifecycle", "--log.level=warn")
+	defer func() { _ = daemon.Stop(20 * time.Second) }()
+	get := func(path string) string {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	outputTokens := func() string {
+		m := regexp.MustCompile(`(?m)^llmprobe_probe_tokens_per_day\{class="c",kind="output",target="t"\} (\S+)$`).FindStringSubmatch(get("/metrics"))
+		if m == nil {
+			return ""
+		}
+		return m[1]
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(2 * time.Minute); !ok(); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s within 2 minutes:\n%s", what, daemon.Stderr())
+			}
+		}
+	}
+	// 4 req/s of 3 output tokens: 1036800 a day.
+	waitFor("plan figures", func() bool { return outputTokens() == "1.0368e+06" })
+	if m := get("/metrics"); !regexp.MustCompile(`(?m)^llmprobe_plan_detection_delay_seconds\{class="c",effect="\+25%",metric="ttft",target="t"\} \d`).MatchString(m) {
+		t.Errorf("no TTFT +25%% delay:\n%s", m)
+	}
+	if page := get("/"); !strings.Contains(page, `id="plan-t-c"`) {
+		t.Errorf("the status page has no plan row")
+	}
+	writeTestFile(t, file, config(8))
+	resp, err := http.Post(base+"/-/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	waitFor("the new plan", func() bool { return outputTokens() == "2.0736e+06" })
+
+	// The daemon's recent requests make an observed shape.
+	waitFor("30 recent requests", func() bool { return strings.Count(get("/api/v1/recent"), `"outcome":"success"`) >= 30 })
+	r := runBinary(t, bin, nil, "plan", "--config.file="+file, "--from="+base, "--format=json", "--trials=4")
+	var rep plan.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 {
+		t.Fatalf("plan --from: exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	if c := rep.Classes[0]; c.Shape != plan.ShapeObserved {
+		t.Errorf("plan --from the daemon: shape %s, notes %q", c.Shape, c.Notes)
 	}
 }

@@ -96,7 +96,7 @@ var layers = map[string]rule{
 	// and bench (finite stages, reports). Neither imports cmd; the
 	// exporter never imports bench, bench's tests use the exporter.
 	"exporter": {
-		imports: join(engine, []string{"config", "slo", "dist", "internal/bounded", "internal/scrub", "servermetrics"}),
+		imports: join(engine, []string{"config", "slo", "dist", "internal/bounded", "internal/scrub", "servermetrics", "plan"}),
 		tests:   []string{"regression"}, // the detector's results in the test status (helpers_test.go)
 	},
 	"bench": {imports: join(engine, leaves, []string{"config", "fit", "tracefile", "servermetrics", "bench/report"}), tests: []string{"exporter"}},
