@@ -26,7 +26,9 @@ func WriteText(w io.Writer, r *Report) error {
 			p("  goal %s: every class meets it from %s req/s: %s a day, %s", g.Detect, fmtRate(*g.Rate), fmtTokens(*g.TokensPerDay), fmtCost(g.CostPerDay))
 		}
 		for _, n := range t.Notes {
-			p("  (%s)", n)
+			if n != noPricing { // the line says so
+				p("  (%s)", n)
+			}
 		}
 		for _, c := range r.Classes {
 			if c.Target == t.Target {
@@ -54,8 +56,8 @@ func writeClass(p func(string, ...any), c *Class) {
 	}
 	if c.SLO != nil {
 		for _, w := range c.SLO.Windows {
-			line := fmt.Sprintf("    SLO %g %s burn %s/%s > %g: %.3g and %.3g requests in its windows: ",
-				c.SLO.Objective, w.Alert, fmtSeconds(w.LongSeconds), fmtSeconds(w.ShortSeconds), w.BurnRate, w.LongRequests, w.ShortRequests)
+			line := fmt.Sprintf("    SLO %g %s burn %s/%s > %g: %s and %s requests in its windows: ",
+				c.SLO.Objective, w.Alert, fmtSeconds(w.LongSeconds), fmtSeconds(w.ShortSeconds), w.BurnRate, fmtCount(w.LongRequests), fmtCount(w.ShortRequests))
 			if w.CanFire {
 				line += fmt.Sprintf("fires from %.3g%% bad", 100*w.MinBadRatio)
 			} else {
