@@ -134,15 +134,17 @@ type TargetGoal struct {
 
 // classPlan is a class being planned.
 type classPlan struct {
-	out      *Class
-	t        *config.Target
-	wc       *workload.Class
-	share    float64 // the class's arrivals per arrival of the target
-	tok      arrivalTokens
-	shape    shape
-	opts     regression.Options
-	on       bool
-	embedded bool // api: embeddings (no TTFT, no TPOT)
+	out   *Class
+	t     *config.Target
+	wc    *workload.Class
+	share float64 // the class's arrivals per arrival of the target
+	tok   arrivalTokens
+	shape shape
+	opts  regression.Options
+	on    bool
+	// tails caches each metric's p90 and p99 (quantiles90and99): a
+	// goal's search builds a cell per rate it tries.
+	tails map[string][2]float64
 }
 
 // Plan plans every class of every target of cfg (a validated
@@ -196,7 +198,7 @@ func PlanContext(ctx context.Context, cfg *config.Config, o Options) (*Report, e
 		}
 		for i, c := range w.Classes {
 			wc := compiled.Classes[i]
-			cp := &classPlan{t: t, wc: wc, embedded: t.API == config.APIEmbeddings}
+			cp := &classPlan{t: t, wc: wc}
 			if total > 0 {
 				cp.share = c.Weight / total
 			}
@@ -376,7 +378,7 @@ func PlanContext(ctx context.Context, cfg *config.Config, o Options) (*Report, e
 
 // cell is the figure of effect e for the class at rate (its requests per
 // second); within, when not zero, is a goal's deadline and horizon. nil
-// when the class has no such metric.
+// when the class has no such metric. Cells are built on one goroutine.
 func (cp *classPlan) cell(e Effect, rate float64, every time.Duration, seed uint64, within time.Duration) *cell {
 	c := &cell{opts: cp.opts, every: every, rate: rate, errAfter: BaselineErrorRatio * e.Effect,
 		seed: seedOf(seed, append([]string{cp.out.Class}, e.key()...)...)}
@@ -395,7 +397,15 @@ func (cp *classPlan) cell(e Effect, rate float64, every time.Duration, seed uint
 		}
 		c.newSampler = func() sampler { return cp.shape.sampler(e.Metric) }
 		if e.Quantile > 0.5 {
-			p90, p99 := quantiles90and99(cp.shape, e.Metric)
+			q, ok := cp.tails[e.Metric]
+			if !ok {
+				q[0], q[1] = quantiles90and99(cp.shape, e.Metric)
+				if cp.tails == nil {
+					cp.tails = map[string][2]float64{}
+				}
+				cp.tails[e.Metric] = q
+			}
+			p90, p99 := q[0], q[1]
 			if !(p99 > p90) {
 				return nil
 			}

@@ -467,3 +467,49 @@ func TestJSONShape(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsPlanned: an embeddings target is not streamed, so only its
+// E2E and errors are planned; a class whose answers are one token long
+// has no TPOT; a class with detection off has no figures, and says so.
+func TestMetricsPlanned(t *testing.T) {
+	cfg := load(t, `workloads:
+  e:
+    classes:
+      - {name: embed, prompt_tokens: 300, output_tokens: 1}
+  w:
+    classes:
+      - {name: short, prompt_tokens: 100, output_tokens: 1}
+      - {name: off, prompt_tokens: 100, output_tokens: 50, regression: {enabled: false}}
+targets:
+  - name: emb
+    url: http://127.0.0.1:1/v1
+    api: embeddings
+    model: m
+    workload: e
+    arrival: {rate: 1}
+  - name: chat
+    url: http://127.0.0.1:1/v1
+    model: m
+    workload: w
+    arrival: {rate: 1}
+`)
+	rep, err := Plan(cfg, Options{Trials: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := func(c Class) (out []string) {
+		for _, d := range c.Detection {
+			out = append(out, d.Metric)
+		}
+		return out
+	}
+	if got := strings.Join(metrics(rep.Classes[0]), ","); got != "e2e,errors" {
+		t.Errorf("embeddings: %s", got)
+	}
+	if got := strings.Join(metrics(rep.Classes[1]), ","); got != "ttft,ttft,ttft,e2e,errors" {
+		t.Errorf("one-token answers: %s", got)
+	}
+	if c := rep.Classes[2]; len(c.Detection) != 0 || len(c.Notes) != 1 || c.Notes[0] != "regression detection is off for this class" {
+		t.Errorf("detection off: %+v", c)
+	}
+}
