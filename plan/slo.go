@@ -68,9 +68,7 @@ func sloWindows(o *slo.Objective, rate float64, a alerts.Config) *SLO {
 			default:
 				bw.CanFire = true
 			}
-			if bw.MinBadRatio > 1 {
-				bw.MinBadRatio = 1
-			}
+			bw.MinBadRatio = roundTo(min(bw.MinBadRatio, 1), 6)
 			out.Windows = append(out.Windows, bw)
 		}
 	}
