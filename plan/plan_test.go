@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/alerts"
 	"github.com/llmprobe/llmprobe/config"
+	"github.com/llmprobe/llmprobe/probe/workload"
 	"github.com/llmprobe/llmprobe/regression"
 )
 
@@ -511,5 +512,44 @@ targets:
 	}
 	if c := rep.Classes[2]; len(c.Detection) != 0 || len(c.Notes) != 1 || c.Notes[0] != "regression detection is off for this class" {
 		t.Errorf("detection off: %+v", c)
+	}
+}
+
+// TestConversationsInterleaved: a multi-turn class's simulated requests
+// interleave many conversations, as its real requests do (each turn comes
+// an answer and a think time after the last), so successive requests'
+// prompts are nearly uncorrelated, while every turn still carries its
+// history: the mean prompt is the tokens' planned mean.
+func TestConversationsInterleaved(t *testing.T) {
+	cfg := load(t, oneClass(1, `      - {name: c, prompt_tokens: {dist: lognormal, median: 500, p99: 4000}, output_tokens: 200, turns: {count: 10, user_tokens: 100}}`))
+	rep, err := Plan(cfg, Options{Trials: 2, Effects: []Effect{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := workload.NewWorkload(cfg.Workloads["w"])
+	l := &lengths{c: w.Classes[0], api: cfg.Targets[0].API}
+	r := rand.New(rand.NewPCG(1, 2))
+	const n = 200000
+	xs := make([]float64, n)
+	var mean float64
+	for i := range xs {
+		p, _ := l.next(r)
+		xs[i] = float64(p)
+		mean += xs[i] / n
+	}
+	var c0, c1 float64
+	for i := range xs {
+		c0 += (xs[i] - mean) * (xs[i] - mean)
+		if i > 0 {
+			c1 += (xs[i] - mean) * (xs[i-1] - mean)
+		}
+	}
+	planned := rep.Classes[0].TokensPerDay.Prompt / (rep.Classes[0].Rate * 86400)
+	t.Logf("lag-1 autocorrelation %.3f; mean prompt %.1f, planned %.1f", c1/c0, mean, planned)
+	if rho := c1 / c0; rho > 0.1 {
+		t.Errorf("successive prompts correlate %.3f: one conversation after the other", rho)
+	}
+	if !near(mean, planned, 0.01) {
+		t.Errorf("mean prompt %.1f, planned %.1f", mean, planned)
 	}
 }

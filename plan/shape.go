@@ -59,45 +59,88 @@ type shape interface {
 	sampler(metric string) sampler
 }
 
-// lengths yields the prompt and output tokens of a class's successive
-// requests: single requests, or each turn of a conversation after the
-// other, the later turns' prompts carrying the history (as
-// workload.Builder builds them), or a trace's records.
+// ConversationsInFlight is how many conversations a multi-turn class's
+// simulated requests interleave: the turns of one conversation come
+// minutes apart, so the requests a detector sees next to each other are
+// mostly of different conversations (one conversation's growing prompt,
+// turn after turn, would be a ramp the detector reads as a trend).
+const ConversationsInFlight = 32
+
+// lengths yields the prompt and output tokens of a class's requests:
+// single requests, or the turns of ConversationsInFlight conversations
+// interleaved at random, each later turn's prompt carrying the history
+// (as workload.Builder builds it), or a trace's records (its sessions
+// likewise).
 type lengths struct {
-	c       *workload.Class
-	api     string
-	pending [][2]int // a conversation's or a session's later turns
-	turns   int      // turns left in the conversation (drawn ones)
-	p, o    int      // the previous turn's
+	c    *workload.Class
+	api  string
+	pool []*conversation
+}
+
+// conversation is one simulated conversation's state.
+type conversation struct {
+	pending [][2]int // a trace session's later records
+	turns   int      // later turns left (drawn ones)
+	p, o    int      // the previous turn's prompt and output
 }
 
 func (l *lengths) next(r *rand.Rand) (prompt, output int) {
 	c := l.c
-	if len(l.pending) > 0 {
-		x := l.pending[0]
-		l.pending = l.pending[1:]
-		return x[0], x[1]
+	if c.Turns == nil && (c.Trace == nil || !c.Trace.Sessions) {
+		return l.start(&conversation{}, r)
 	}
-	if l.turns > 0 {
-		l.turns--
-		u, m := c.NextTurnLengths(r)
-		l.p = l.p + l.o + u + int(laterTurnTemplate(l.api))
-		l.o = m
-		return l.p, l.o
+	if l.pool == nil {
+		// Each conversation joins at a random turn of its own, so that
+		// the first requests are not all first turns.
+		l.pool = make([]*conversation, ConversationsInFlight)
+		for i := range l.pool {
+			cv := &conversation{}
+			l.start(cv, r)
+			for skip := r.IntN(cv.turns + len(cv.pending) + 1); skip > 0; skip-- {
+				l.turn(cv, r)
+			}
+			l.pool[i] = cv
+		}
 	}
+	cv := l.pool[r.IntN(len(l.pool))]
+	if cv.turns == 0 && len(cv.pending) == 0 {
+		return l.start(cv, r)
+	}
+	return l.turn(cv, r)
+}
+
+// start begins conversation cv (or a single request) and returns its
+// first request.
+func (l *lengths) start(cv *conversation, r *rand.Rand) (prompt, output int) {
+	c := l.c
 	pl := c.Plan(r)
+	*cv = conversation{}
 	if c.Trace != nil {
 		for _, rec := range pl.Records[1:] {
-			l.pending = append(l.pending, [2]int{max(rec.PromptTokens, 1), max(rec.OutputTokens, 1)})
+			cv.pending = append(cv.pending, [2]int{max(rec.PromptTokens, 1), max(rec.OutputTokens, 1)})
 		}
 		return pl.PromptTokens, pl.OutputTokens
 	}
-	l.p = max(pl.PromptTokens, int(firstTurnFloor(l.api, pl.PrefixTokens)))
-	l.o = pl.OutputTokens
+	cv.p = max(pl.PromptTokens, int(firstTurnFloor(l.api, pl.PrefixTokens)))
+	cv.o = pl.OutputTokens
 	if c.Turns != nil {
-		l.turns = c.Turns.Draw(r) - 1
+		cv.turns = c.Turns.Draw(r) - 1
 	}
-	return l.p, l.o
+	return cv.p, cv.o
+}
+
+// turn returns cv's next request (it has one).
+func (l *lengths) turn(cv *conversation, r *rand.Rand) (prompt, output int) {
+	if len(cv.pending) > 0 {
+		x := cv.pending[0]
+		cv.pending = cv.pending[1:]
+		return x[0], x[1]
+	}
+	cv.turns--
+	u, m := l.c.NextTurnLengths(r)
+	cv.p = cv.p + cv.o + u + int(laterTurnTemplate(l.api))
+	cv.o = m
+	return cv.p, cv.o
 }
 
 // assumed is the reference model over a class's lengths.
