@@ -449,6 +449,9 @@ type Target struct {
 	// ServerMetrics names the serving engine's own metrics, read beside
 	// the probes (config/server_metrics.go); nil: no server view.
 	ServerMetrics *ServerMetrics `yaml:"server_metrics,omitempty"`
+	// Pricing is what the target's tokens cost (config/pricing.go), for
+	// llmprobe plan; nil: no cost figure.
+	Pricing *Pricing `yaml:"pricing,omitempty"`
 
 	decodeErrs []string // see Config.takeDecodeErrors
 	// enableHTTP2Set: the file sets http_client_config.enable_http2.
@@ -997,6 +1000,9 @@ func (t *Target) validate(errs *fieldErrors, path string, c *Config) {
 	}
 	if t.ServerMetrics != nil {
 		t.ServerMetrics.validate(errs, path+".server_metrics", t.Discovery != nil)
+	}
+	if t.Pricing != nil {
+		t.Pricing.validate(errs, path+".pricing")
 	}
 	for _, k := range sortedKeys(t.ExtraBody) {
 		switch k {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+
+	"github.com/llmprobe/llmprobe/regression"
 )
 
 // Regression configures the daemon's regression detection of a target
@@ -146,3 +148,17 @@ func (c *Config) Regression(t *Target, class *Class) Regression {
 
 // On reports whether detection is enabled (nil Enabled: yes).
 func (r Regression) On() bool { return r.Enabled == nil || *r.Enabled }
+
+// DetectorOptions are the regression detector's options for r, with the
+// detector's defaults where r leaves a field unset: the one mapping the
+// daemon's detectors and llmprobe plan's simulations share.
+func (r Regression) DetectorOptions() regression.Options {
+	return regression.Options{
+		MedianEffect: r.MinEffect.Median,
+		TailEffect:   r.MinEffect.P99,
+		ErrorEffect:  r.MinEffect.Errors,
+		MinSamples:   r.MinSamples,
+		MinSpan:      time.Duration(r.MinSpan),
+		AcceptAfter:  time.Duration(r.AcceptAfter),
+	}.WithDefaults()
+}

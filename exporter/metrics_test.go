@@ -24,6 +24,7 @@ import (
 
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/internal/promtest"
+	"github.com/llmprobe/llmprobe/plan"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/probe/wire"
 )
@@ -52,6 +53,13 @@ func fullRegistry(t testing.TB) (*prometheus.Registry, *Metrics) {
 	m.Dropped("alpha", replicaA, "chat", probe.DropLate)
 	m.Observe(replicaResult("alpha", "model-a", "chat", replicaA))
 	m.Sent("alpha", replicaB, "chat")
+	// The plan figures (plan.go), a few steps each.
+	pl := NewPlanner(context.Background(), nil, plan.Options{Trials: 4})
+	pl.SetConfig(mustConfig(t, testConfigYAML))
+	if err := pl.wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	reg.MustRegister(pl)
 	return reg, m
 }
 

@@ -57,6 +57,9 @@ type WebOptions struct {
 	// its path, and its origin passes the cross-origin protection (a
 	// reverse proxy may rewrite Host). nil: links use RoutePrefix.
 	ExternalURL *url.URL
+	// Planner supplies the status page's plan figures per class
+	// (plan.go; optional).
+	Planner *Planner
 	// RoutePrefix is the path every endpoint is served under
 	// (--web.route-prefix; "" or "/" for none). ParseWebURLs derives it,
 	// as Prometheus does, from ExternalURL's path by default.
@@ -126,6 +129,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 //	             or 500 with the error (403 without EnableLifecycle)
 //	/            status page: per-target load, harness health, recent requests
 //	/config      the running configuration, secrets hidden
+//	/api/v1/recent  each target's recent requests as JSON (llmprobe plan --from)
 func NewHandler(o WebOptions) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -152,6 +156,7 @@ func NewHandler(o WebOptions) http.Handler {
 	mux.HandleFunc("PUT /-/reload", w.reload)
 	mux.HandleFunc("GET /{$}", w.status)
 	mux.HandleFunc("GET /config", w.config)
+	mux.HandleFunc("GET /api/v1/recent", w.recentAPI) // recent_api.go
 	// A browser must not be able to make another site's page post to
 	// /-/reload (or any future state-changing endpoint): cross-origin
 	// requests with unsafe methods are refused (Sec-Fetch-Site, or Origin
@@ -354,6 +359,9 @@ type targetView struct {
 	// ServerLines say what the target's (and replicas') engines said of
 	// themselves, or why there is no server view (serverview.go).
 	ServerLines []string
+	// Plan is what the target's rates buy and spend (plan.go); nil
+	// without a planner.
+	Plan *planView
 }
 
 // replicaView is a row of a target's replica table.
@@ -532,6 +540,7 @@ func (w *web) status(rw http.ResponseWriter, r *http.Request) {
 			}
 		}
 		v.ReplicaViews = replicaViews(&s)
+		v.Plan = w.o.Planner.view(s.Name)
 		page.Targets = append(page.Targets, v)
 		if l := whyLine(&s, time.Now()); l != "" {
 			wv := whyView{Target: s.Name, Line: l}

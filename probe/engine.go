@@ -166,6 +166,8 @@ func (e *Engine) Apply(cfg *config.Config) error {
 		// The server view is the readers' business: a reload that changes
 		// only server_metrics restarts no probing.
 		spec.Target.ServerMetrics = nil
+		// Nor does pricing, which only llmprobe plan's figures read.
+		spec.Target.Pricing = nil
 		bank := e.banks[t.Name]
 		if bank == nil {
 			bank = &regressionBank{}

@@ -490,6 +490,17 @@ func TestEngineReloadKeepsUnchangedTargets(t *testing.T) {
 	if got := e.Status()[0].Since; !got.Equal(since) {
 		t.Errorf("a recent_requests/shutdown_grace_period change restarted the target")
 	}
+	// Pricing is llmprobe plan's business: a change of it restarts
+	// nothing either.
+	priced := loadConfig(t, simpleWorkload, 16, 4, url, "poisson", 5, 8)
+	in, out := 1.0, 2.0
+	priced.Targets[0].Pricing = &config.Pricing{InputPerMillion: &in, OutputPerMillion: &out}
+	if err := e.Apply(priced); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Status()[0].Since; !got.Equal(since) {
+		t.Errorf("a pricing change restarted the target")
+	}
 	// A changed rate restarts the target.
 	if err := e.Apply(loadConfig(t, simpleWorkload, 16, 4, url, "poisson", 6, 8)); err != nil {
 		t.Fatal(err)

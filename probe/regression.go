@@ -72,17 +72,6 @@ type regressionSpec struct {
 	Regression                    config.Regression
 }
 
-func regressionOptions(r config.Regression) regression.Options {
-	return regression.Options{
-		MedianEffect: r.MinEffect.Median,
-		TailEffect:   r.MinEffect.P99,
-		ErrorEffect:  r.MinEffect.Errors,
-		MinSamples:   r.MinSamples,
-		MinSpan:      time.Duration(r.MinSpan),
-		AcceptAfter:  time.Duration(r.AcceptAfter),
-	}.WithDefaults()
-}
-
 // bankPlan is a bank's detectors for a new configuration, applied by
 // commit once the whole configuration is (a failed reload changes
 // nothing).
@@ -108,7 +97,7 @@ func (b *regressionBank) plan(cfg *config.Config, t *config.Target, w *config.Wo
 			for i, m := range RegressionMetrics {
 				cd.judged[i] = t.API != config.APIEmbeddings || (m != RegressionTTFT && m != RegressionTPOT)
 			}
-			opts := regressionOptions(rc)
+			opts := rc.DetectorOptions()
 			for i, m := range RegressionMetrics {
 				kind := regression.Latency
 				if m == RegressionErrors {

@@ -28,7 +28,7 @@ targets:
 			t.Fatalf("%s: %v", block, err)
 		}
 		tg := cfg.Targets[0]
-		if err := regressionOptions(cfg.Regression(tg, cfg.Workloads["w"].Classes[0])).Validate(); err != nil {
+		if err := cfg.Regression(tg, cfg.Workloads["w"].Classes[0]).DetectorOptions().Validate(); err != nil {
 			t.Errorf("%s: check-config accepts it, the detector refuses it: %v", block, err)
 		}
 	}

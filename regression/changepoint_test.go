@@ -20,12 +20,12 @@ func datingErrors(kind Kind, rate float64, hist, horizon time.Duration, steps in
 		return stepTrial(kind, figureOptions, rate, hist, horizon, seed0+uint64(i), mutate, errAfter)
 	}) {
 		switch {
-		case tr.early:
+		case tr.Early:
 			early++
-		case !tr.detected:
+		case !tr.Detected:
 			missed++
 		default:
-			errs = append(errs, tr.cpErr)
+			errs = append(errs, tr.ChangePointError)
 		}
 	}
 	slices.Sort(errs)

@@ -243,11 +243,23 @@ func (d *Detector) Cut(t time.Time) {
 }
 
 // Evaluate judges the series at now; call it about once a minute.
-func (d *Detector) Evaluate(now time.Time) Result {
+func (d *Detector) Evaluate(now time.Time) Result { return d.evaluate(now, true) }
+
+// evaluate is Evaluate; with describe false, a Result that raises no
+// alarm does not describe the current window (its ratios stay NaN, its
+// CurrentN is every current sample): offline runs that need only the
+// decisions (Step) skip that pass over the window, most of an
+// evaluation's cost. It changes no decision and no state.
+func (d *Detector) evaluate(now time.Time, describe bool) Result {
 	if d.on {
 		return d.hold(now.UnixNano())
 	}
-	res := d.result()
+	var res Result
+	if describe {
+		res = d.result()
+	} else {
+		res = d.describe(window{c: d.n}, nil)
+	}
 	if d.refN < d.o.MinBaseline || d.n < d.o.MinSamples {
 		d.maybePromote(now.UnixNano(), 0)
 		return res
@@ -343,13 +355,14 @@ func (d *Detector) firstTest() string {
 	return TestMedian
 }
 
-// describe fills a Result's ratios and counts for window w.
+// describe fills a Result's ratios and counts for window w (s nil: the
+// counts only).
 func (d *Detector) describe(w window, s *[]float32) Result {
 	res := Result{
 		MedianRatio: math.NaN(), P99Ratio: math.NaN(), Shift: math.NaN(), BaselineRatio: math.NaN(), CurrentRatio: math.NaN(),
 		BaselineN: d.refN, CurrentN: w.c, P: 1, Threshold: d.level(d.firstTest()),
 	}
-	if d.refN < d.o.MinBaseline || w.c < d.o.MinSamples {
+	if d.refN < d.o.MinBaseline || w.c < d.o.MinSamples || s == nil {
 		return res
 	}
 	if d.kind == Ratio {

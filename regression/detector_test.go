@@ -54,23 +54,23 @@ func TestDetectsMedianStep(t *testing.T) {
 	for seed := range uint64(trials) {
 		tr := stepTrial(Latency, Options{}, 5, 3*time.Minute, 15*time.Minute, 1000+seed, scale(1.25), 0)
 		switch {
-		case tr.early:
-			t.Errorf("seed %d: alarm %v before the step", seed, -tr.delay)
+		case tr.Early:
+			t.Errorf("seed %d: alarm %v before the step", seed, -tr.Delay)
 			continue
-		case !tr.detected:
+		case !tr.Detected:
 			t.Errorf("seed %d: not detected within 15m", seed)
 			continue
 		}
-		if tr.delay <= 3*time.Minute {
+		if tr.Delay <= 3*time.Minute {
 			within++
 		}
-		if tr.test != TestMedian {
-			t.Errorf("seed %d: decided by %q, want median", seed, tr.test)
+		if tr.Test != TestMedian {
+			t.Errorf("seed %d: decided by %q, want median", seed, tr.Test)
 		}
-		if tr.cpErr < -time.Minute || tr.cpErr > 2*time.Minute {
-			t.Errorf("seed %d: change point %v from the step", seed, tr.cpErr)
+		if tr.ChangePointError < -time.Minute || tr.ChangePointError > 2*time.Minute {
+			t.Errorf("seed %d: change point %v from the step", seed, tr.ChangePointError)
 		}
-		if r := tr.res; !(r.Shift >= 1.2 && r.MedianRatio > 1.1 && r.P < DefaultMedianLevel && r.Threshold == DefaultMedianLevel && r.Onset.After(r.ChangePoint)) {
+		if r := tr.Result; !(r.Shift >= 1.2 && r.MedianRatio > 1.1 && r.P < DefaultMedianLevel && r.Threshold == DefaultMedianLevel && r.Onset.After(r.ChangePoint)) {
 			t.Errorf("seed %d: %+v", seed, r)
 		}
 	}
@@ -85,11 +85,11 @@ func TestDetectsTailOnly(t *testing.T) {
 	t.Parallel()
 	for seed := range uint64(8) {
 		tr := stepTrial(Latency, Options{}, 5, time.Hour, 30*time.Minute, 2000+seed, tail(), 0)
-		if !tr.detected || tr.delay > 20*time.Minute || tr.test != TestTail {
+		if !tr.Detected || tr.Delay > 20*time.Minute || tr.Test != TestTail {
 			t.Errorf("seed %d: %+v", seed, tr)
 			continue
 		}
-		if r := tr.res; !(r.P99Ratio >= 1.5 && r.MedianRatio < 1.1) {
+		if r := tr.Result; !(r.P99Ratio >= 1.5 && r.MedianRatio < 1.1) {
 			t.Errorf("seed %d: ratios %+v", seed, r)
 		}
 	}
@@ -100,11 +100,11 @@ func TestDetectsErrors(t *testing.T) {
 	t.Parallel()
 	for seed := range uint64(8) {
 		tr := stepTrial(Ratio, Options{}, 5, time.Hour, 30*time.Minute, 3000+seed, nil, 0.05)
-		if !tr.detected || tr.delay > 10*time.Minute || tr.test != TestErrors {
+		if !tr.Detected || tr.Delay > 10*time.Minute || tr.Test != TestErrors {
 			t.Errorf("seed %d: %+v", seed, tr)
 			continue
 		}
-		if r := tr.res; !(r.CurrentRatio > 0.03 && r.BaselineRatio < 0.02 && !(r.MedianRatio == r.MedianRatio)) {
+		if r := tr.Result; !(r.CurrentRatio > 0.03 && r.BaselineRatio < 0.02 && !(r.MedianRatio == r.MedianRatio)) {
 			t.Errorf("seed %d: ratios %+v", seed, r)
 		}
 	}

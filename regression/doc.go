@@ -25,6 +25,10 @@
 // holds at a laxer level, is dated by a change-point estimate (or the
 // deploy, [Detector.Cut]) and becomes the baseline after a day.
 //
+// [Run], [Step] and [Summarise] run a detector offline over a simulated
+// [Series] (simulate.go): the code the figures are measured with, and
+// what `llmprobe plan` predicts a class's detection delays with.
+//
 // [MannWhitney] (two-sided) is also what `llmprobe bench compare` tests
 // medians with, so the daemon and the comparison of reports share one
 // implementation.

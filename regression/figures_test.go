@@ -85,11 +85,10 @@ func TestFigures(t *testing.T) {
 			t.Errorf("%s at %g req/s: %d false alarms in %d days", c.name, c.rate, r.alarms, days)
 		}
 	}
-	med, tl := testsPerEvaluation(Latency)
-	errs, _ := testsPerEvaluation(Ratio)
+	med, tl := TestsPerEvaluation(Latency, figureOptions)
+	errs, _ := TestsPerEvaluation(Ratio, figureOptions)
 	bound := func(o Options) (lat, rat float64) {
-		o = o.WithDefaults()
-		return 43200 * (float64(med)*o.MedianLevel + float64(tl)*o.TailLevel), 43200 * float64(errs) * o.ErrorLevel
+		return FalseAlarmBound(Latency, o, 43200), FalseAlarmBound(Ratio, o, 43200)
 	}
 	bl, br := bound(figureOptions)
 	p("  union bound per 30 days (43200 evaluations): latency %d median tests × %g + %d tail tests × %g = %.3g; errors %d tests × %g = %.3g",
@@ -124,12 +123,12 @@ func TestFigures(t *testing.T) {
 	p("Power, %d simulated steps per row (fresh detector, the history given, then the change; evaluations once a minute at a random phase):", steps)
 	p("  %-40s %6s %10s %10s %10s %10s %8s %6s %10s", "change", "req/s", "history", "deadline", "median", "p90", "missed", "early", "|cp err|")
 	for _, c := range power {
-		s := summarise(parallel(steps, func(i int) trial {
+		s := Summarise(parallel(steps, func(i int) trial {
 			return stepTrial(c.kind, c.o, c.rate, c.hist, 3*c.deadline, uint64(10000+i), c.mutate, c.errAfter)
 		}), c.deadline)
-		p("  %-40s %6g %10s %10s %10s %10s %7.1f%% %6d %10s", c.name, c.rate, dur(c.hist), dur(c.deadline), dur(s.median), dur(s.p90), 100*s.missed, s.early, dur(s.cpErr))
-		if s.early > 0 {
-			t.Errorf("%s at %g req/s: %d alarms before the step", c.name, c.rate, s.early)
+		p("  %-40s %6g %10s %10s %10s %10s %7.1f%% %6d %10s", c.name, c.rate, dur(c.hist), dur(c.deadline), dur(s.Median), dur(s.P90), 100*s.Missed, s.Early, dur(s.ChangePointError))
+		if s.Early > 0 {
+			t.Errorf("%s at %g req/s: %d alarms before the step", c.name, c.rate, s.Early)
 		}
 	}
 	p("  (median and p90 of the delay from the step to the alarm, a step not caught within 3× the deadline counting as never; missed: not caught within the deadline; early: alarms before the step; |cp err|: median distance of the change point from the step)")
@@ -141,10 +140,10 @@ func TestFigures(t *testing.T) {
 	for _, level := range []float64{1e-5, 1e-6, 1e-7, 1e-8, 1e-9} {
 		o := Options{MedianLevel: level / 10, TailLevel: level, ErrorLevel: level / 10}
 		cell := func(c powerCase) string {
-			s := summarise(parallel(steps, func(i int) trial {
+			s := Summarise(parallel(steps, func(i int) trial {
 				return stepTrial(c.kind, o, c.rate, c.hist, 3*c.deadline, uint64(20000+i), c.mutate, c.errAfter)
 			}), c.deadline)
-			return fmt.Sprintf("%s, %.1f%% missed", dur(s.median), 100*s.missed)
+			return fmt.Sprintf("%s, %.1f%% missed", dur(s.Median), 100*s.Missed)
 		}
 		bl, _ := bound(o)
 		p("  %-8g %14.3g %22s %22s %22s %20s", level, bl,
@@ -178,61 +177,6 @@ func TestFigures(t *testing.T) {
 	}
 	p("(took %s)", time.Since(start).Round(time.Second))
 	t.Log("\n" + out.String())
-}
-
-// testsPerEvaluation is how many tests one evaluation of a full current
-// window runs (the union bound's count): median (or errors) and tail.
-func testsPerEvaluation(kind Kind) (first, tail int) {
-	o := figureOptions.WithDefaults()
-	for c := o.MinSamples; c < CurrentCapacity; c *= 2 {
-		first++
-		if kind == Latency && c >= TailMinSamples {
-			tail++
-		}
-	}
-	first++ // all of it
-	if kind == Latency {
-		tail++
-	}
-	return first, tail
-}
-
-type summary struct {
-	median, p90, cpErr time.Duration
-	missed             float64
-	early              int
-}
-
-func summarise(trials []trial, deadline time.Duration) summary {
-	var s summary
-	delays := make([]time.Duration, 0, len(trials))
-	var cps []time.Duration
-	missed := 0
-	for _, tr := range trials {
-		switch {
-		case tr.early:
-			s.early++
-			delays = append(delays, math.MaxInt64)
-			missed++
-		case tr.detected:
-			delays = append(delays, tr.delay)
-			cps = append(cps, max(tr.cpErr, -tr.cpErr))
-			if tr.delay > deadline {
-				missed++
-			}
-		default:
-			delays = append(delays, math.MaxInt64)
-			missed++
-		}
-	}
-	slices.Sort(delays)
-	slices.Sort(cps)
-	s.median, s.p90 = delays[len(delays)/2], delays[len(delays)*9/10]
-	if len(cps) > 0 {
-		s.cpErr = cps[len(cps)/2]
-	}
-	s.missed = float64(missed) / float64(len(trials))
-	return s
 }
 
 // recovery runs 24h of history, a +30% regression for 2h and 6h more:
@@ -368,11 +312,11 @@ func TestFiguresChangePoint(t *testing.T) {
 			})
 			var errs, orc []time.Duration
 			for _, x := range runs {
-				if x.tr.detected {
-					errs = append(errs, x.tr.cpErr)
+				if x.tr.Detected {
+					errs = append(errs, x.tr.ChangePointError)
 					orc = append(orc, x.oracle)
 				}
-				if x.tr.early {
+				if x.tr.Early {
 					t.Errorf("%s: an alarm before the step", r.name)
 				}
 			}

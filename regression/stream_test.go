@@ -37,8 +37,6 @@ type stream struct {
 	change func(float64) float64
 }
 
-var tokSigma = math.Log(2048.0/120) / 2.326347874
-
 func newStream(seed uint64, rate, rho float64) *stream {
 	return &stream{rng: rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15+1)), rate: rate, rho: rho}
 }
@@ -67,8 +65,7 @@ func (s *stream) ttft() float64 {
 		}
 		return 0.04 * math.Exp(s.narrow*z)
 	}
-	tokens := max(1, math.Round(120*math.Exp(tokSigma*s.score(&s.z1))))
-	return (0.025 + 0.00012*tokens) * math.Exp(0.15*s.score(&s.z2))
+	return ReferenceTTFT(ReferencePromptTokens(s.score(&s.z1)), s.score(&s.z2))
 }
 
 // errorSample draws one 0/1 outcome.
@@ -90,20 +87,33 @@ var ttftQuantiles = sync.OnceValues(func() (p90, p99 float64) {
 	return v[int(0.90*float64(len(v)))], v[int(0.99*float64(len(v)))]
 })
 
-// tailChange doubles the p99 and leaves the median alone: values above
-// the p90 are stretched away from it, linearly, so that the p99 lands at
-// twice its place.
-func tailChange(p90, p99 float64) func(float64) float64 {
-	k := (2*p99 - p90) / (p99 - p90)
-	return func(v float64) float64 {
-		if v <= p90 {
-			return v
-		}
-		return p90 + (v-p90)*k
-	}
+var epoch = SimStart
+
+// series is a stream as the Series of one metric: its TTFT (Latency),
+// changed by its change from the step on, or its 0/1 outcomes (Ratio),
+// whose error ratio becomes errAfter at the step.
+type series struct {
+	*stream
+	kind     Kind
+	errAfter float64
+	switched bool
 }
 
-var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+func (s *series) Gap() time.Duration { return s.gap() }
+
+func (s *series) Value(changed bool) float64 {
+	if s.kind == Ratio {
+		if changed && !s.switched {
+			s.switched, s.errRate = true, s.errAfter
+		}
+		return s.errorSample()
+	}
+	v := s.ttft()
+	if changed && s.change != nil {
+		v = s.change(v)
+	}
+	return v
+}
 
 // run feeds d the stream from start for dur, with an Evaluate every
 // minute from start+phase, calling onEval with each Result (stop when
@@ -111,48 +121,11 @@ var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 // begins (Latency) or its error ratio becomes errAfter (Ratio).
 func run(d *Detector, s *stream, start time.Time, phase, dur time.Duration, kind Kind, change time.Time, errAfter float64,
 	onEval func(now time.Time, r Result) bool) {
-	end := start.Add(dur)
-	t := start.Add(s.gap())
-	next := start.Add(phase)
-	changed := false
-	for {
-		for !next.After(t) {
-			if next.After(end) {
-				return
-			}
-			if !onEval(next, d.Evaluate(next)) {
-				return
-			}
-			next = next.Add(time.Minute)
-		}
-		if !change.IsZero() && !changed && !t.Before(change) {
-			changed = true
-			if kind == Ratio {
-				s.errRate = errAfter
-			}
-		}
-		if kind == Latency {
-			v := s.ttft()
-			if changed && s.change != nil {
-				v = s.change(v)
-			}
-			d.Add(t, v)
-		} else {
-			d.Add(t, s.errorSample())
-		}
-		t = t.Add(s.gap())
-	}
+	Run(d, &series{stream: s, kind: kind, errAfter: errAfter}, start, phase, time.Minute, dur, change, onEval)
 }
 
 // trial is the outcome of one simulated step.
-type trial struct {
-	detected bool          // an alarm rose at or after the step, before the horizon
-	early    bool          // an alarm rose before the step (a false alarm)
-	delay    time.Duration // from the step to the alarm
-	test     string
-	cpErr    time.Duration // ChangePoint − step
-	res      Result
-}
+type trial = Trial
 
 // stepTrial runs a fresh detector over hist of steady stream, then the
 // change (mutate sets it up on the stream; Ratio streams go from 1% to
@@ -166,31 +139,17 @@ func stepTrial(kind Kind, o Options, rate float64, hist, horizon time.Duration, 
 // detector as it is when the alarm rises at or after the step.
 func stepTrialWith(kind Kind, o Options, rate float64, hist, horizon time.Duration, seed uint64, mutate func(*stream), errAfter float64,
 	atAlarm func(*Detector)) trial {
-	d := NewDetector(kind, o)
 	s := newStream(seed, rate, 0)
 	s.errRate = 0.01
 	if mutate != nil {
 		mutate(s)
 	}
-	step := epoch.Add(hist)
-	phase := time.Duration(seed*7919%60000) * time.Millisecond
-	var tr trial
-	run(d, s, epoch, phase, hist+horizon, kind, step, errAfter, func(now time.Time, r Result) bool {
-		if !r.Regressed {
-			return true
-		}
-		if now.Before(step) {
-			tr.early = true
-		} else {
-			tr.detected = true
-			if atAlarm != nil {
-				atAlarm(d)
-			}
-		}
-		tr.delay, tr.test, tr.cpErr, tr.res = now.Sub(step), r.Test, r.ChangePoint.Sub(step), r
-		return false
-	})
-	return tr
+	return Step{
+		Kind: kind, Options: o, Series: &series{stream: s, kind: kind, errAfter: errAfter},
+		Start: epoch, History: hist, Horizon: horizon,
+		Phase:   time.Duration(seed*7919%60000) * time.Millisecond,
+		AtAlarm: atAlarm,
+	}.Run()
 }
 
 // nullRun feeds a fresh detector dur of a stationary stream and counts
@@ -230,6 +189,6 @@ func narrowScale(f float64, wander bool) func(*stream) {
 
 func tail() func(*stream) {
 	p90, p99 := ttftQuantiles()
-	c := tailChange(p90, p99)
+	c := TailChange(p90, p99, 2)
 	return func(s *stream) { s.change = c }
 }

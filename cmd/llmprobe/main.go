@@ -62,6 +62,7 @@ func Main(args []string) int {
 		registerFit(app),
 		registerSelftest(app),
 		registerMixin(app),
+		registerPlan(app),
 	}
 
 	selected, err := app.Parse(args)

@@ -30,6 +30,7 @@ import (
 	"github.com/llmprobe/llmprobe/config"
 	"github.com/llmprobe/llmprobe/exporter"
 	"github.com/llmprobe/llmprobe/internal/bounded"
+	"github.com/llmprobe/llmprobe/plan"
 	"github.com/llmprobe/llmprobe/probe"
 	"github.com/llmprobe/llmprobe/sim"
 )
@@ -154,6 +155,10 @@ func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
 		RecordContent: tracing != nil && initial.Tracing.RecordContent,
 	})
 	reg.MustRegister(exporter.NewStatusCollector(engine.Status), exporter.NewHarnessCollector(engine.Harness))
+	// The plan figures of each configuration, computed in the background
+	// after it is applied (docs/plan.md, "In the daemon").
+	planner := exporter.NewPlanner(ctx, logger, plan.Options{})
+	reg.MustRegister(planner)
 
 	// Metrics learn a config's label sets before the engine starts sending
 	// for it, so no early event of a new target is lost.
@@ -166,6 +171,7 @@ func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
 			}
 		}),
 		engine.Apply,
+		exporter.Infallible(planner.SetConfig),
 	)
 	if err := reloader.Reload(); err != nil {
 		return err
@@ -190,6 +196,7 @@ func runDaemon(ctx context.Context, logger *slog.Logger, o *runOptions) error {
 			Recent:   recent,
 			Metrics:  metrics,
 			Reloader: reloader,
+			Planner:  planner,
 			Ready:    ready.Load,
 			Version:  version.Version,
 

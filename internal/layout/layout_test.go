@@ -58,7 +58,7 @@ var layers = map[string]rule{
 	"internal/bounded":    {},
 	"internal/scrub":      {},
 	"internal/httpclient": {imports: []string{"internal/scrub"}},
-	"config":              {imports: []string{"dist", "slo", "internal/bounded", "internal/scrub", "tracefile"}},
+	"config":              {imports: []string{"dist", "slo", "regression", "internal/bounded", "internal/scrub", "tracefile"}},
 	// The trace readers (Mooncake, Azure, BurstGPT, llmprobe's own
 	// records, access logs): beside the leaves, reading files only.
 	"tracefile": {imports: []string{"internal/bounded"}},
@@ -87,11 +87,16 @@ var layers = map[string]rule{
 		tests:   []string{"exporter"}, // the exposition fixture (exposition_golden_test.go)
 	},
 
+	// How much probing is enough (llmprobe plan, the daemon's plan
+	// figures): the detector run offline on a class's shape, its tokens
+	// and their cost; pure, below the exporter and the binary.
+	"plan": {imports: []string{"config", "dist", "slo", "regression", "alerts", "servermetrics", "probe/workload", "probe/wire"}},
+
 	// What reads the engine: the exporter (metrics, status page, reloads)
 	// and bench (finite stages, reports). Neither imports cmd; the
 	// exporter never imports bench, bench's tests use the exporter.
 	"exporter": {
-		imports: join(engine, []string{"config", "slo", "dist", "diagnosis", "internal/bounded", "internal/scrub", "servermetrics"}),
+		imports: join(engine, []string{"config", "slo", "dist", "diagnosis", "internal/bounded", "internal/scrub", "servermetrics", "plan"}),
 		tests:   []string{"regression"}, // the detector's results in the test status (helpers_test.go)
 	},
 	"bench": {imports: join(engine, leaves, []string{"config", "fit", "tracefile", "servermetrics", "bench/report"}), tests: []string{"exporter"}},
@@ -106,7 +111,7 @@ var layers = map[string]rule{
 	"examples":            {tests: join(engine, []string{"config"})},
 
 	// The binary may import every production package.
-	"cmd/llmprobe": {imports: join(engine, leaves, []string{"config", "fit", "sim", "exporter", "bench", "bench/report", "servermetrics", "alerts", "dashboards", "examples", "tracefile", "discovery"}), testOnly: true},
+	"cmd/llmprobe": {imports: join(engine, leaves, []string{"config", "fit", "sim", "exporter", "bench", "bench/report", "servermetrics", "alerts", "dashboards", "examples", "tracefile", "discovery", "plan"}), testOnly: true},
 
 	// Test support and the packages that are only tests.
 	"internal/promtest":     {imports: []string{"internal/proctest", "internal/testio"}},

@@ -51,6 +51,13 @@ type lengthPrior struct {
 // prompt).
 var defaultPrior = lengthPrior{perPrompt: 5, perMessage: 5}
 
+// TemplateTokens is the prior's template tokens of a prompt in k chat
+// messages (0: a completions prompt), before /tokenize or usage taught a
+// target's length model the server's: what llmprobe plan assumes.
+func TemplateTokens(k int) float64 {
+	return defaultPrior.perPrompt + defaultPrior.perMessage*float64(k)
+}
+
 const (
 	fitDecay       = 0.995 // per observation: an effective window of ~200 responses
 	priorWeightA   = 2     // the prior counts as this many observations of a
