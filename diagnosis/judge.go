@@ -54,6 +54,13 @@ const (
 	// ViewShare: unknown when the server view is missing in at least this
 	// share of the recent reads.
 	ViewShare = 0.5
+	// HarnessShare: harness when the harness was saturated in at least
+	// this share of the recent reads. A saturated read's figures are the
+	// harness' and are left out of every window (the recent one, the
+	// state window, the history), so a second of CPU starvation on a
+	// busy host costs its own read, not two minutes of verdicts; the
+	// reads left are judged by the other rules, unknown when too few.
+	HarnessShare = 0.5
 	// MinStateReads is the fewest reads of the last StateWindow with a
 	// waiting figure before "requests waited" is judged.
 	MinStateReads = 3
@@ -251,7 +258,10 @@ func (j *Judge) Verdict(now time.Time) Verdict {
 type window struct {
 	j      *Judge
 	now    time.Time
-	r      sums      // the recent window
+	r      sums      // the recent window's reads with the harness not saturated
+	// reads and saturated count every read of the recent window, and
+	// those with the harness saturated (in none of the sums).
+	reads, saturated float64
 	s      sums      // its last StateWindow
 	state  []*record // the reads of the last StateWindow
 	lastRd *record   // the newest read
@@ -266,6 +276,11 @@ func (j *Judge) window(now time.Time) *window {
 	for i := range j.recent {
 		r := &j.recent[i]
 		if !r.end.After(from) || r.end.After(now) {
+			continue
+		}
+		w.reads++
+		if r.saturated {
+			w.saturated++
 			continue
 		}
 		w.r.add(r)
@@ -299,9 +314,9 @@ func (w *window) judge() Verdict {
 func (w *window) rules() Verdict {
 	b, r, h := &w.b, &w.r, &w.j.hist
 	// 1. harness.
-	if r.saturated > 0 {
-		b.add(EvSaturatedReads, r.saturated)
-		b.add(EvReads, r.reads)
+	if w.saturated > 0 && w.saturated >= HarnessShare*w.reads {
+		b.add(EvSaturatedReads, w.saturated)
+		b.add(EvReads, w.reads)
 		return Verdict{Cause: Harness, Sentence: fmt.Sprintf("harness: saturated in %s of %s reads: the probe's own figures cannot be judged",
 			b.f(EvSaturatedReads), b.f(EvReads))}
 	}

@@ -139,17 +139,26 @@ func TestMixNotJudged(t *testing.T) {
 // TestHarnessWins: a saturated harness in the recent window wins over a
 // queueing engine.
 func TestHarnessWins(t *testing.T) {
-	j := NewJudge()
-	for i := 1; i <= 12; i++ {
-		in := steadyInterval(i)
-		in.Server.Waiting, in.Server.Queue = 20, Mean{150 * 0.09, 150}
-		in.Saturated = i == 11
-		if err := j.Add(in); err != nil {
-			t.Fatal(err)
+	feed := func(saturated func(i int) bool) Verdict {
+		j := NewJudge()
+		for i := 1; i <= 12; i++ {
+			in := steadyInterval(i)
+			in.Server.Waiting, in.Server.Queue = 20, Mean{150 * 0.09, 150}
+			in.Saturated = saturated(i)
+			if err := j.Add(in); err != nil {
+				t.Fatal(err)
+			}
 		}
+		return j.Verdict(steadyInterval(12).End)
 	}
-	if v := j.Verdict(steadyInterval(12).End); v.Cause != Harness {
-		t.Fatalf("%s: %s", v.Cause, v.Sentence)
+	if v := feed(func(i int) bool { return i >= 7 }); v.Cause != Harness {
+		t.Fatalf("saturated in the last 6 reads: %s: %s", v.Cause, v.Sentence)
+	}
+	// One saturated read of the recent window is left out, and the rest
+	// are judged as if it had not been there.
+	want := feed(func(int) bool { return false })
+	if v := feed(func(i int) bool { return i == 11 }); v.Cause != want.Cause || v.Cause == Harness {
+		t.Fatalf("saturated in one read: %s (%s), without it: %s", v.Cause, v.Sentence, want.Cause)
 	}
 }
 
