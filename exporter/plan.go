@@ -250,7 +250,7 @@ func (p *Planner) view(target string) *planView {
 			continue
 		}
 		cv := planClassView{Class: c.Class, Rate: c.Rate,
-			Prompt: fmtCount(c.TokensPerDay.Prompt), Cached: fmtCount(c.TokensPerDay.CachedPrompt), Output: fmtCount(c.TokensPerDay.Output)}
+			Prompt: plan.FormatCount(c.TokensPerDay.Prompt), Cached: plan.FormatCount(c.TokensPerDay.CachedPrompt), Output: plan.FormatCount(c.TokensPerDay.Output)}
 		if c.CostPerDay != nil {
 			cv.Cost = fmt.Sprintf("%.4g", *c.CostPerDay)
 		}
@@ -258,9 +258,9 @@ func (p *Planner) view(target string) *planView {
 			cell := "–"
 			for _, d := range c.Detection {
 				if d.Metric == e.Metric && d.Effect == e.Effect && reflect.DeepEqual(d.Quantile, e.Quantile) {
-					cell = fmtDelay(d.MedianSeconds)
+					cell = plan.FormatDelay(d.MedianSeconds)
 					if d.MedianSeconds != nil {
-						cell += " (p90 " + fmtDelay(d.P90Seconds) + ")"
+						cell += " (p90 " + plan.FormatDelay(d.P90Seconds) + ")"
 					}
 				}
 			}
@@ -278,31 +278,4 @@ func hasEffect(ds []plan.Detection, d plan.Detection) bool {
 		}
 	}
 	return false
-}
-
-// fmtDelay writes a delay of s seconds: 42 s, 6.7 min, 1.8 h; never
-// for nil.
-func fmtDelay(s *float64) string {
-	switch {
-	case s == nil:
-		return "never"
-	case *s < 120:
-		return fmt.Sprintf("%.0f s", *s)
-	case *s < 7200:
-		return fmt.Sprintf("%.1f min", *s/60)
-	}
-	return fmt.Sprintf("%.1f h", *s/3600)
-}
-
-// fmtCount writes a count short: 950, 12.3k, 98.9M, 1.2G.
-func fmtCount(v float64) string {
-	switch a := math.Abs(v); {
-	case a >= 1e9:
-		return fmt.Sprintf("%.3gG", v/1e9)
-	case a >= 1e6:
-		return fmt.Sprintf("%.3gM", v/1e6)
-	case a >= 1e3:
-		return fmt.Sprintf("%.3gk", v/1e3)
-	}
-	return fmt.Sprintf("%.3g", v)
 }

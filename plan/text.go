@@ -51,13 +51,13 @@ func writeClass(p func(string, ...any), c *Class) {
 			e.Quantile = *d.Quantile
 		}
 		p("    %-22s median %7s  p90 %7s  missed %5.1f%% (deadline %s, history %s, %d steps)  false alarms ≤ %.2g/30d",
-			e.String(), fmtDelay(d.MedianSeconds), fmtDelay(d.P90Seconds), 100*d.MissRate,
+			e.String(), FormatDelay(d.MedianSeconds), FormatDelay(d.P90Seconds), 100*d.MissRate,
 			fmtSeconds(d.DeadlineSeconds), fmtSeconds(d.HistorySeconds), d.Trials, d.FalseAlarmsPer30Days)
 	}
 	if c.SLO != nil {
 		for _, w := range c.SLO.Windows {
 			line := fmt.Sprintf("    SLO %g %s burn %s/%s > %g: %s and %s requests in its windows: ",
-				c.SLO.Objective, w.Alert, fmtSeconds(w.LongSeconds), fmtSeconds(w.ShortSeconds), w.BurnRate, fmtCount(w.LongRequests), fmtCount(w.ShortRequests))
+				c.SLO.Objective, w.Alert, fmtSeconds(w.LongSeconds), fmtSeconds(w.ShortSeconds), w.BurnRate, FormatCount(w.LongRequests), FormatCount(w.ShortRequests))
 			if w.CanFire {
 				line += fmt.Sprintf("fires from %.3g%% bad", 100*w.MinBadRatio)
 			} else {
@@ -89,10 +89,12 @@ func writeClass(p func(string, ...any), c *Class) {
 func fmtRate(r float64) string { return fmt.Sprintf("%.3g", r) }
 
 func fmtTokens(t Tokens) string {
-	return fmt.Sprintf("%s prompt tokens (%s cacheable) and %s output tokens", fmtCount(t.Prompt), fmtCount(t.CachedPrompt), fmtCount(t.Output))
+	return fmt.Sprintf("%s prompt tokens (%s cacheable) and %s output tokens", FormatCount(t.Prompt), FormatCount(t.CachedPrompt), FormatCount(t.Output))
 }
 
-func fmtCount(v float64) string {
+// FormatCount writes a count short: 950, 12.3k, 98.9M, 1.2G (the text
+// report's and the status page's).
+func FormatCount(v float64) string {
 	switch a := math.Abs(v); {
 	case a >= 1e9:
 		return fmt.Sprintf("%.3gG", v/1e9)
@@ -111,7 +113,9 @@ func fmtCost(c *float64) string {
 	return fmt.Sprintf("costing %.4g a day", *c)
 }
 
-func fmtDelay(s *float64) string {
+// FormatDelay writes a detection delay of s seconds shortly (42s, 6.7m,
+// 1.8h, 3d), "never" for nil.
+func FormatDelay(s *float64) string {
 	if s == nil {
 		return "never"
 	}
