@@ -256,18 +256,18 @@ func (j *Judge) Verdict(now time.Time) Verdict {
 
 // window is what one verdict looks at.
 type window struct {
-	j      *Judge
-	now    time.Time
-	r      sums      // the recent window's reads with the harness not saturated
+	j   *Judge
+	now time.Time
+	r   sums // the recent window's reads with the harness not saturated
 	// reads and saturated count every read of the recent window, and
 	// those with the harness saturated (in none of the sums).
 	reads, saturated float64
-	s      sums      // its last StateWindow
-	state  []*record // the reads of the last StateWindow
-	lastRd *record   // the newest read
-	why    string    // the newest reason for no server view
-	sample []float64
-	b      builder
+	s                sums      // its last StateWindow
+	state            []*record // the reads of the last StateWindow
+	lastRd           *record   // the newest read
+	why              string    // the newest reason for no server view
+	sample           []float64
+	b                builder
 }
 
 func (j *Judge) window(now time.Time) *window {
